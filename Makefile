@@ -1,0 +1,30 @@
+# Two entry points: `make demo` runs the main job, `make test` runs the whole suite.
+# Both build .venv themselves (Python 3.12, see .python-version).
+PYTHON ?= python3
+VENV := .venv
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
+	$(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(VENV)/bin/zarrext demo
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(VENV)/bin/python benchmarks/run_all.py
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,170 @@
+"""Open and create arrays with runtime settings that metadata cannot carry.
+
+``zarrext.open_array`` and ``zarrext.create_array`` return ordinary
+``zarr.Array`` objects whose codec pipeline is :class:`~zarrext.pipeline.ZarrextCodecPipeline`
+and whose ``conditional`` codecs carry the decision given here. ``zarr.json`` is
+not touched: the same array opened with plain zarr-python reads the same values.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import zarr
+from zarr.codecs.sharding import ShardingCodec
+from zarr.core.array import AsyncArray
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.metadata.v3 import RegularChunkGridMetadata
+
+from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.decisions import DecisionLike
+from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+
+__all__ = ["create_array", "open_array", "with_runtime"]
+
+
+def _bind_codec(codec: Any, decision: DecisionLike, trial_encode: bool | None) -> Any:
+    if isinstance(codec, ConditionalCodec):
+        return codec if decision is None else codec.with_decision(decision, trial_encode)
+    if isinstance(codec, ShardingCodec):
+        return RuntimeShardingCodec(
+            chunk_shape=codec.chunk_shape,
+            codecs=[_bind_codec(c, decision, trial_encode) for c in codec.codecs],
+            index_codecs=codec.index_codecs,
+            index_location=codec.index_location,
+            subchunk_write_order=codec.subchunk_write_order,
+        )
+    rebind = getattr(codec, "map_nested_codecs", None)
+    if rebind is not None:
+        return rebind(lambda c: _bind_codec(c, decision, trial_encode))
+    return codec
+
+
+def _contains_conditional(codec: Any) -> bool:
+    if isinstance(codec, ConditionalCodec):
+        return True
+    nested: list[Any] = []
+    for attr in ("codecs", "mask_codecs", "data_codecs"):
+        nested.extend(getattr(codec, attr, ()) or ())
+    return any(_contains_conditional(c) for c in nested)
+
+
+def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
+    """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline."""
+    pipeline = ZarrextCodecPipeline.from_codecs(metadata.codecs)
+    pipeline = pipeline.__class__(
+        array_array_codecs=pipeline.array_array_codecs,
+        array_bytes_codec=pipeline.array_bytes_codec,
+        bytes_bytes_codecs=pipeline.bytes_bytes_codecs,
+        batch_size=pipeline.batch_size,
+        array_path=array_path,
+        chunk_key_encoding=metadata.chunk_key_encoding,
+    )
+    if isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+        chunk_shape = metadata.chunk_grid.chunk_shape
+    else:
+        chunk_shape = (1,) * len(metadata.shape)
+    chunk_spec = ArraySpec(
+        shape=chunk_shape,
+        dtype=metadata.data_type,
+        fill_value=metadata.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+    return pipeline.evolve_from_array_spec(chunk_spec)
+
+
+def with_runtime(
+    array: zarr.Array,
+    *,
+    decision: DecisionLike = None,
+    trial_encode: bool | None = None,
+) -> zarr.Array:
+    """The same array, with runtime settings attached.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        A Zarr format 3 array.
+    decision : Decision, str, int or callable, optional
+        Decision for every ``conditional`` codec of the array (also inside shards).
+        ``None`` keeps the decisions the codecs already carry.
+    trial_encode : bool, optional
+        Trial encoding for a decision function.
+
+    Returns
+    -------
+    zarr.Array
+        A new array object over the same store; its metadata serializes exactly as
+        the original's.
+    """
+    async_array = array._async_array
+    metadata = async_array.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        raise ValueError("zarrext runtime settings need a Zarr format 3 array")
+    if decision is not None and not any(_contains_conditional(c) for c in metadata.codecs):
+        raise ValueError(
+            f"array {array.path!r} has no conditional codec, so a decision has nothing to decide"
+        )
+    codecs = tuple(_bind_codec(c, decision, trial_encode) for c in metadata.codecs)
+    bound = copy.copy(metadata)
+    object.__setattr__(bound, "codecs", codecs)
+    new = AsyncArray(metadata=bound, store_path=async_array.store_path, config=async_array.config)
+    object.__setattr__(new, "codec_pipeline", build_pipeline(bound, async_array.store_path.path))
+    return zarr.Array(new)
+
+
+def open_array(
+    store: Any,
+    *,
+    mode: str = "r+",
+    decision: DecisionLike = None,
+    trial_encode: bool | None = None,
+    **kwargs: Any,
+) -> zarr.Array:
+    """Open an existing array, with runtime settings, without changing ``zarr.json``.
+
+    Parameters
+    ----------
+    store : StoreLike
+        As for ``zarr.open_array``.
+    mode : str
+        ``"r+"`` (default) or ``"r"``, ``"a"``.
+    decision, trial_encode
+        See :func:`with_runtime`.
+    **kwargs
+        Passed to ``zarr.open_array``.
+    """
+    if mode in ("w", "w-", "x"):
+        raise ValueError(
+            f"zarrext.open_array opens existing arrays; mode {mode!r} would replace it "
+            "(use zarrext.create_array)"
+        )
+    array = zarr.open_array(store, mode=mode, **kwargs)  # type: ignore[arg-type]
+    return with_runtime(array, decision=decision, trial_encode=trial_encode)
+
+
+def create_array(
+    store: Any,
+    *,
+    decision: DecisionLike = None,
+    trial_encode: bool | None = None,
+    **kwargs: Any,
+) -> zarr.Array:
+    """``zarr.create_array`` plus zarrext's runtime settings.
+
+    Parameters
+    ----------
+    store : StoreLike
+        As for ``zarr.create_array``.
+    decision, trial_encode
+        See :func:`with_runtime`.
+    **kwargs
+        Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
+        compressors, ...).
+    """
+    array = zarr.create_array(store, **kwargs)
+    return with_runtime(array, decision=decision, trial_encode=trial_encode)

@@ -1,0 +1,30 @@
+"""``zarrext demo``: build real examples and print what happened."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def demo(
+        directory: Annotated[
+            Path | None,
+            typer.Argument(help="Where to build the examples (default: a temporary directory)."),
+        ] = None,
+    ) -> None:
+        """Build every example store and show what each extension did."""
+        from zarrext.demo import run_all
+
+        console = Console()
+        if directory is None:
+            with tempfile.TemporaryDirectory(prefix="zarrext-demo-") as tmp:
+                run_all(Path(tmp), console)
+        else:
+            directory.mkdir(parents=True, exist_ok=True)
+            run_all(directory, console)

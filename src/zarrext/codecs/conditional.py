@@ -1,0 +1,319 @@
+"""``conditional``: apply nested bytes->bytes codecs per chunk, as a header records.
+
+Encoded chunk: ``header || payload``. The header is ``header_bits / 8`` bytes; bit
+``i`` (little-endian bit order: byte 0 bit 0 is codec 0) says whether nested codec
+``i`` was applied. Decoding reads the header and undoes the marked codecs in
+reverse order. Reserved bits are zero; a chunk that sets one cannot be decoded.
+
+The spec was first published under the name ``optional``; metadata that names it so
+(with a ``codecs`` key) is read, and written back, under that name.
+
+Which codecs a writer applies is a runtime decision (:mod:`zarrext.decisions`),
+never stored in ``zarr.json`` and not part of codec equality.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from zarr.abc.codec import BytesBytesCodec, _codec_supports_sync
+from zarr.core.common import JSON
+from zarr.registry import _parse_bytes_bytes_codec
+
+from zarrext._context import current_chunk_index, describe_chunk
+from zarrext.decisions import (
+    NEVER_APPLY,
+    ChunkEncoding,
+    CodecInfo,
+    Decision,
+    DecisionLike,
+    check_mask,
+    resolve_decision,
+)
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = ["ConditionalCodec", "ConditionalCodecError"]
+
+NAMES = ("conditional", "optional")
+# Header sizes beyond this are refused: a header is written for every chunk, and a
+# hostile ``header_bits`` must not turn into a huge allocation per chunk.
+MAX_HEADER_BITS = 1 << 16
+
+
+class ConditionalCodecError(ValueError):
+    """A chunk or a configuration the conditional codec cannot accept."""
+
+
+def parse_nested_codecs(data: object) -> tuple[BytesBytesCodec, ...]:
+    """Parse the ``codecs`` list; every entry must be a bytes->bytes codec."""
+    if isinstance(data, str | bytes | Mapping) or not isinstance(data, Iterable):
+        raise ConditionalCodecError(
+            f"conditional: 'codecs' must be a list of codecs, got {type(data).__name__}"
+        )
+    parsed: list[BytesBytesCodec] = []
+    for i, item in enumerate(data):
+        try:
+            codec = _parse_bytes_bytes_codec(item)  # type: ignore[arg-type]
+        except TypeError as e:
+            name = item.get("name") if isinstance(item, Mapping) else type(item).__name__
+            raise ConditionalCodecError(
+                f"conditional: nested codec {i} ({name!r}) is not a bytes->bytes codec; "
+                "only bytes->bytes codecs (compressors, checksums, byte filters) can be "
+                "applied conditionally"
+            ) from e
+        parsed.append(codec)
+    return tuple(parsed)
+
+
+def parse_header_bits(data: object, n_codecs: int) -> int:
+    """Validate ``header_bits``: a multiple of 8, at least the number of codecs."""
+    if data is None:
+        return -(-n_codecs // 8) * 8
+    if isinstance(data, bool) or not isinstance(data, int):
+        raise ConditionalCodecError(
+            f"conditional: header_bits must be an integer, got {data!r}"
+        )
+    if data % 8:
+        raise ConditionalCodecError(
+            f"conditional: header_bits must be a multiple of 8, got {data}"
+        )
+    if data < n_codecs:
+        raise ConditionalCodecError(
+            f"conditional: header_bits ({data}) must be >= the number of nested codecs "
+            f"({n_codecs})"
+        )
+    if data > MAX_HEADER_BITS:
+        raise ConditionalCodecError(
+            f"conditional: header_bits ({data}) exceeds the supported maximum "
+            f"{MAX_HEADER_BITS}"
+        )
+    return data
+
+
+@dataclass(frozen=True)
+class ConditionalCodec(BytesBytesCodec):
+    """Apply nested bytes->bytes codecs per chunk, recorded in a bitmask header.
+
+    Parameters
+    ----------
+    codecs : list of codecs or codec dicts
+        The nested bytes->bytes codecs, applied in order when enabled.
+    header_bits : int, optional
+        Header size in bits: a multiple of 8, at least ``len(codecs)``. Defaults to
+        the smallest such value.
+    decision : Decision, str, int or callable, optional
+        How a writer picks each chunk's mask: a built-in's name
+        (``"compress_if_smaller"``, ``"always_apply"``, ``"never_apply"``,
+        ``"smallest"``), a function in one of the spec's signatures, a fixed mask,
+        or a :class:`~zarrext.decisions.Decision`. Default: apply nothing.
+    trial_encode : bool, optional
+        For a decision function: trial-encode each codec before asking it.
+        Defaults to what the function's signature asks for.
+    configuration : dict, optional
+        The spec's form: ``{"codecs": [...], "header_bits": ...}`` instead of the
+        two first parameters.
+    decision_function : callable, optional
+        The spec's name for ``decision``.
+    name : str
+        ``"conditional"`` (default) or ``"optional"``, the name written to
+        ``zarr.json``.
+    """
+
+    is_fixed_size = False
+
+    codecs: tuple[BytesBytesCodec, ...]
+    header_bits: int
+    name: str = "conditional"
+    decision: Decision = field(default=NEVER_APPLY, compare=False, repr=False)
+
+    def __init__(
+        self,
+        codecs: Iterable[BytesBytesCodec | dict[str, JSON]] | None = None,
+        header_bits: int | None = None,
+        decision: DecisionLike = None,
+        trial_encode: bool | None = None,
+        *,
+        configuration: Mapping[str, Any] | None = None,
+        decision_function: DecisionLike = None,
+        name: str = "conditional",
+    ) -> None:
+        if configuration is not None:
+            if codecs is not None or header_bits is not None:
+                raise ConditionalCodecError(
+                    "conditional: pass either configuration= or codecs=/header_bits=, not both"
+                )
+            unknown = set(configuration) - {"codecs", "header_bits"}
+            if unknown:
+                raise ConditionalCodecError(
+                    f"conditional: unknown configuration keys {sorted(unknown)}"
+                )
+            if "codecs" not in configuration:
+                raise ConditionalCodecError("conditional: configuration needs 'codecs'")
+            codecs = configuration["codecs"]
+            header_bits = configuration.get("header_bits")
+        if codecs is None:
+            raise ConditionalCodecError("conditional: 'codecs' is required")
+        if decision is not None and decision_function is not None:
+            raise ConditionalCodecError(
+                "conditional: pass either decision= or decision_function=, not both"
+            )
+        if name not in NAMES:
+            raise ConditionalCodecError(f"conditional: name must be one of {NAMES}, got {name!r}")
+        codecs_parsed = parse_nested_codecs(codecs)
+        decision_resolved = resolve_decision(
+            decision if decision is not None else decision_function, trial_encode
+        )
+        decision_resolved.check(len(codecs_parsed))
+        object.__setattr__(self, "codecs", codecs_parsed)
+        object.__setattr__(self, "header_bits", parse_header_bits(header_bits, len(codecs_parsed)))
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "decision", decision_resolved)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, JSON]) -> Self:
+        name = data.get("name")
+        if name not in NAMES:
+            raise ConditionalCodecError(f"conditional: expected name in {NAMES}, got {name!r}")
+        configuration = data.get("configuration")
+        if not isinstance(configuration, Mapping):
+            raise ConditionalCodecError(
+                f"{name}: configuration must be an object with 'codecs', got {configuration!r}"
+            )
+        return cls(configuration=configuration, name=str(name))
+
+    def to_dict(self) -> dict[str, JSON]:
+        return {
+            "name": self.name,
+            "configuration": {
+                "codecs": [c.to_dict() for c in self.codecs],
+                "header_bits": self.header_bits,
+            },
+        }
+
+    def with_decision(self, decision: DecisionLike, trial_encode: bool | None = None) -> Self:
+        """This codec with another runtime decision (same metadata, equal codec)."""
+        resolved = resolve_decision(decision, trial_encode)
+        resolved.check(len(self.codecs))
+        return replace(self, decision=resolved)
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        evolved = tuple(c.evolve_from_array_spec(array_spec) for c in self.codecs)
+        return self if evolved == self.codecs else replace(self, codecs=evolved)
+
+    @property
+    def header_nbytes(self) -> int:
+        """Size of the per-chunk header in bytes."""
+        return self.header_bits // 8
+
+    @property
+    def _sync_capable(self) -> bool:
+        return all(_codec_supports_sync(c) for c in self.codecs)
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        raise NotImplementedError
+
+    def max_encoded_size(self, input_byte_length: int) -> int | None:
+        """Upper bound of an encoded chunk's size, if the decision guarantees one.
+
+        ``input + header`` when the decision never lets the payload grow (e.g.
+        ``compress_if_smaller``), else ``None``.
+        """
+        if self.decision.guarantees_no_inflation:
+            return input_byte_length + self.header_nbytes
+        return None
+
+    # -- header ---------------------------------------------------------------
+
+    def read_mask(self, chunk_bytes: Buffer) -> int:
+        """The mask stored in an encoded chunk's header, validated."""
+        where = describe_chunk(current_chunk_index())
+        n = self.header_nbytes
+        if len(chunk_bytes) < n:
+            raise ConditionalCodecError(
+                f"{self.name} codec, {where}: {len(chunk_bytes)} bytes is shorter than the "
+                f"{n}-byte header"
+            )
+        mask = int.from_bytes(chunk_bytes[:n].to_bytes(), "little")
+        extra = mask >> len(self.codecs)
+        if extra:
+            bit = len(self.codecs) + (extra & -extra).bit_length() - 1
+            raise ConditionalCodecError(
+                f"{self.name} codec, {where}: header sets bit {bit}, but only "
+                f"{len(self.codecs)} nested codecs are configured (bits 0-{len(self.codecs) - 1}); "
+                "the chunk was written with codecs this metadata does not list"
+            )
+        return mask
+
+    def _with_header(self, mask: int, payload: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        header = chunk_spec.prototype.buffer.from_bytes(mask.to_bytes(self.header_nbytes, "little"))
+        return header + payload
+
+    # -- decode ---------------------------------------------------------------
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        mask = self.read_mask(chunk_bytes)
+        data = chunk_bytes[self.header_nbytes :]
+        for i in reversed(range(len(self.codecs))):
+            if mask >> i & 1:
+                data = self.codecs[i]._decode_sync(data, chunk_spec)  # type: ignore[attr-defined]
+        return data
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        mask = self.read_mask(chunk_bytes)
+        data = chunk_bytes[self.header_nbytes :]
+        for i in reversed(range(len(self.codecs))):
+            if mask >> i & 1:
+                data = await self.codecs[i]._decode_single(data, chunk_spec)
+        return data
+
+    # -- encode ---------------------------------------------------------------
+
+    def _encode_chunk(
+        self,
+        chunk_bytes: Buffer,
+        chunk_spec: ArraySpec,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> Buffer:
+        def encode_step(i: int, buffer: Buffer) -> Buffer:
+            codec = self.codecs[i]
+            if _codec_supports_sync(codec):
+                out = codec._encode_sync(buffer, chunk_spec)  # type: ignore[attr-defined]
+            elif loop is not None:
+                out = asyncio.run_coroutine_threadsafe(
+                    codec._encode_single(buffer, chunk_spec), loop
+                ).result()
+            else:
+                raise ConditionalCodecError(
+                    f"{self.name}: nested codec {i} has no synchronous encoder"
+                )
+            if out is None:
+                raise ConditionalCodecError(f"{self.name}: nested codec {i} returned no bytes")
+            return out
+
+        index = current_chunk_index()
+        chunk = ChunkEncoding(
+            index,
+            tuple(CodecInfo(i, c) for i, c in enumerate(self.codecs)),
+            chunk_bytes,
+            encode_step,
+        )
+        mask, payload = self.decision.choose(chunk)
+        mask = check_mask(mask, len(self.codecs), f"{self.name} codec, {describe_chunk(index)}")
+        return self._with_header(mask, payload, chunk_spec)
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return self._encode_chunk(chunk_bytes, chunk_spec, None)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        if self.decision is NEVER_APPLY:
+            return self._with_header(0, chunk_bytes, chunk_spec)
+        loop = asyncio.get_running_loop()
+        return await asyncio.to_thread(self._encode_chunk, chunk_bytes, chunk_spec, loop)

@@ -1,0 +1,448 @@
+"""Writer-side decisions for the ``conditional`` codec: which nested codecs to apply.
+
+A decision sees one chunk at a time and returns the chunk's mask (bit ``i`` set =
+nested codec ``i`` applied) together with the bytes that mask produces. Decisions
+are runtime settings: they never reach ``zarr.json``.
+
+Three kinds are accepted wherever a decision is:
+
+- a user function in one of the spec's three signatures (see :func:`from_function`);
+- the name of a built-in: ``"compress_if_smaller"``, ``"always_apply"``,
+  ``"never_apply"``, ``"smallest"``;
+- an ``int``: the same mask for every chunk;
+
+or a :class:`Decision` object, e.g. from :func:`from_plan`.
+
+Trial encoding is cascaded: nested codec ``i`` is tried on the bytes as they stand
+after the codecs already enabled before it, and an accepted trial's output is kept
+as the chunk's bytes, never computed twice. Because every accepted step of
+``compress_if_smaller`` makes the bytes strictly shorter than they were before the
+step, the stored chunk is never longer than the raw chunk plus the header. A
+non-cascaded check (each codec tried on the raw bytes alone) gives no such
+guarantee: shuffle+zstd can be larger than zstd alone was on raw bytes.
+"""
+
+from __future__ import annotations
+
+import inspect
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from zarrext._context import ChunkIndex, describe_chunk
+
+if TYPE_CHECKING:
+    from zarr.abc.codec import BytesBytesCodec
+    from zarr.core.buffer import Buffer
+
+__all__ = [
+    "BUILTIN_DECISIONS",
+    "ChunkEncoding",
+    "CodecInfo",
+    "Decision",
+    "DecisionError",
+    "from_function",
+    "from_plan",
+    "resolve_decision",
+]
+
+MAX_SMALLEST_CODECS = 8
+
+
+class DecisionError(ValueError):
+    """A decision failed or answered something that is not a decision."""
+
+
+@dataclass(frozen=True)
+class CodecInfo:
+    """A nested codec as a decision function sees it.
+
+    Attributes
+    ----------
+    index : int
+        Position in the conditional codec's ``codecs`` list (= header bit).
+    codec : BytesBytesCodec
+        The zarr-python codec object.
+    """
+
+    index: int
+    codec: BytesBytesCodec
+
+    @property
+    def name(self) -> str:
+        """The codec's registered name, e.g. ``"zstd"``."""
+        return str(self.codec.to_dict()["name"])
+
+    @property
+    def configuration(self) -> dict[str, Any]:
+        """The codec's configuration as it appears in ``zarr.json``."""
+        return dict(self.codec.to_dict().get("configuration", {}))  # type: ignore[call-overload]
+
+    def __repr__(self) -> str:
+        return f"CodecInfo({self.index}, {self.name!r})"
+
+
+class ChunkEncoding:
+    """One chunk on its way through a conditional codec: what a :class:`Decision` works on.
+
+    Parameters
+    ----------
+    chunk_index : tuple of int or None
+        The chunk's coordinates in the array's chunk grid (``None`` if unknown).
+    codecs : tuple of CodecInfo
+        The nested codecs.
+    data : Buffer
+        The bytes entering the conditional codec.
+    encode_step : callable
+        ``encode_step(i, buffer)`` applies nested codec ``i`` to ``buffer``.
+    """
+
+    def __init__(
+        self,
+        chunk_index: ChunkIndex | None,
+        codecs: tuple[CodecInfo, ...],
+        data: Buffer,
+        encode_step: Callable[[int, Buffer], Buffer],
+    ) -> None:
+        self.chunk_index = chunk_index
+        self.codecs = codecs
+        self.data = data
+        self._encode_step = encode_step
+        self.encode_calls = 0
+
+    def encode(self, i: int, buffer: Buffer) -> Buffer:
+        """Apply nested codec ``i`` to ``buffer``."""
+        self.encode_calls += 1
+        return self._encode_step(i, buffer)
+
+    def apply(self, mask: int) -> Buffer:
+        """Encode the chunk's bytes with exactly the codecs of ``mask``."""
+        out = self.data
+        for i in range(len(self.codecs)):
+            if mask >> i & 1:
+                out = self.encode(i, out)
+        return out
+
+    def where(self) -> str:
+        return describe_chunk(self.chunk_index)
+
+
+class Decision(ABC):
+    """Chooses a chunk's mask and produces the bytes for it.
+
+    Subclasses implement :meth:`choose`. ``guarantees_no_inflation`` is True when
+    the chosen bytes are never longer than the input: a writer may then bound the
+    encoded size of a chunk by its raw size plus the header (fixed shard slots).
+    """
+
+    name: str = "custom"
+    trial_encode: bool = False
+    guarantees_no_inflation: bool = False
+
+    def check(self, n_codecs: int) -> None:  # noqa: B027 - optional hook
+        """Raise if this decision cannot work with ``n_codecs`` nested codecs."""
+
+    @abstractmethod
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        """Return ``(mask, encoded bytes)`` for ``chunk``."""
+
+    def __repr__(self) -> str:
+        return f"<decision {self.name}>"
+
+
+def _all_bits(n: int) -> int:
+    return (1 << n) - 1
+
+
+def check_mask(mask: int, n_codecs: int, where: str) -> int:
+    """Refuse masks that set bits beyond the configured codecs."""
+    if isinstance(mask, bool) or not isinstance(mask, int | np.integer):
+        raise DecisionError(f"{where}: mask must be an integer, got {mask!r}")
+    mask = int(mask)
+    if mask < 0:
+        raise DecisionError(f"{where}: mask must be >= 0, got {mask}")
+    extra = mask >> n_codecs
+    if extra:
+        bit = n_codecs + (extra & -extra).bit_length() - 1
+        raise DecisionError(
+            f"{where}: mask {mask:#b} sets bit {bit}, but only {n_codecs} nested codecs "
+            "are configured"
+        )
+    return mask
+
+
+class FixedMask(Decision):
+    """The same mask for every chunk (``never_apply`` is 0, ``always_apply`` all ones)."""
+
+    def __init__(self, mask: int | None, name: str) -> None:
+        self.mask = mask
+        self.name = name
+        self.guarantees_no_inflation = mask == 0
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        n = len(chunk.codecs)
+        mask = _all_bits(n) if self.mask is None else check_mask(self.mask, n, chunk.where())
+        return mask, chunk.apply(mask)
+
+
+class CompressIfSmaller(Decision):
+    """Apply a codec only when it makes the chunk strictly smaller.
+
+    The spec's rule, ``len(trial) < len(unencoded)``, cascaded. A codec whose trial
+    keeps the size unchanged (a filter such as ``shuffle``) is applied tentatively
+    and kept only if the next size-changing codec, applied on top of it, makes the
+    bytes smaller than they were before the filter; otherwise that codec is tried
+    once more without the filter. Filters with no size-changing codec after them
+    are not applied. Every kept step shrinks the bytes, so the result is never
+    longer than the input.
+    """
+
+    name = "compress_if_smaller"
+    trial_encode = True
+    guarantees_no_inflation = True
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        mask = 0
+        base = chunk.data  # bytes before any tentative filter
+        current = base
+        pending = 0  # bits of tentatively applied size-preserving codecs
+        for i in range(len(chunk.codecs)):
+            out = chunk.encode(i, current)
+            if len(out) == len(current):
+                pending |= 1 << i
+                current = out
+                continue
+            if len(out) < len(base):
+                mask |= pending | 1 << i
+                base = current = out
+            elif pending:
+                alone = chunk.encode(i, base)
+                if len(alone) < len(base):
+                    mask |= 1 << i
+                    base = alone
+                current = base
+            else:
+                current = base
+            pending = 0
+        return mask, base
+
+
+class Smallest(Decision):
+    """Try every mask and keep the smallest output; ties go to fewer codecs.
+
+    Prefixes are shared (a depth-first walk), so ``2**n - 1`` nested encodes at
+    most. Refuses more than :data:`MAX_SMALLEST_CODECS` nested codecs.
+    """
+
+    name = "smallest"
+    trial_encode = True
+    guarantees_no_inflation = True
+
+    def check(self, n_codecs: int) -> None:
+        if n_codecs > MAX_SMALLEST_CODECS:
+            raise DecisionError(
+                f"decision 'smallest' tries all 2**n masks and refuses more than "
+                f"{MAX_SMALLEST_CODECS} nested codecs; this conditional codec has {n_codecs}"
+            )
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        n = len(chunk.codecs)
+        self.check(n)
+        best: tuple[tuple[int, int, int], Buffer] | None = None
+
+        def visit(i: int, mask: int, buffer: Buffer) -> None:
+            nonlocal best
+            if i == n:
+                key = (len(buffer), mask.bit_count(), mask)
+                if best is None or key < best[0]:
+                    best = (key, buffer)
+                return
+            visit(i + 1, mask, buffer)
+            visit(i + 1, mask | 1 << i, chunk.encode(i, buffer))
+
+        visit(0, 0, chunk.data)
+        assert best is not None
+        return best[0][2], best[1]
+
+
+class Plan(Decision):
+    """Masks computed beforehand, looked up by chunk index (spec example 3)."""
+
+    name = "plan"
+
+    def __init__(self, masks: np.ndarray) -> None:
+        masks = np.asarray(masks)
+        if not np.issubdtype(masks.dtype, np.integer):
+            raise DecisionError(f"from_plan: masks must be an integer array, got {masks.dtype}")
+        if masks.size and masks.min() < 0:
+            raise DecisionError("from_plan: masks must be >= 0")
+        self.masks = masks
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        index = chunk.chunk_index
+        if index is None:
+            raise DecisionError(
+                "a plan decision needs the chunk index; open the array with "
+                "zarrext.open_array or zarrext.create_array"
+            )
+        if len(index) != self.masks.ndim or any(
+            not 0 <= c < s for c, s in zip(index, self.masks.shape, strict=True)
+        ):
+            raise DecisionError(
+                f"{chunk.where()} is outside the plan, whose shape is {self.masks.shape}"
+            )
+        mask = check_mask(int(self.masks[index]), len(chunk.codecs), chunk.where())
+        return mask, chunk.apply(mask)
+
+
+def from_plan(masks: Any) -> Decision:
+    """A decision that applies precomputed masks, indexed by chunk index.
+
+    Parameters
+    ----------
+    masks : array-like of int
+        One mask per chunk, shaped like the chunk grid (for sharded arrays, like
+        the array-wide grid of inner chunks).
+    """
+    return Plan(np.asarray(masks))
+
+
+# Signatures from the spec, told apart by arity and parameter names.
+_PLAIN = "plain"  # (chunk_index, codec, unencoded_chunk)
+_TRIAL = "trial"  # (chunk_index, codec, unencoded_chunk, trial_encoded_chunk)
+_INDEXED = "indexed"  # (chunk_index, codec_index, codec, unencoded_chunk)
+
+
+def _signature_kind(func: Callable[..., Any], trial_encode: bool | None) -> str:
+    try:
+        params = [
+            p
+            for p in inspect.signature(func).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        ]
+    except (TypeError, ValueError) as e:
+        raise DecisionError(f"cannot read the signature of decision {func!r}: {e}") from e
+    names = [p.name for p in params]
+    if len(params) == 3:
+        return _PLAIN
+    if len(params) == 4:
+        if names[1] == "codec_index":
+            return _INDEXED
+        if names[3].startswith("trial") or trial_encode:
+            return _TRIAL
+        return _INDEXED
+    raise DecisionError(
+        f"decision function {getattr(func, '__name__', func)!r} takes {len(params)} "
+        "positional parameters; expected (chunk_index, codec, unencoded_chunk), "
+        "(chunk_index, codec, unencoded_chunk, trial_encoded_chunk) or "
+        "(chunk_index, codec_index, codec, unencoded_chunk)"
+    )
+
+
+class FunctionDecision(Decision):
+    """A user function called once per nested codec, as the spec's phase 2 describes."""
+
+    def __init__(self, func: Callable[..., Any], trial_encode: bool | None) -> None:
+        self.func = func
+        self.kind = _signature_kind(func, trial_encode)
+        if self.kind == _TRIAL and trial_encode is False:
+            raise DecisionError(
+                f"decision {getattr(func, '__name__', func)!r} takes a trial-encoded chunk, "
+                "but trial_encode=False"
+            )
+        self.trial_encode = bool(trial_encode) or self.kind == _TRIAL
+        self.name = getattr(func, "__name__", "custom")
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        mask = 0
+        current = chunk.data
+        for info in chunk.codecs:
+            trial = chunk.encode(info.index, current) if self.trial_encode else None
+            unencoded = current.as_numpy_array()
+            try:
+                if self.kind == _PLAIN:
+                    answer = self.func(chunk.chunk_index, info, unencoded)
+                elif self.kind == _INDEXED:
+                    answer = self.func(chunk.chunk_index, info.index, info, unencoded)
+                else:
+                    assert trial is not None
+                    answer = self.func(chunk.chunk_index, info, unencoded, trial.as_numpy_array())
+            except Exception as e:
+                raise DecisionError(
+                    f"decision {self.name!r} raised {type(e).__name__} for {chunk.where()}, "
+                    f"nested codec {info.index} ({info.name!r}): {e}"
+                ) from e
+            if not isinstance(answer, bool | np.bool_):
+                raise DecisionError(
+                    f"decision {self.name!r} returned {answer!r} ({type(answer).__name__}) for "
+                    f"{chunk.where()}, nested codec {info.index} ({info.name!r}); "
+                    "expected True or False"
+                )
+            if answer:
+                mask |= 1 << info.index
+                current = trial if trial is not None else chunk.encode(info.index, current)
+        return mask, current
+
+
+def from_function(func: Callable[..., Any], trial_encode: bool | None = None) -> Decision:
+    """Wrap a per-codec decision function.
+
+    Parameters
+    ----------
+    func : callable
+        One of ``(chunk_index, codec, unencoded_chunk)``,
+        ``(chunk_index, codec, unencoded_chunk, trial_encoded_chunk)`` or
+        ``(chunk_index, codec_index, codec, unencoded_chunk)``; returns a bool.
+        A four-parameter function is the ``codec_index`` form when its second
+        parameter is named ``codec_index``, and the trial form when its fourth
+        parameter's name starts with ``trial`` (or ``trial_encode=True``).
+        ``codec`` is a :class:`CodecInfo` (``.name``, ``.configuration``,
+        ``.codec``); ``unencoded_chunk`` and ``trial_encoded_chunk`` are 1-D
+        ``uint8`` arrays: the bytes codec ``i`` would receive (after the codecs
+        already enabled) and what it makes of them.
+    trial_encode : bool, optional
+        Trial-encode every codec before asking. Defaults to what the signature needs.
+    """
+    return FunctionDecision(func, trial_encode)
+
+
+NEVER_APPLY = FixedMask(0, "never_apply")
+
+BUILTIN_DECISIONS: dict[str, Callable[[], Decision]] = {
+    "compress_if_smaller": CompressIfSmaller,
+    "always_apply": lambda: FixedMask(None, "always_apply"),
+    "never_apply": lambda: NEVER_APPLY,
+    "smallest": Smallest,
+}
+
+DecisionLike = Decision | str | int | Callable[..., Any] | None
+
+
+def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -> Decision:
+    """Turn anything accepted as a decision into a :class:`Decision`.
+
+    ``None`` means no decision: every nested codec is skipped (the spec's default).
+    """
+    if decision is None:
+        return NEVER_APPLY
+    if isinstance(decision, Decision):
+        return decision
+    if isinstance(decision, str):
+        try:
+            return BUILTIN_DECISIONS[decision]()
+        except KeyError:
+            raise DecisionError(
+                f"unknown decision {decision!r}; built-ins are {sorted(BUILTIN_DECISIONS)}"
+            ) from None
+    if isinstance(decision, bool):
+        raise DecisionError("a decision cannot be a bool; use 'always_apply' or 'never_apply'")
+    if isinstance(decision, int | np.integer):
+        if decision < 0:
+            raise DecisionError(f"a fixed mask must be >= 0, got {decision}")
+        return FixedMask(int(decision), f"mask {int(decision):#b}")
+    if callable(decision):
+        return from_function(decision, trial_encode)
+    raise DecisionError(f"not a decision: {decision!r}")

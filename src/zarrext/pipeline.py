@@ -1,0 +1,163 @@
+"""zarrext's codec pipeline: zarr-python's batched pipeline that knows chunk indices.
+
+zarr-python gives codecs no chunk coordinates, but the spec's decision functions
+take the chunk index. :class:`ZarrextCodecPipeline` reads each chunk's coordinates
+from its store key (or, inside a shard, from the inner chunk's position) and runs
+that chunk's work in a task of its own with :mod:`zarrext._context` set, so every
+codec below it can ask :func:`zarrext._context.current_chunk_index`.
+
+:class:`RuntimeShardingCodec` is zarr-python's ``ShardingCodec`` with this pipeline
+for its inner chunks: same metadata, same bytes, same reader.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from zarr.codecs.sharding import ShardingCodec
+from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+from zarr.core.codec_pipeline import BatchedCodecPipeline
+from zarr.core.common import concurrent_map
+from zarr.core.config import config
+
+from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
+
+if TYPE_CHECKING:
+    from typing import Self
+
+    from zarr.abc.codec import Codec, GetResult
+    from zarr.abc.store import ByteGetter, ByteSetter
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import NDBuffer
+    from zarr.core.indexing import SelectorTuple
+
+    Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+
+
+@dataclass(frozen=True)
+class ZarrextCodecPipeline(BatchedCodecPipeline):
+    """Batched codec pipeline that tells codecs which chunk they work on.
+
+    Parameters
+    ----------
+    array_path : str
+        The array's path in its store; chunk keys are relative to it.
+    chunk_key_encoding : ChunkKeyEncoding or None
+        Decodes a chunk key into coordinates. ``None`` for a shard's inner
+        pipeline, whose chunks carry their coordinates.
+    """
+
+    array_path: str = ""
+    chunk_key_encoding: ChunkKeyEncoding | None = None
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
+        return super().from_codecs(codecs, batch_size=batch_size)
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        evolved = super().evolve_from_array_spec(array_spec)
+        return replace(
+            evolved, array_path=self.array_path, chunk_key_encoding=self.chunk_key_encoding
+        )
+
+    def chunk_index_of(self, key_holder: object) -> ChunkIndex | None:
+        """Coordinates of the chunk a byte getter/setter addresses, if they can be told."""
+        local = getattr(key_holder, "chunk_coords", None)
+        if local is not None:  # an inner chunk of a shard
+            origin = _inner_origin.get()
+            if origin is None or len(origin) != len(local):
+                return tuple(local)
+            return tuple(o + c for o, c in zip(origin, local, strict=True))
+        path = getattr(key_holder, "path", None)
+        if path is None or self.chunk_key_encoding is None:
+            return None
+        prefix = f"{self.array_path}/" if self.array_path else ""
+        if not path.startswith(prefix):
+            return None
+        try:
+            return self.chunk_key_encoding.decode_chunk_key(path[len(prefix) :])
+        except (ValueError, NotImplementedError):
+            return None
+
+    def _inner_origin_for(self, index: ChunkIndex | None, spec: ArraySpec) -> ChunkIndex | None:
+        codec = self.array_bytes_codec
+        if index is None or not isinstance(codec, ShardingCodec) or self.array_array_codecs:
+            return None
+        per_shard = tuple(s // c for s, c in zip(spec.shape, codec.chunk_shape, strict=True))
+        return tuple(i * k for i, k in zip(index, per_shard, strict=True))
+
+    async def _per_chunk(
+        self,
+        batch: Batch,
+        run: Callable[[Batch], Any],
+    ) -> list[Any]:
+        """Run ``run`` on every chunk of ``batch`` in its own task, with its index set."""
+
+        async def one(item: Any) -> Any:
+            index = self.chunk_index_of(item[0])
+            _chunk_index.set(index)
+            _inner_origin.set(self._inner_origin_for(index, item[1]))
+            return await run([item])
+
+        return await concurrent_map(
+            [(item,) for item in batch], one, config.get("async.concurrency")
+        )
+
+    async def write_batch(
+        self,
+        batch_info: Iterable[tuple[ByteSetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        value: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> None:
+        parent = super()
+
+        async def run(batch: Batch) -> None:
+            await parent.write_batch(batch, value, drop_axes)
+
+        await self._per_chunk(list(batch_info), run)
+
+    async def read_batch(
+        self,
+        batch_info: Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> tuple[GetResult, ...]:
+        parent = super()
+
+        async def run(batch: Batch) -> tuple[GetResult, ...]:
+            return await parent.read_batch(batch, out, drop_axes)
+
+        results = await self._per_chunk(list(batch_info), run)
+        return tuple(r for chunk_results in results for r in chunk_results)
+
+
+class RuntimeShardingCodec(ShardingCodec):
+    """``sharding_indexed`` whose inner chunks go through :class:`ZarrextCodecPipeline`.
+
+    Metadata, encoded bytes and equality are those of zarr-python's ``ShardingCodec``.
+    """
+
+    @property
+    def codec_pipeline(self) -> ZarrextCodecPipeline:
+        return ZarrextCodecPipeline.from_codecs(self.codecs)
+
+    def _get_inner_pipeline(self, shard_spec: ArraySpec) -> ZarrextCodecPipeline:
+        cache: dict[ArraySpec, ZarrextCodecPipeline] | None = getattr(
+            self, "_zarrext_inner_pipelines", None
+        )
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_zarrext_inner_pipelines", cache)
+        pipeline = cache.get(shard_spec)
+        if pipeline is None:
+            pipeline = self.codec_pipeline.evolve_from_array_spec(self._get_chunk_spec(shard_spec))
+            cache[shard_spec] = pipeline
+        return pipeline
+
+    @property
+    def _sync_capable(self) -> bool:
+        # The synchronous shard path bypasses the inner pipeline, and with it the
+        # chunk indices; keep this codec on the asynchronous path.
+        return False
