@@ -21,7 +21,7 @@ app = typer.Typer(
 # One module per group of commands; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
     "demo",
-    "conditional",
+    "stores",
 )
 
 for _name in COMMAND_MODULES:

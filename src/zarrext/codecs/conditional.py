@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from zarr.abc.codec import BytesBytesCodec, _codec_supports_sync
 from zarr.core.common import JSON
-from zarr.registry import _parse_bytes_bytes_codec
+from zarr.registry import _resolve_codec
 
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext.decisions import (
@@ -60,15 +60,24 @@ def parse_nested_codecs(data: object) -> tuple[BytesBytesCodec, ...]:
         )
     parsed: list[BytesBytesCodec] = []
     for i, item in enumerate(data):
-        try:
-            codec = _parse_bytes_bytes_codec(item)  # type: ignore[arg-type]
-        except TypeError as e:
-            name = item.get("name") if isinstance(item, Mapping) else type(item).__name__
+        name = item.get("name") if isinstance(item, Mapping) else type(item).__name__
+        codec: object = item
+        if isinstance(item, Mapping):
+            # Parse first, check the kind second: a TypeError raised while parsing a
+            # bytes->bytes codec's own configuration must not be reported as a wrong kind.
+            try:
+                codec = _resolve_codec(dict(item))
+            except (TypeError, KeyError) as e:
+                raise ConditionalCodecError(
+                    f"conditional: nested codec {i} ({name!r}) has an invalid "
+                    f"configuration: {e}"
+                ) from e
+        if not isinstance(codec, BytesBytesCodec):
             raise ConditionalCodecError(
                 f"conditional: nested codec {i} ({name!r}) is not a bytes->bytes codec; "
                 "only bytes->bytes codecs (compressors, checksums, byte filters) can be "
                 "applied conditionally"
-            ) from e
+            )
         parsed.append(codec)
     return tuple(parsed)
 
@@ -258,12 +267,23 @@ class ConditionalCodec(BytesBytesCodec):
 
     # -- decode ---------------------------------------------------------------
 
+    def _payload_error(self, i: int, mask: int, error: Exception) -> ConditionalCodecError:
+        # Nested decoders fail with RuntimeError, OSError, ...; name the codec and chunk.
+        return ConditionalCodecError(
+            f"{self.name} codec, {describe_chunk(current_chunk_index())}: nested codec {i} "
+            f"({self.codecs[i].to_dict()['name']!r}) failed to decode the payload "
+            f"(header mask {mask:#b}): {type(error).__name__}: {error}"
+        )
+
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         mask = self.read_mask(chunk_bytes)
         data = chunk_bytes[self.header_nbytes :]
         for i in reversed(range(len(self.codecs))):
             if mask >> i & 1:
-                data = self.codecs[i]._decode_sync(data, chunk_spec)  # type: ignore[attr-defined]
+                try:
+                    data = self.codecs[i]._decode_sync(data, chunk_spec)  # type: ignore[attr-defined]
+                except Exception as e:
+                    raise self._payload_error(i, mask, e) from e
         return data
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
@@ -271,7 +291,10 @@ class ConditionalCodec(BytesBytesCodec):
         data = chunk_bytes[self.header_nbytes :]
         for i in reversed(range(len(self.codecs))):
             if mask >> i & 1:
-                data = await self.codecs[i]._decode_single(data, chunk_spec)
+                try:
+                    data = await self.codecs[i]._decode_single(data, chunk_spec)
+                except Exception as e:
+                    raise self._payload_error(i, mask, e) from e
         return data
 
     # -- encode ---------------------------------------------------------------

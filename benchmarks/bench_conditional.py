@@ -1,0 +1,112 @@
+"""Cost of the conditional codec, against the plain pipeline it wraps, in one run.
+
+1. Decode: read an array stored with ``[bytes, conditional(zstd)]`` (every chunk
+   compressed, mask 0b1) vs the same data stored with ``[bytes, zstd]``, both with
+   stock ``zarr.open_array``. Goal: overhead <= 3 %.
+2. Write: ``compress_if_smaller`` through ``zarrext.create_array`` vs a plain
+   always-zstd ``zarr.create_array`` write. Goal: <= 1.10x the time.
+
+Runs alternate between the two contenders and the median of each is compared, so
+drift of the machine affects both alike.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, ZstdCodec
+
+import zarrext
+
+
+def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:
+    """A smooth float32 field with some noise: compressible, not trivially so."""
+    rng = np.random.default_rng(seed)
+    y, x = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32)
+    smooth = np.sin(x / 50) * np.cos(y / 70) * 100
+    return (smooth + rng.normal(0, 0.01, shape)).astype(np.float32)
+
+
+def alternate(a: Callable[[], object], b: Callable[[], object], repeats: int) -> tuple[float, float]:
+    """Median seconds of ``a`` and ``b``, run alternately."""
+    ta, tb = [], []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        a()
+        ta.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        b()
+        tb.append(time.perf_counter() - t0)
+    return statistics.median(ta), statistics.median(tb)
+
+
+def verdict(ok: bool) -> str:
+    return "meets goal" if ok else "MISSES goal"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="small sizes, few repeats")
+    args = parser.parse_args()
+    side = 2048 if args.quick else 4096  # 16 MiB or 64 MiB of float32
+    chunk = 256 if args.quick else 512  # 256 KiB or 1 MiB chunks
+    repeats = 5 if args.quick else 11
+    data = field((side, side))
+    mib = data.nbytes / 2**20
+    print(f"data: {side}x{side} float32 ({mib:.0f} MiB), chunks {chunk}x{chunk}")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        common = dict(shape=data.shape, chunks=(chunk, chunk), dtype="float32",
+                      serializer=BytesCodec())
+        plain = zarr.create_array(str(root / "plain.zarr"), compressors=[ZstdCodec(level=3)],
+                                  **common)
+        plain[:] = data
+        cond = zarrext.create_array(
+            str(root / "cond.zarr"),
+            compressors=[zarrext.ConditionalCodec([ZstdCodec(level=3)])],
+            decision="always_apply", **common,
+        )
+        cond[:] = data
+        plain_r = zarr.open_array(str(root / "plain.zarr"), mode="r")
+        cond_r = zarr.open_array(str(root / "cond.zarr"), mode="r")
+        assert np.array_equal(plain_r[:], cond_r[:])
+        t_cond, t_plain = alternate(lambda: cond_r[:], lambda: plain_r[:], repeats)
+        overhead = t_cond / t_plain - 1
+        print(
+            f"decode  [bytes, zstd] {t_plain * 1e3:8.1f} ms ({mib / t_plain:7.0f} MiB/s)   "
+            f"[bytes, conditional(zstd)] {t_cond * 1e3:8.1f} ms   overhead {overhead:+.1%}   "
+            f"(goal <= +3%: {verdict(overhead <= 0.03)})"
+        )
+
+        def write_plain() -> None:
+            z = zarr.create_array(str(root / "w_plain.zarr"), compressors=[ZstdCodec(level=3)],
+                                  overwrite=True, **common)
+            z[:] = data
+
+        def write_cond() -> None:
+            z = zarrext.create_array(
+                str(root / "w_cond.zarr"),
+                compressors=[zarrext.ConditionalCodec([ZstdCodec(level=3)])],
+                decision="compress_if_smaller", overwrite=True, **common,
+            )
+            z[:] = data
+
+        t_cond, t_plain = alternate(write_cond, write_plain, repeats)
+        ratio = t_cond / t_plain
+        print(
+            f"write   always-zstd    {t_plain * 1e3:8.1f} ms ({mib / t_plain:7.0f} MiB/s)   "
+            f"compress_if_smaller        {t_cond * 1e3:8.1f} ms   ratio {ratio:.3f}x   "
+            f"(goal <= 1.10x: {verdict(ratio <= 1.10)})"
+        )
+
+
+if __name__ == "__main__":
+    main()

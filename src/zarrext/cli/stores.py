@@ -1,0 +1,151 @@
+"""``zarrext inspect`` and ``zarrext recompress``: jobs on every array of a store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Annotated
+
+import typer
+import zarr
+from rich.console import Console
+from rich.table import Table
+
+from zarrext.inspection import ArrayInventory, inventory
+
+
+def iter_arrays(path: Path | str, mode: str = "r") -> Iterator[zarr.Array]:
+    """Every array at ``path``: the array itself, or all arrays of a group, recursively."""
+    node = zarr.open(str(path), mode=mode)  # type: ignore[arg-type]
+    if isinstance(node, zarr.Array):
+        yield node
+        return
+    for _, member in sorted(node.members(max_depth=None), key=lambda m: m[0]):
+        if isinstance(member, zarr.Array):
+            yield member
+
+
+def inventory_table(inv: ArrayInventory) -> Table:
+    """One array's stored chunks, bytes and mask counts."""
+    table = Table(title=f"array {inv.path or '/'}  shape={inv.shape} chunks={inv.chunk_shape}")
+    table.add_column("stored chunks", justify="right")
+    table.add_column("of", justify="right")
+    table.add_column("stored bytes", justify="right")
+    table.add_column("raw bytes", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("masks (chunks)")
+    total = 1
+    for g in inv.grid_shape:
+        total *= g
+    masks = ", ".join(f"{m:#06b}: {n}" for m, n in sorted(inv.mask_counts.items()))
+    ratio = inv.raw_bytes / inv.stored_bytes if inv.stored_bytes else float("nan")
+    table.add_row(
+        str(len(inv.chunks)),
+        str(total),
+        f"{inv.stored_bytes:,}",
+        f"{inv.raw_bytes:,}",
+        f"{ratio:.2f}",
+        masks if inv.placement is not None else "(no conditional codec)",
+    )
+    return table
+
+
+def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
+    """Draw each array's chunk grid coloured by mask and by compression ratio."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    fig, axes = plt.subplots(
+        len(inventories), 2, figsize=(10, 4 * len(inventories)), squeeze=False
+    )
+    for row, inv in zip(axes, inventories, strict=True):
+        n_masks = 2 ** len(inv.placement.codec.codecs) if inv.placement is not None else 1
+        n_masks = min(n_masks, 20)
+        panels = (
+            (row[0], "mask", plt.get_cmap("tab20", n_masks), -0.5, n_masks - 0.5),
+            (row[1], "ratio", plt.get_cmap("viridis"), None, None),
+        )
+        for ax, attribute, cmap, vmin, vmax in panels:
+            grid = inv.grid(attribute)
+            if grid.ndim == 1:
+                grid = grid[np.newaxis, :]
+            elif grid.ndim > 2:
+                grid = grid.reshape(-1, grid.shape[-1])
+            image = ax.imshow(
+                np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax,
+                interpolation="nearest",
+            )
+            bar = fig.colorbar(image, ax=ax, label=attribute)
+            if attribute == "mask":
+                bar.set_ticks(range(n_masks))
+                bar.set_ticklabels([f"{m:#b}" for m in range(n_masks)])
+            ax.set_title(f"{inv.path or '/'}: {attribute} per chunk")
+            ax.set_xlabel("chunk (last axis)")
+            ax.set_ylabel("chunk (other axes)")
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.yaxis.get_major_locator().set_params(integer=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def inspect(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        plot: Annotated[
+            Path | None, typer.Option(help="Write a PNG of the chunk grid(s) to this file.")
+        ] = None,
+    ) -> None:
+        """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
+        console = Console()
+        inventories = []
+        for array in iter_arrays(path):
+            inv = inventory(array)
+            inventories.append(inv)
+            console.print(inventory_table(inv))
+        if not inventories:
+            console.print(f"no arrays under {path}")
+        if plot is not None and inventories:
+            plot_inventories(inventories, plot)
+            console.print(f"plot written to {plot}")
+
+    @app.command()
+    def recompress(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        decision: Annotated[
+            str, typer.Option(help="Built-in decision for the conditional codec(s).")
+        ] = "compress_if_smaller",
+        workers: Annotated[int | None, typer.Option(help="Threads in the local pool.")] = None,
+        scheduler: Annotated[
+            str | None, typer.Option(help="Address of a dask.distributed scheduler to run on.")
+        ] = None,
+    ) -> None:
+        """Rewrite every stored chunk with freshly decided conditional masks, in place."""
+        from zarrext.inspection import conditional_placement
+        from zarrext.recompression import recompress as run
+
+        console = Console()
+        client = None
+        if scheduler is not None:
+            from dask.distributed import Client
+
+            client = Client(scheduler)
+        try:
+            done = 0
+            for array in iter_arrays(path, mode="r+"):
+                if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
+                    console.print(f"skipping {array.path or '/'}: no conditional codec")
+                    continue
+                report = run(array, decision, client=client, workers=workers)
+                console.print(report.table())
+                done += 1
+            if not done:
+                console.print(f"no array with a conditional codec under {path}")
+                raise typer.Exit(1)
+        finally:
+            if client is not None:
+                client.close()

@@ -1,0 +1,280 @@
+"""What is stored: chunks, their sizes, and the masks their conditional headers hold.
+
+Works on any Zarr format 3 array. Where the array has a ``conditional`` codec
+(directly, or among a shard's inner codecs) each stored chunk's header is read:
+the codecs after the conditional codec are decoded (checking a crc32c, say), and
+the header's mask is validated.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from math import prod
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import zarr
+from zarr.abc.codec import BytesBytesCodec, _codec_supports_sync
+from zarr.codecs.sharding import ShardingCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import Buffer, default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.sync import sync
+
+from zarrext._context import _chunk_index
+from zarrext.codecs.conditional import ConditionalCodec
+
+if TYPE_CHECKING:
+    from zarr.abc.store import Store
+
+__all__ = [
+    "ArrayInventory",
+    "ConditionalPlacement",
+    "StoredChunk",
+    "conditional_placement",
+    "inventory",
+    "stored_chunk_keys",
+]
+
+
+@dataclass(frozen=True)
+class ConditionalPlacement:
+    """Where an array's conditional codec sits.
+
+    Attributes
+    ----------
+    codec : ConditionalCodec
+    after : tuple of BytesBytesCodec
+        The bytes->bytes codecs applied after it (decoded first when reading).
+    sharding : ShardingCodec or None
+        The sharding codec whose inner chunks carry the conditional header.
+    """
+
+    codec: ConditionalCodec
+    after: tuple[BytesBytesCodec, ...]
+    sharding: ShardingCodec | None
+
+
+def _find_in_chain(codecs: tuple[Any, ...]) -> tuple[ConditionalCodec, tuple[Any, ...]] | None:
+    for i, codec in enumerate(codecs):
+        if isinstance(codec, ConditionalCodec):
+            return codec, tuple(codecs[i + 1 :])
+    return None
+
+
+def conditional_placement(metadata: ArrayV3Metadata) -> ConditionalPlacement | None:
+    """Locate the (first) conditional codec of an array, at top level or inside a shard."""
+    found = _find_in_chain(metadata.codecs)
+    if found is not None:
+        return ConditionalPlacement(found[0], found[1], None)
+    for codec in metadata.codecs:
+        if isinstance(codec, ShardingCodec):
+            found = _find_in_chain(codec.codecs)
+            if found is not None:
+                return ConditionalPlacement(found[0], found[1], codec)
+    return None
+
+
+@dataclass(frozen=True)
+class StoredChunk:
+    """One stored chunk (an inner chunk when the array is sharded).
+
+    Attributes
+    ----------
+    index : tuple of int
+        Coordinates in the chunk grid (array-wide inner grid when sharded).
+    key : str
+        Store key of the object holding it (the shard, when sharded).
+    nbytes : int
+        Stored size in bytes.
+    raw_nbytes : int
+        Size of the chunk's values in memory.
+    mask : int or None
+        The conditional header's mask, ``None`` without a conditional codec.
+    """
+
+    index: tuple[int, ...]
+    key: str
+    nbytes: int
+    raw_nbytes: int
+    mask: int | None
+
+
+@dataclass
+class ArrayInventory:
+    """Every stored chunk of one array, and totals."""
+
+    path: str
+    shape: tuple[int, ...]
+    grid_shape: tuple[int, ...]
+    chunk_shape: tuple[int, ...]
+    placement: ConditionalPlacement | None
+    chunks: list[StoredChunk] = field(default_factory=list)
+    store_keys: int = 0
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(c.nbytes for c in self.chunks)
+
+    @property
+    def raw_bytes(self) -> int:
+        return sum(c.raw_nbytes for c in self.chunks)
+
+    @property
+    def mask_counts(self) -> Counter[int]:
+        return Counter(c.mask for c in self.chunks if c.mask is not None)
+
+    def grid(self, attribute: str) -> np.ndarray:
+        """A chunk-grid-shaped float array of ``mask`` or ``ratio`` (NaN where not stored)."""
+        out = np.full(self.grid_shape, np.nan)
+        for c in self.chunks:
+            if attribute == "mask":
+                out[c.index] = np.nan if c.mask is None else c.mask
+            elif attribute == "ratio":
+                out[c.index] = c.raw_nbytes / c.nbytes if c.nbytes else np.nan
+            else:
+                raise ValueError(f"unknown grid attribute {attribute!r}")
+        return out
+
+
+async def _list_keys(store: Store, prefix: str) -> list[str]:
+    keys = []
+    iterator: AsyncIterator[str] = store.list_prefix(prefix)
+    async for key in iterator:
+        keys.append(key)
+    return keys
+
+
+def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]]:
+    """``(chunk coordinates, store key)`` of every stored chunk (shard) of ``array``."""
+    metadata = array.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")
+    store = array.store_path.store
+    base = array.store_path.path
+    prefix = f"{base}/" if base else ""
+    grid = array._async_array._chunk_grid
+    for key in sorted(sync(_list_keys(store, prefix))):
+        relative = key[len(prefix) :]
+        if relative == "zarr.json" or relative.startswith("."):
+            continue
+        try:
+            coords = metadata.chunk_key_encoding.decode_chunk_key(relative)
+        except (ValueError, NotImplementedError):
+            continue
+        if len(coords) == len(metadata.shape) and all(
+            0 <= c < s for c, s in zip(coords, grid.grid_shape, strict=True)
+        ):
+            yield coords, key
+
+
+def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
+    return ArraySpec(
+        shape=shape,
+        dtype=metadata.data_type,
+        fill_value=metadata.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
+    for codec in reversed(placement.after):
+        if _codec_supports_sync(codec):
+            data = codec._decode_sync(data, spec)  # type: ignore[attr-defined]
+        else:
+            data = sync(codec._decode_single(data, spec))
+    return placement.codec.read_mask(data)
+
+
+def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
+    return prod(shape) * metadata.data_type.to_native_dtype().itemsize
+
+
+def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
+    """List the stored chunks of ``array`` with sizes and conditional masks.
+
+    Parameters
+    ----------
+    array : zarr.Array
+    read_masks : bool
+        Read each chunk's conditional header (needs the chunk's bytes).
+    """
+    metadata = array.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")
+    placement = conditional_placement(metadata)
+    store = array.store_path.store
+    prototype = default_buffer_prototype()
+    chunk_shape = tuple(array.chunks)
+    sharding = next((c for c in metadata.codecs if isinstance(c, ShardingCodec)), None)
+    outer_shape = tuple(array.shards) if array.shards is not None else chunk_shape
+    grid_shape = tuple(-(-s // c) for s, c in zip(metadata.shape, chunk_shape, strict=True))
+    result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
+    inner_spec = _spec(chunk_shape, metadata)
+    for coords, key in stored_chunk_keys(array):
+        result.store_keys += 1
+        if sharding is None:
+            size = sync(store.getsize(key))
+            mask = None
+            if placement is not None and read_masks:
+                data = sync(store.get(key, prototype))
+                if data is None:
+                    continue
+                token = _chunk_index.set(coords)
+                try:
+                    mask = _mask_of(placement, data, inner_spec)
+                finally:
+                    _chunk_index.reset(token)
+            result.chunks.append(
+                StoredChunk(coords, key, size, _raw_nbytes(chunk_shape, metadata), mask)
+            )
+            continue
+        shard = sync(store.get(key, prototype))
+        if shard is None:
+            continue
+        per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
+        for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
+            index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))
+            if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
+                continue
+            mask = None
+            if placement is not None and placement.sharding is sharding and read_masks:
+                token = _chunk_index.set(index)
+                try:
+                    mask = _mask_of(placement, shard[start:stop], inner_spec)
+                finally:
+                    _chunk_index.reset(token)
+            result.chunks.append(
+                StoredChunk(index, key, stop - start, _raw_nbytes(chunk_shape, metadata), mask)
+            )
+    return result
+
+
+def shard_entries(
+    sharding: ShardingCodec, shard: Buffer, chunks_per_shard: tuple[int, ...], key: str
+) -> Iterator[tuple[tuple[int, ...], tuple[int, int]]]:
+    """``(inner coordinates, (start, stop))`` of every inner chunk stored in a shard."""
+    index_size = sharding._shard_index_size(chunks_per_shard)
+    if len(shard) < index_size:
+        raise ValueError(
+            f"shard {key!r}: {len(shard)} bytes is shorter than its {index_size}-byte index"
+        )
+    if sharding.index_location == "start":
+        index_bytes = shard[:index_size]
+    else:
+        index_bytes = shard[len(shard) - index_size :]
+    index = sync(sharding._decode_shard_index(index_bytes, chunks_per_shard))
+    for local in np.ndindex(chunks_per_shard):
+        found = index.get_chunk_slice(local)
+        if found is None:
+            continue
+        start, stop = found
+        if not 0 <= start <= stop <= len(shard):
+            raise ValueError(
+                f"shard {key!r}: inner chunk {local} spans bytes {start}..{stop}, "
+                f"outside the {len(shard)}-byte shard"
+            )
+        yield local, (start, stop)

@@ -1,0 +1,337 @@
+"""Shard write layouts: which bytes of a ``sharding_indexed`` shard a writer uses.
+
+The shard format is zarr-python's ``sharding_indexed``; a layout only decides where
+a writer puts each inner chunk, so every layout reads with any reader.
+
+``fixed-slot``
+    Inner chunk ``i`` (C order in the shard) owns a slot of ``S`` bytes at
+    ``data_start + i * S``, where ``data_start`` is the index size when the index is
+    at the start, else 0. ``S`` is the bound of an inner chunk's encoded size
+    (:func:`slot_bound`). The spare area after the ``n`` slots holds chunks that are
+    being replaced (see :mod:`zarrext.sharding.writer`) or do not fit.
+``append``
+    New and updated chunks go to the end of the shard, followed by a fresh index
+    when the index is at the end (the spec's append-only strategy).
+
+Layouts are runtime settings, never written to ``zarr.json``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.metadata.v3 import RegularChunkGridMetadata
+from zarr.storage import LocalStore
+
+from zarrext.pipeline import RuntimeShardingCodec
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from zarr.abc.codec import Codec
+    from zarr.abc.store import ByteSetter
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.core.buffer import NDBuffer
+    from zarr.core.indexing import SelectorTuple
+
+__all__ = [
+    "LAYOUTS",
+    "LayoutShardingCodec",
+    "ShardGeometry",
+    "ShardLayoutError",
+    "bind_layout",
+    "geometry_of",
+    "local_path",
+    "slot_bound",
+]
+
+ShardLayout = Literal["fixed-slot", "append"]
+LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
+
+
+class ShardLayoutError(ValueError):
+    """A shard layout that cannot be used with this array."""
+
+
+def _codec_name(codec: Codec) -> str:
+    try:
+        return str(codec.to_dict()["name"])
+    except Exception:  # a codec without to_dict still deserves a name in the message
+        return type(codec).__name__
+
+
+def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
+    """Upper bound of one inner chunk's encoded size: the fixed slot size ``S``.
+
+    Fixed-size codecs contribute ``compute_encoded_size``; a ``conditional`` codec
+    contributes its ``max_encoded_size`` (raw + header when its decision guarantees
+    no inflation).
+
+    Raises
+    ------
+    ShardLayoutError
+        When a codec's output size has no bound.
+    """
+    dtype = chunk_spec.dtype
+    item_size = getattr(dtype, "item_size", None)
+    if not isinstance(item_size, int):
+        raise ShardLayoutError(
+            f"shard_layout='fixed-slot': data type {dtype} has no fixed item size, so an "
+            "inner chunk's encoded size has no bound"
+        )
+    nbytes = math.prod(chunk_spec.shape) * item_size
+    spec = chunk_spec
+    for i, codec in enumerate(codecs):
+        where = f"inner codec {i} ({_codec_name(codec)!r})"
+        if isinstance(codec, ArrayArrayCodec | ArrayBytesCodec):
+            if not codec.is_fixed_size:
+                raise ShardLayoutError(
+                    f"shard_layout='fixed-slot': {where} produces variable-size output, so "
+                    "inner chunks have no fixed slot size"
+                )
+            nbytes = codec.compute_encoded_size(nbytes, spec)
+            spec = codec.resolve_metadata(spec)
+            continue
+        bound = getattr(codec, "max_encoded_size", None)
+        if codec.is_fixed_size:
+            nbytes = codec.compute_encoded_size(nbytes, spec)
+        elif callable(bound) and (limit := bound(nbytes)) is not None:
+            nbytes = int(limit)
+        else:
+            raise ShardLayoutError(
+                f"shard_layout='fixed-slot': {where} has no bound on its encoded size. "
+                "Wrap compressors in a 'conditional' codec and open the array with a "
+                "decision that guarantees no inflation (e.g. decision='compress_if_smaller')"
+            )
+    return int(nbytes)
+
+
+@dataclass(frozen=True)
+class ShardGeometry:
+    """Where things live in one shard of an array.
+
+    Attributes
+    ----------
+    chunks_per_shard : tuple of int
+        Inner chunks along each axis.
+    index_size : int
+        Encoded size of the shard index in bytes.
+    index_location : {"start", "end"}
+        Where the index is.
+    slot_size : int or None
+        ``S``, the fixed slot size, when the inner codecs bound it.
+    """
+
+    chunks_per_shard: tuple[int, ...]
+    index_size: int
+    index_location: str
+    slot_size: int | None
+
+    @property
+    def n_chunks(self) -> int:
+        return math.prod(self.chunks_per_shard)
+
+    @property
+    def data_start(self) -> int:
+        """First byte after the index when it is at the start, else 0."""
+        return self.index_size if self.index_location == "start" else 0
+
+    @property
+    def slots_end(self) -> int:
+        """End of the slot area (= ``data_start`` when there are no slots)."""
+        return self.data_start + self.n_chunks * (self.slot_size or 0)
+
+    def home(self, flat: int) -> int:
+        """Offset of inner chunk ``flat``'s slot."""
+        if self.slot_size is None:
+            raise ShardLayoutError("this shard geometry has no fixed slot size")
+        return self.data_start + flat * self.slot_size
+
+    def empty_file_size(self, layout: str) -> int:
+        """Size of a freshly created shard file for ``layout``."""
+        return self.index_size + (
+            self.n_chunks * (self.slot_size or 0) if layout == "fixed-slot" else 0
+        )
+
+
+def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
+    if not isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+        raise ShardLayoutError("shard layouts need a regular chunk grid")
+    return tuple(metadata.chunk_grid.chunk_shape)
+
+
+def sharding_codec_of(metadata: ArrayV3Metadata) -> ShardingCodec | None:
+    """The array's ``sharding_indexed`` codec, if it is its array->bytes codec."""
+    from zarr.codecs.sharding import ShardingCodec
+
+    for codec in metadata.codecs:
+        if isinstance(codec, ShardingCodec):
+            return codec
+    return None
+
+
+def shard_spec_of(metadata: ArrayV3Metadata) -> ArraySpec:
+    """The ``ArraySpec`` of one (whole) shard of the array."""
+    return ArraySpec(
+        shape=_shard_shape(metadata),
+        dtype=metadata.data_type,
+        fill_value=metadata.fill_value,
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def geometry_of(codec: ShardingCodec, shard_spec: ArraySpec) -> ShardGeometry:
+    """The geometry of a shard encoded by ``codec``; ``slot_size`` is None when unbounded."""
+    chunks_per_shard = codec._get_chunks_per_shard(shard_spec)
+    try:
+        slot: int | None = slot_bound(codec.codecs, codec._get_chunk_spec(shard_spec))
+    except ShardLayoutError:
+        slot = None
+    return ShardGeometry(
+        chunks_per_shard=chunks_per_shard,
+        index_size=codec._shard_index_size(chunks_per_shard),
+        index_location=codec.index_location,
+        slot_size=slot,
+    )
+
+
+def local_path(byte_setter: object) -> Path | None:
+    """The file behind a store path, when its store writes local files in place."""
+    store = getattr(byte_setter, "store", None)
+    path = getattr(byte_setter, "path", None)
+    if isinstance(store, LocalStore) and isinstance(path, str) and not store.read_only:
+        return store.root / path
+    return None
+
+
+class LayoutShardingCodec(RuntimeShardingCodec):
+    """``sharding_indexed`` that writes shards with a runtime layout, in place.
+
+    Same metadata, same reader as zarr-python's ``ShardingCodec``. On a
+    ``LocalStore`` a write touches only the inner chunks it changes (see
+    :mod:`zarrext.sharding.writer`); on any other store it falls back to
+    zarr-python's whole-shard rewrite.
+    """
+
+    shard_layout: str
+
+    def __init__(self, *, shard_layout: str, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        if shard_layout not in LAYOUTS:
+            raise ShardLayoutError(f"shard_layout must be one of {LAYOUTS}, got {shard_layout!r}")
+        object.__setattr__(self, "shard_layout", shard_layout)
+
+    @classmethod
+    def from_codec(cls, codec: ShardingCodec, shard_layout: str) -> LayoutShardingCodec:
+        return cls(
+            shard_layout=shard_layout,
+            chunk_shape=codec.chunk_shape,
+            codecs=codec.codecs,
+            index_codecs=codec.index_codecs,
+            index_location=codec.index_location,
+            subchunk_write_order=codec.subchunk_write_order,
+        )
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"shard_layout": self.shard_layout, **super().__getstate__()}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        object.__setattr__(self, "shard_layout", state["shard_layout"])
+
+    def evolve_from_array_spec(self, array_spec: ArraySpec) -> LayoutShardingCodec:
+        evolved = super().evolve_from_array_spec(array_spec)
+        if evolved is self:
+            return self
+        return LayoutShardingCodec.from_codec(evolved, self.shard_layout)
+
+    def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
+        cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)
+        if cache is None:
+            cache = {}
+            object.__setattr__(self, "_zarrext_geometry", cache)
+        geometry = cache.get(shard_spec)
+        if geometry is None:
+            geometry = geometry_of(self, shard_spec)
+            cache[shard_spec] = geometry
+        return geometry
+
+    async def _encode_partial_single(
+        self,
+        byte_setter: ByteSetter,
+        shard_array: NDBuffer,
+        selection: SelectorTuple,
+        shard_spec: ArraySpec,
+    ) -> None:
+        import asyncio
+
+        from zarr.codecs.sharding import _ShardingByteSetter
+
+        from zarrext.sharding import writer
+
+        target = local_path(byte_setter)
+        if target is None:
+            await super()._encode_partial_single(byte_setter, shard_array, selection, shard_spec)
+            return
+        geometry = self.geometry(shard_spec)
+        chunk_spec = self._get_chunk_spec(shard_spec)
+        indexer, shard_array = self._get_shard_indexer_and_value(selection, shard_spec, shard_array)
+        touched = list(dict.fromkeys(coords for coords, *_ in indexer))
+        partial = sorted({coords for coords, _, _, complete in indexer if not complete})
+        shard_dict: dict[tuple[int, ...], Any] = dict.fromkeys(touched)
+        if partial:
+            shard_dict.update(
+                await asyncio.to_thread(writer.read_chunks, target, self, geometry, partial)
+            )
+        await self._get_inner_pipeline(shard_spec).write(
+            [
+                (_ShardingByteSetter(shard_dict, coords), chunk_spec, chunk_sel, out_sel, complete)
+                for coords, chunk_sel, out_sel, complete in indexer
+            ],
+            shard_array,
+        )
+        updates = {coords: shard_dict.get(coords) for coords in touched}
+        await asyncio.to_thread(
+            writer.write_chunks, target, self, geometry, updates, self.shard_layout
+        )
+
+
+def bind_layout(
+    codecs: tuple[Codec, ...], shard_layout: str, metadata: ArrayV3Metadata
+) -> tuple[Codec, ...]:
+    """``codecs`` with the array's sharding codec writing in ``shard_layout``.
+
+    Raises
+    ------
+    ShardLayoutError
+        When the array is not sharded, the layout is unknown, or ``fixed-slot`` is
+        asked for inner codecs whose encoded size has no bound.
+    """
+    from zarr.codecs.sharding import ShardingCodec
+
+    if shard_layout not in LAYOUTS:
+        raise ShardLayoutError(f"shard_layout must be one of {LAYOUTS}, got {shard_layout!r}")
+    out: list[Codec] = []
+    found = False
+    for codec in codecs:
+        if isinstance(codec, ShardingCodec):
+            bound = LayoutShardingCodec.from_codec(codec, shard_layout)
+            if shard_layout == "fixed-slot":
+                spec = shard_spec_of(metadata)
+                slot_bound(bound.codecs, bound._get_chunk_spec(spec))
+            out.append(bound)
+            found = True
+        else:
+            out.append(codec)
+    if not found:
+        raise ShardLayoutError(
+            f"shard_layout={shard_layout!r} needs a sharded array (a sharding_indexed codec)"
+        )
+    return tuple(out)

@@ -1,0 +1,77 @@
+"""``zarrext.inspection``: stored chunks, sizes and conditional masks."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+
+import zarrext
+from zarrext.inspection import conditional_placement, inventory, stored_chunk_keys
+
+
+def test_inventory_reads_masks_of_plain_chunks(tmp_path: Path) -> None:
+    plan = np.array([[0, 1], [1, 0]])
+    z = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=(20, 20), chunks=(10, 10), dtype="int16",
+        serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec([ZstdCodec()]), Crc32cCodec()],
+        decision=zarrext.from_plan(plan),
+    )
+    z[:] = 7
+    inv = inventory(zarr.open_array(str(tmp_path / "a.zarr"), mode="r"))
+    assert inv.mask_counts == Counter({0: 2, 1: 2})
+    assert np.array_equal(inv.grid("mask"), plan)
+    sizes = {c.index: c.nbytes for c in inv.chunks}
+    for (i, j), size in sizes.items():
+        assert size == (tmp_path / "a.zarr" / "c" / str(i) / str(j)).stat().st_size
+    assert inv.raw_bytes == 4 * 10 * 10 * 2
+    assert inv.stored_bytes == sum(sizes.values())
+
+
+def test_inventory_of_sharded_array_uses_inner_grid(tmp_path: Path) -> None:
+    inner = [BytesCodec(), zarrext.ConditionalCodec([ZstdCodec()]), Crc32cCodec()]
+    z = zarrext.create_array(
+        str(tmp_path / "s.zarr"), shape=(40, 40), chunks=(20, 40), dtype="uint8",
+        serializer=ShardingCodec(chunk_shape=(10, 10), codecs=inner, index_location="start"),
+        compressors=None, decision="always_apply",
+    )
+    z[:10, :] = 1
+    inv = inventory(z)
+    assert inv.grid_shape == (4, 4)
+    assert sorted(c.index for c in inv.chunks) == [(0, j) for j in range(4)]
+    assert inv.mask_counts == Counter({1: 4})
+    assert {c.key for c in inv.chunks} == {"c/0/0"}
+
+
+def test_inventory_without_conditional_has_no_masks(tmp_path: Path) -> None:
+    z = zarr.create_array(str(tmp_path / "p.zarr"), shape=(6,), chunks=(2,), dtype="i4")
+    z[:4] = 1
+    inv = inventory(z)
+    assert inv.placement is None
+    assert [c.index for c in inv.chunks] == [(0,), (1,)]
+    assert all(c.mask is None for c in inv.chunks)
+    assert conditional_placement(z.metadata) is None  # type: ignore[arg-type]
+
+
+def test_stored_chunk_keys_ignore_foreign_files(tmp_path: Path) -> None:
+    z = zarr.create_array(str(tmp_path / "p.zarr"), shape=(6,), chunks=(2,), dtype="i4")
+    z[:] = 1
+    (tmp_path / "p.zarr" / "c" / "notes.txt").write_text("not a chunk")
+    (tmp_path / "p.zarr" / "c" / "9").write_bytes(b"outside the grid")
+    assert [k for _, k in stored_chunk_keys(z)] == ["c/0", "c/1", "c/2"]
+
+
+def test_inventory_reports_corrupt_header(tmp_path: Path) -> None:
+    z = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=(4,), chunks=(4,), dtype="uint8",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+    )
+    z[:] = 3
+    (tmp_path / "a.zarr" / "c" / "0").write_bytes(bytes([0b100, 3, 3, 3, 3]))
+    with pytest.raises(ValueError, match=r"chunk \(0,\).*bit 2"):
+        inventory(z)

@@ -1,0 +1,168 @@
+"""``zarrext.recompress`` (module ``zarrext.recompression``): compress later, in place, without touching zarr.json."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+import imagecodecs
+from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+
+import zarrext
+from zarrext.recompression import recompress
+
+SHUFFLE_ZSTD = [
+    {"name": "shuffle", "configuration": {"element_size": 4}},
+    {"name": "zstd", "configuration": {"level": 3}},
+]
+
+
+def mixed_data(shape: tuple[int, int] = (64, 64), noise_rows: int = 16) -> np.ndarray:
+    """Smooth float32 rows, with ``noise_rows`` rows of random bits on top."""
+    rng = np.random.default_rng(42)
+    data = np.tile(np.linspace(0, 1, shape[1], dtype=np.float32), (shape[0], 1))
+    data[:noise_rows] = rng.integers(0, 2**32, (noise_rows, shape[1]), dtype=np.uint32).view(
+        np.float32
+    )
+    return data
+
+
+def ingest(path: Path, data: np.ndarray, **kwargs: object) -> zarr.Array:
+    z = zarrext.create_array(
+        str(path), shape=data.shape, chunks=(16, 16), dtype="float32",
+        serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec(SHUFFLE_ZSTD), Crc32cCodec()],
+        decision="never_apply", **kwargs,
+    )
+    z[:] = data
+    return z
+
+
+def chunk_files(path: Path) -> dict[str, bytes]:
+    return {
+        str(p.relative_to(path)): p.read_bytes()
+        for p in sorted(path.rglob("*")) if p.is_file() and p.name != "zarr.json"
+    }
+
+
+def test_recompress_shrinks_store_and_keeps_metadata(tmp_path: Path) -> None:
+    data = mixed_data()
+    ingest(tmp_path / "a.zarr", data)
+    meta = (tmp_path / "a.zarr" / "zarr.json").read_bytes()
+    before = chunk_files(tmp_path / "a.zarr")
+    assert all(b[0] == 0 for b in before.values())  # ingest stored every chunk raw
+
+    report = recompress(str(tmp_path / "a.zarr"), "compress_if_smaller", progress=False)
+
+    after = chunk_files(tmp_path / "a.zarr")
+    assert (tmp_path / "a.zarr" / "zarr.json").read_bytes() == meta
+    assert set(after) == set(before)
+    assert report.chunks == report.objects == 16
+    assert report.bytes_before == sum(map(len, before.values()))
+    assert report.bytes_after == sum(map(len, after.values()))
+    assert report.bytes_after < report.bytes_before
+    # The noise row of chunks stays raw, the smooth chunks get shuffle+zstd.
+    headers = Counter(b[0] for b in after.values())
+    assert headers == Counter({0: 4, 0b11: 12})
+    assert report.masks_before == Counter({0: 16})
+    assert report.masks_after == Counter({0: 4, 0b11: 12})
+    for key, blob in after.items():
+        if blob[0] == 0b11:
+            # payload = zstd frame of the shuffled chunk, then a 4-byte crc32c
+            raw = imagecodecs.zstd_decode(blob[1:-4])
+            assert len(raw) == 16 * 16 * 4, key
+    back = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
+    assert np.array_equal(back.view(np.uint32), data.view(np.uint32))
+
+
+def test_recompress_skips_chunks_that_are_not_stored(tmp_path: Path) -> None:
+    data = mixed_data()
+    z = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=data.shape, chunks=(16, 16), dtype="float32",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec(SHUFFLE_ZSTD)],
+        decision="never_apply",
+    )
+    z[16:32, :] = data[16:32]  # one row of chunks only
+    report = recompress(z, "always_apply", progress=False)
+    assert report.objects == 4
+    files = chunk_files(tmp_path / "a.zarr")
+    assert sorted(files) == [f"c/1/{j}" for j in range(4)]
+    assert all(b[0] == 0b11 for b in files.values())
+
+
+def test_recompress_keeps_stored_fill_value_chunks(tmp_path: Path) -> None:
+    z = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=(32, 32), chunks=(16, 16), dtype="float32",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec(SHUFFLE_ZSTD)],
+        decision="never_apply", config={"write_empty_chunks": True},
+    )
+    z[:] = 0.0
+    assert len(chunk_files(tmp_path / "a.zarr")) == 4
+    recompress(z, "compress_if_smaller", progress=False)
+    files = chunk_files(tmp_path / "a.zarr")
+    assert len(files) == 4
+    assert all(b[0] == 0b11 for b in files.values())
+
+
+def test_recompress_sharded_inner_chunks(tmp_path: Path) -> None:
+    data = mixed_data((64, 64))
+    inner = [BytesCodec(), zarrext.ConditionalCodec([ZstdCodec(level=3)]), Crc32cCodec()]
+    z = zarrext.create_array(
+        str(tmp_path / "s.zarr"), shape=data.shape, chunks=(32, 64), dtype="float32",
+        serializer=ShardingCodec(chunk_shape=(16, 16), codecs=inner), compressors=None,
+        decision="never_apply",
+    )
+    z[:48] = data[:48]  # the last row of inner chunks stays absent
+    meta = (tmp_path / "s.zarr" / "zarr.json").read_bytes()
+    report = recompress(z, "compress_if_smaller", progress=False)
+    assert (tmp_path / "s.zarr" / "zarr.json").read_bytes() == meta
+    assert report.objects == 2  # two shards
+    assert report.chunks == 12  # 3 rows x 4 stored inner chunks
+    assert report.masks_after == Counter({0: 4, 1: 8})
+    assert report.bytes_after < report.bytes_before
+    back = zarr.open_array(str(tmp_path / "s.zarr"), mode="r")[:]
+    assert np.array_equal(back[:48].view(np.uint32), data[:48].view(np.uint32))
+    assert np.all(back[48:] == 0)
+
+
+def test_recompress_with_decision_function_gets_chunk_indices(tmp_path: Path) -> None:
+    data = mixed_data()
+    ingest(tmp_path / "a.zarr", data)
+    seen: set[tuple[int, ...]] = set()
+
+    def only_first_column(chunk_index, codec_index, codec, unencoded_chunk):  # type: ignore[no-untyped-def]
+        seen.add(chunk_index)
+        return chunk_index[1] == 0
+
+    report = recompress(str(tmp_path / "a.zarr"), only_first_column, progress=False, workers=3)
+    assert seen == {(i, j) for i in range(4) for j in range(4)}
+    assert report.masks_after == Counter({0b11: 4, 0: 12})
+
+
+def test_recompress_refuses_array_without_conditional(tmp_path: Path) -> None:
+    z = zarr.create_array(str(tmp_path / "p.zarr"), shape=(4,), chunks=(2,), dtype="i4")
+    z[:] = 1
+    with pytest.raises(ValueError, match="no conditional codec"):
+        recompress(z, "compress_if_smaller", progress=False)
+
+
+@pytest.mark.slow
+def test_recompress_on_dask_cluster(tmp_path: Path) -> None:
+    distributed = pytest.importorskip("dask.distributed")
+    data = mixed_data()
+    ingest(tmp_path / "a.zarr", data)
+    meta = (tmp_path / "a.zarr" / "zarr.json").read_bytes()
+    with (
+        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                 dashboard_address=None) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        report = recompress(str(tmp_path / "a.zarr"), "compress_if_smaller", client=client,
+                            progress=False)
+    assert report.masks_after == Counter({0: 4, 0b11: 12})
+    assert (tmp_path / "a.zarr" / "zarr.json").read_bytes() == meta
+    back = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
+    assert np.array_equal(back.view(np.uint32), data.view(np.uint32))
