@@ -34,7 +34,9 @@ def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:
     return (smooth + rng.normal(0, 0.01, shape)).astype(np.float32)
 
 
-def alternate(a: Callable[[], object], b: Callable[[], object], repeats: int) -> tuple[float, float]:
+def alternate(
+    a: Callable[[], object], b: Callable[[], object], repeats: int
+) -> tuple[float, float]:
     """Median seconds of ``a`` and ``b``, run alternately."""
     ta, tb = [], []
     for _ in range(repeats):

@@ -56,7 +56,8 @@ def test_recompress_then_inspect_group(tmp_path: Path) -> None:
     assert "0b0001: 4" in result.output
     assert "(no conditional codec)" in result.output
     image = matplotlib.image.imread(plot)
-    assert image.shape[0] > 300 and image.shape[1] > 300  # three rows of panels
+    assert image.shape[0] > 300  # three rows of panels
+    assert image.shape[1] > 300
 
 
 def test_recompress_with_nothing_to_do_fails(tmp_path: Path) -> None:

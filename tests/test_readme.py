@@ -13,7 +13,9 @@ BLOCKS = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), fl
 
 
 @pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_block_runs(code: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_readme_block_runs(
+    code: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
 

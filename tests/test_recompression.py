@@ -1,14 +1,14 @@
-"""``zarrext.recompress`` (module ``zarrext.recompression``): compress later, in place, without touching zarr.json."""
+"""``zarrext.recompress``: compress later, in place, without touching zarr.json."""
 
 from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
 
+import imagecodecs
 import numpy as np
 import pytest
 import zarr
-import imagecodecs
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 import zarrext

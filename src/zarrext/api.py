@@ -143,7 +143,7 @@ def open_array(
             f"zarrext.open_array opens existing arrays; mode {mode!r} would replace it "
             "(use zarrext.create_array)"
         )
-    array = zarr.open_array(store, mode=mode, **kwargs)  # type: ignore[arg-type]
+    array = zarr.open_array(store, mode=mode, **kwargs)
     return with_runtime(array, decision=decision, trial_encode=trial_encode)
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import inspect
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +79,8 @@ class CodecInfo:
     @property
     def configuration(self) -> dict[str, Any]:
         """The codec's configuration as it appears in ``zarr.json``."""
-        return dict(self.codec.to_dict().get("configuration", {}))  # type: ignore[call-overload]
+        configuration = self.codec.to_dict().get("configuration") or {}
+        return dict(configuration) if isinstance(configuration, Mapping) else {}
 
     def __repr__(self) -> str:
         return f"CodecInfo({self.index}, {self.name!r})"

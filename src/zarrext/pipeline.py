@@ -97,10 +97,18 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         async def one(item: Any) -> Any:
             index = self.chunk_index_of(item[0])
-            _chunk_index.set(index)
-            _inner_origin.set(self._inner_origin_for(index, item[1]))
-            return await run([item])
+            index_token = _chunk_index.set(index)
+            origin_token = _inner_origin.set(self._inner_origin_for(index, item[1]))
+            try:
+                return await run([item])
+            finally:
+                _inner_origin.reset(origin_token)
+                _chunk_index.reset(index_token)
 
+        if len(batch) == 1:
+            # The parent's write()/read() already runs each batch in a task of its
+            # own (batch_size is 1 by default), so no extra task is needed.
+            return [await one(batch[0])]
         return await concurrent_map(
             [(item,) for item in batch], one, config.get("async.concurrency")
         )
@@ -111,10 +119,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         value: NDBuffer,
         drop_axes: tuple[int, ...] = (),
     ) -> None:
-        parent = super()
-
         async def run(batch: Batch) -> None:
-            await parent.write_batch(batch, value, drop_axes)
+            await BatchedCodecPipeline.write_batch(self, batch, value, drop_axes)
 
         await self._per_chunk(list(batch_info), run)
 
@@ -124,10 +130,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         out: NDBuffer,
         drop_axes: tuple[int, ...] = (),
     ) -> tuple[GetResult, ...]:
-        parent = super()
-
         async def run(batch: Batch) -> tuple[GetResult, ...]:
-            return await parent.read_batch(batch, out, drop_axes)
+            return await BatchedCodecPipeline.read_batch(self, batch, out, drop_axes)
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)

@@ -78,7 +78,9 @@ class RecompressReport:
         return table
 
 
-def _region(coords: tuple[int, ...], block: tuple[int, ...], shape: tuple[int, ...]) -> tuple[slice, ...]:
+def _region(
+    coords: tuple[int, ...], block: tuple[int, ...], shape: tuple[int, ...]
+) -> tuple[slice, ...]:
     return tuple(
         slice(c * b, min((c + 1) * b, s)) for c, b, s in zip(coords, block, shape, strict=True)
     )
@@ -93,7 +95,9 @@ def _rewrite(array: zarr.Array, units: Sequence[tuple[int, ...]]) -> int:
     return len(units)
 
 
-def _runtime_array(array: zarr.Array, decision: DecisionLike, trial_encode: bool | None) -> zarr.Array:
+def _runtime_array(
+    array: zarr.Array, decision: DecisionLike, trial_encode: bool | None
+) -> zarr.Array:
     # Unsharded: keep chunks that hold only the fill value stored, so the set of
     # stored chunks does not change. Sharded: inner chunks absent from a shard read
     # as fill and must stay absent, which write_empty_chunks=False gives.

@@ -145,7 +145,7 @@ class ConditionalCodec(BytesBytesCodec):
 
     def __init__(
         self,
-        codecs: Iterable[BytesBytesCodec | dict[str, JSON]] | None = None,
+        codecs: Iterable[BytesBytesCodec | Mapping[str, Any]] | None = None,
         header_bits: int | None = None,
         decision: DecisionLike = None,
         trial_encode: bool | None = None,

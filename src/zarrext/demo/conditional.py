@@ -85,8 +85,8 @@ def run(root: Path, console: Console) -> None:
         f"({report.ratio:.1f}x); zarr.json sha256 {before} -> {after} "
         f"({'unchanged' if before == after else 'CHANGED'})"
     )
-    assert np.array_equal(zarrext.open_array(str(path), mode="r")[:].view(np.uint32),
-                          data.view(np.uint32))
+    back = np.asarray(zarrext.open_array(str(path), mode="r")[:])
+    assert np.array_equal(back.view(np.uint32), data.view(np.uint32))
 
     # 3. a precomputed plan
     path = root / "plan.zarr"

@@ -247,10 +247,21 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         object.__setattr__(self, "shard_layout", state["shard_layout"])
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> LayoutShardingCodec:
-        evolved = super().evolve_from_array_spec(array_spec)
-        if evolved is self:
+        # zarr-python's version goes through dataclasses.replace, which would drop
+        # the runtime layout (it is no dataclass field, so it never reaches metadata).
+        from zarr.core.chunk_utils import evolve_codecs
+
+        evolved = evolve_codecs(self.codecs, self._get_chunk_spec(array_spec))
+        if evolved == self.codecs:
             return self
-        return LayoutShardingCodec.from_codec(evolved, self.shard_layout)
+        return LayoutShardingCodec(
+            shard_layout=self.shard_layout,
+            chunk_shape=self.chunk_shape,
+            codecs=evolved,
+            index_codecs=self.index_codecs,
+            index_location=self.index_location,
+            subchunk_write_order=self.subchunk_write_order,
+        )
 
     def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
         cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)

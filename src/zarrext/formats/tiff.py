@@ -1,0 +1,259 @@
+"""Every chunk a TIFF file: a ``pad`` codec that prepends a TIFF header.
+
+A 2-D chunk encoded by ``bytes`` (and optionally a compressor) is the single strip
+of a one-image TIFF once a header and image file directory (IFD) are put in front
+of it. The header's size depends only on the data type, so ``pad``'s ``nbytes`` is
+fixed; its contents depend on the strip's byte count, which a compressor makes
+per-chunk, so compressed arrays use a padding function (:func:`dynamic_header`).
+
+Codec order ``[bytes, <compressor>, pad(start)]`` puts the header outside the
+compressed stream, which is what a TIFF reader expects: header, IFD, then the
+strip, compressed as the IFD's Compression tag says.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import numpy as np
+from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.codecs.numcodecs import Zlib
+
+from zarrext._context import ChunkIndex, describe_chunk
+from zarrext.codecs.pad import PadCodec, PaddingFunction
+
+if TYPE_CHECKING:
+    from numpy.typing import DTypeLike
+    from zarr.abc.codec import BytesBytesCodec
+
+__all__ = [
+    "COMPRESSION_TAGS",
+    "TiffHeaderError",
+    "create_kwargs",
+    "dynamic_header",
+    "header",
+    "header_nbytes",
+    "pad_codec",
+]
+
+Endian = Literal["little", "big"]
+Compression = Literal["zstd", "deflate"]
+
+# TIFF Compression tag values: 8 is Adobe Deflate (a zlib stream), 50000 is the
+# registered Zstandard value that libtiff and imagecodecs use.
+COMPRESSION_TAGS: dict[str | None, int] = {None: 1, "deflate": 8, "zstd": 50000}
+
+# SampleFormat: 1 unsigned integer (the default, so it is left out and the spec's
+# 110-byte uint16 header comes out byte for byte), 2 signed integer, 3 IEEE float.
+_SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
+
+_SHORT, _LONG = 3, 4
+_TIFF_HEADER_NBYTES = 8
+
+
+class TiffHeaderError(ValueError):
+    """A chunk shape, data type or chunk TIFF cannot describe."""
+
+
+@dataclass(frozen=True)
+class _Layout:
+    width: int
+    height: int
+    bits: int
+    sample_format: int
+
+
+def _layout(chunk_shape: Sequence[int], dtype: DTypeLike) -> _Layout:
+    shape = tuple(int(s) for s in chunk_shape)
+    if len(shape) != 2:
+        raise TiffHeaderError(f"tiff: chunks must be 2-D (rows, columns), got shape {shape}")
+    if any(s < 1 or s > 0xFFFFFFFF for s in shape):
+        raise TiffHeaderError(f"tiff: chunk shape {shape} does not fit TIFF's 32-bit sizes")
+    dt = np.dtype(dtype)
+    if dt.kind not in _SAMPLE_FORMATS:
+        raise TiffHeaderError(
+            f"tiff: data type {dt} is not an integer or float type TIFF can store"
+        )
+    if dt.kind == "f" and dt.itemsize not in (2, 4, 8):
+        raise TiffHeaderError(f"tiff: float data type {dt} has no TIFF sample format")
+    bits, sample_format = 8 * dt.itemsize, _SAMPLE_FORMATS[dt.kind]
+    return _Layout(width=shape[1], height=shape[0], bits=bits, sample_format=sample_format)
+
+
+def _n_entries(layout: _Layout) -> int:
+    return 8 if layout.sample_format == 1 else 9
+
+
+def header_nbytes(dtype: DTypeLike) -> int:
+    """Size of the header :func:`header` builds for ``dtype`` (110 or 122 bytes)."""
+    n = _n_entries(_layout((1, 1), dtype))
+    return _TIFF_HEADER_NBYTES + 2 + 12 * n + 4
+
+
+def header(
+    chunk_shape: Sequence[int],
+    dtype: DTypeLike,
+    *,
+    endian: Endian = "little",
+    compression: Compression | None = None,
+    strip_byte_count: int | None = None,
+) -> bytes:
+    """The TIFF header and IFD for one 2-D chunk stored as a single strip after it.
+
+    Parameters
+    ----------
+    chunk_shape : (rows, columns)
+        The chunk's shape.
+    dtype : data type
+        An integer or float type (8 to 64 bits).
+    endian : {"little", "big"}
+        Byte order of the file; must match the ``bytes`` codec's.
+    compression : {None, "zstd", "deflate"}
+        How the strip is compressed (the TIFF Compression tag).
+    strip_byte_count : int, optional
+        Size of the strip. Defaults to the uncompressed size; required with a
+        compression.
+
+    Returns
+    -------
+    bytes
+        ``header_nbytes(dtype)`` bytes: the 8-byte TIFF header, then one IFD
+        whose strip starts right after it.
+    """
+    layout = _layout(chunk_shape, dtype)
+    if compression not in COMPRESSION_TAGS:
+        raise TiffHeaderError(
+            f"tiff: compression must be None, 'zstd' or 'deflate', got {compression!r}"
+        )
+    if strip_byte_count is None:
+        if compression is not None:
+            raise TiffHeaderError("tiff: a compressed strip needs its strip_byte_count")
+        strip_byte_count = layout.width * layout.height * layout.bits // 8
+    if not 0 <= strip_byte_count <= 0xFFFFFFFF:
+        raise TiffHeaderError(
+            f"tiff: strip of {strip_byte_count} bytes does not fit a classic (32-bit) TIFF"
+        )
+    if endian not in ("little", "big"):
+        raise TiffHeaderError(f"tiff: endian must be 'little' or 'big', got {endian!r}")
+    bo = "<" if endian == "little" else ">"
+    nbytes = header_nbytes(dtype)
+
+    def entry(tag: int, value: int, *, long: bool = False) -> bytes:
+        # A SHORT sits in the first two bytes of the 4-byte value field, which only
+        # matters (and is only right this way) for big-endian files.
+        if long or value > 0xFFFF:
+            return struct.pack(f"{bo}HHII", tag, _LONG, 1, value)
+        return struct.pack(f"{bo}HHIHH", tag, _SHORT, 1, value, 0)
+
+    entries = [
+        entry(256, layout.width),  # ImageWidth
+        entry(257, layout.height),  # ImageLength
+        entry(258, layout.bits),  # BitsPerSample
+        entry(259, COMPRESSION_TAGS[compression]),  # Compression
+        entry(262, 1),  # PhotometricInterpretation: BlackIsZero
+        entry(273, nbytes, long=True),  # StripOffsets
+        entry(278, layout.height),  # RowsPerStrip
+        entry(279, strip_byte_count, long=True),  # StripByteCounts
+    ]
+    if layout.sample_format != 1:
+        entries.append(entry(339, layout.sample_format))  # SampleFormat
+    magic = b"II" if endian == "little" else b"MM"
+    out = (
+        magic
+        + struct.pack(f"{bo}HI", 42, _TIFF_HEADER_NBYTES)
+        + struct.pack(f"{bo}H", len(entries))
+        + b"".join(entries)
+        + struct.pack(f"{bo}I", 0)  # no next IFD
+    )
+    assert len(out) == nbytes
+    return out
+
+
+def dynamic_header(
+    dtype: DTypeLike,
+    *,
+    endian: Endian = "little",
+    compression: Compression | None = None,
+) -> PaddingFunction:
+    """A ``pad`` padding function writing each chunk's header from its encoded size.
+
+    The returned function takes ``(encoded_chunk, chunk_index, chunk_shape)`` and
+    returns :func:`header` for that chunk shape with the strip byte count set to
+    ``len(encoded_chunk)``.
+    """
+    header(  # fail now, not at the first write, on a type or compression TIFF lacks
+        (1, 1), dtype, endian=endian, compression=compression, strip_byte_count=0
+    )
+
+    def padding(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
+        try:
+            return header(
+                shape, dtype, endian=endian, compression=compression, strip_byte_count=len(encoded)
+            )
+        except TiffHeaderError as e:
+            raise TiffHeaderError(f"{e} ({describe_chunk(index)})") from e
+
+    return padding
+
+
+def pad_codec(
+    dtype: DTypeLike,
+    *,
+    chunk_shape: Sequence[int] | None = None,
+    endian: Endian = "little",
+    compression: Compression | None = None,
+) -> PadCodec:
+    """The ``pad`` codec that makes each chunk a TIFF file.
+
+    Uncompressed with a known ``chunk_shape``: a static header, stored in
+    ``zarr.json``. Otherwise: a header function (``zarr.json`` keeps ``nbytes``).
+    """
+    if compression is None and chunk_shape is not None:
+        static = header(chunk_shape, dtype, endian=endian)
+        return PadCodec(location="start", nbytes=len(static), padding=static)
+    return PadCodec(
+        location="start",
+        nbytes=header_nbytes(dtype),
+        padding=dynamic_header(dtype, endian=endian, compression=compression),
+    )
+
+
+def _compressor(compression: Compression, level: int | None) -> BytesBytesCodec:
+    if compression == "zstd":
+        return ZstdCodec(level=0 if level is None else level)
+    # TIFF's deflate strips are zlib streams (RFC 1950), not gzip ones.
+    return Zlib(level=6 if level is None else level)
+
+
+def create_kwargs(
+    chunk_shape: Sequence[int],
+    dtype: DTypeLike,
+    *,
+    endian: Endian = "little",
+    compression: Compression | None = None,
+    level: int | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``zarr.create_array``/``zarrext.create_array``: TIFF chunks.
+
+    Returns ``chunks``, ``dtype``, ``serializer`` and ``compressors`` (compressor,
+    then the TIFF ``pad``); add ``store`` and ``shape``.
+    """
+    compressors: list[Any] = []
+    if compression is not None:
+        if compression not in ("zstd", "deflate"):
+            raise TiffHeaderError(
+                f"tiff: compression must be None, 'zstd' or 'deflate', got {compression!r}"
+            )
+        compressors.append(_compressor(compression, level))
+    compressors.append(
+        pad_codec(dtype, chunk_shape=chunk_shape, endian=endian, compression=compression)
+    )
+    return {
+        "chunks": tuple(chunk_shape),
+        "dtype": np.dtype(dtype),
+        "serializer": BytesCodec(endian=endian),
+        "compressors": compressors,
+    }
