@@ -21,11 +21,12 @@ import pytest
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
+from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, GzipCodec, ZstdCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
+from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.dtype import Float32
-from zarr.registry import get_codec_class
+from zarr.registry import get_codec_class, register_codec
 
 import zarrext
 from zarrext import ConditionalCodec, ShuffleCodec
@@ -122,7 +123,10 @@ def test_decode_applies_marked_codecs_in_reverse(mask: int, use_async: bool) -> 
     if mask & 2:
         payload = bytes(numcodecs.Zstd(level=1).encode(payload))
     chunk = bytes([mask]) + payload
-    assert decode(ConditionalCodec(codecs=[GzipCodec(), ZstdCodec()]), chunk, use_async=use_async) == RAW
+    assert (
+        decode(ConditionalCodec(codecs=[GzipCodec(), ZstdCodec()]), chunk, use_async=use_async)
+        == RAW
+    )
 
 
 @pytest.mark.parametrize("n_codecs", [0, 1, 7, 8, 9, 16, 17])
@@ -139,7 +143,9 @@ def test_default_header_bits(n_codecs: int) -> None:
 
 @pytest.mark.parametrize("header_bits", [16, 24, 64])
 def test_explicit_header_bits_honoured(header_bits: int) -> None:
-    codec = ConditionalCodec(codecs=[ZstdCodec(), Crc32cCodec()], header_bits=header_bits, decision=0b10)
+    codec = ConditionalCodec(
+        codecs=[ZstdCodec(), Crc32cCodec()], header_bits=header_bits, decision=0b10
+    )
     out = encode(codec, RAW)
     nbytes = header_bits // 8
     assert out[:nbytes] == bytes([0b10]) + bytes(nbytes - 1)  # reserved bits all zero
@@ -172,7 +178,10 @@ def test_chunk_written_with_fewer_codecs_reads_with_more() -> None:
 @pytest.mark.parametrize(("header_bits", "length"), [(8, 0), (16, 0), (16, 1), (24, 2)])
 def test_truncated_chunk(header_bits: int, length: int, use_async: bool) -> None:
     codec = ConditionalCodec(codecs=[ZstdCodec()], header_bits=header_bits)
-    with pytest.raises(ConditionalCodecError, match=rf"{length} bytes is shorter than the {header_bits // 8}-byte header"):
+    with pytest.raises(
+        ConditionalCodecError,
+        match=rf"{length} bytes is shorter than the {header_bits // 8}-byte header",
+    ):
         decode(codec, bytes(length), use_async=use_async)
 
 
@@ -221,20 +230,39 @@ ZSTD = {"name": "zstd", "configuration": {"level": 1, "checksum": False}}
 @pytest.mark.parametrize(
     ("data", "match"),
     [
-        (cfg(codecs=[{"name": "bytes", "configuration": {"endian": "little"}}]), r"'bytes'.*not a bytes->bytes"),
-        (cfg(codecs=[ZSTD, {"name": "transpose", "configuration": {"order": [0]}}]), r"nested codec 1 \('transpose'\).*not a bytes->bytes"),
         (
-            cfg(codecs=[{"name": "sharding_indexed", "configuration": {"chunk_shape": [2], "codecs": [{"name": "bytes"}]}}]),
+            cfg(codecs=[{"name": "bytes", "configuration": {"endian": "little"}}]),
+            r"'bytes'.*not a bytes->bytes",
+        ),
+        (
+            cfg(codecs=[ZSTD, {"name": "transpose", "configuration": {"order": [0]}}]),
+            r"nested codec 1 \('transpose'\).*not a bytes->bytes",
+        ),
+        (
+            cfg(
+                codecs=[
+                    {
+                        "name": "sharding_indexed",
+                        "configuration": {"chunk_shape": [2], "codecs": [{"name": "bytes"}]},
+                    }
+                ]
+            ),
             r"'sharding_indexed'.*not a bytes->bytes",
         ),
-        (cfg(codecs=[{"name": "zstd", "configuration": {"level": "high"}}]), r"nested codec 0 \('zstd'\).*invalid configuration"),
+        (
+            cfg(codecs=[{"name": "zstd", "configuration": {"level": "high"}}]),
+            r"nested codec 0 \('zstd'\).*invalid configuration",
+        ),
         (cfg(codecs=[42]), "not a bytes->bytes"),
         (cfg(codecs=[{"name": "no_such_codec_xyz"}]), "no_such_codec_xyz"),
         (cfg(codecs="zstd"), "must be a list"),
         (cfg(codecs={"name": "zstd"}), "must be a list"),
         (cfg(codecs=[ZSTD], header_bits=12), "multiple of 8"),
         (cfg(codecs=[ZSTD], header_bits=1), "multiple of 8"),
-        (cfg(codecs=[ZSTD] * 9, header_bits=8), r"header_bits \(8\) must be >= the number of nested codecs \(9\)"),
+        (
+            cfg(codecs=[ZSTD] * 9, header_bits=8),
+            r"header_bits \(8\) must be >= the number of nested codecs \(9\)",
+        ),
         (cfg(codecs=[ZSTD], header_bits=0), r"must be >= the number of nested codecs \(1\)"),
         (cfg(codecs=[ZSTD], header_bits=-8), "must be >= the number"),
         (cfg(codecs=[ZSTD], header_bits="8"), "header_bits must be an integer"),
@@ -255,14 +283,19 @@ def test_bad_configuration(data: dict[str, Any], match: str) -> None:
 
 
 def test_header_bits_at_maximum_accepted() -> None:
-    assert ConditionalCodec(codecs=[ZstdCodec()], header_bits=MAX_HEADER_BITS).header_nbytes == MAX_HEADER_BITS // 8
+    assert (
+        ConditionalCodec(codecs=[ZstdCodec()], header_bits=MAX_HEADER_BITS).header_nbytes
+        == MAX_HEADER_BITS // 8
+    )
 
 
 def test_constructor_argument_conflicts() -> None:
     with pytest.raises(ValueError, match="either configuration= or codecs="):
         ConditionalCodec(codecs=[ZstdCodec()], configuration={"codecs": [ZSTD]})
     with pytest.raises(ValueError, match="either decision= or decision_function="):
-        ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply", decision_function="never_apply")
+        ConditionalCodec(
+            codecs=[ZstdCodec()], decision="always_apply", decision_function="never_apply"
+        )
     with pytest.raises(ValueError, match="'codecs' is required"):
         ConditionalCodec()
     with pytest.raises(ValueError, match="name must be one of"):
@@ -270,7 +303,9 @@ def test_constructor_argument_conflicts() -> None:
 
 
 def test_metadata_round_trip() -> None:
-    data = cfg(codecs=[{"name": "shuffle", "configuration": {"element_size": 4}}, ZSTD], header_bits=16)
+    data = cfg(
+        codecs=[{"name": "shuffle", "configuration": {"element_size": 4}}, ZSTD], header_bits=16
+    )
     codec = ConditionalCodec.from_dict(data)
     assert codec.to_dict() == data
     assert codec.codecs == (ShuffleCodec(element_size=4), ZstdCodec(level=1))
@@ -319,9 +354,17 @@ def test_not_fixed_size() -> None:
 
 
 def test_max_encoded_size_follows_decision() -> None:
-    assert ConditionalCodec(codecs=[ZstdCodec()], decision="compress_if_smaller").max_encoded_size(100) == 101
-    assert ConditionalCodec(codecs=[ZstdCodec()], header_bits=16).max_encoded_size(100) == 102  # never_apply
-    assert ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply").max_encoded_size(100) is None
+    assert (
+        ConditionalCodec(codecs=[ZstdCodec()], decision="compress_if_smaller").max_encoded_size(100)
+        == 101
+    )
+    assert (
+        ConditionalCodec(codecs=[ZstdCodec()], header_bits=16).max_encoded_size(100) == 102
+    )  # never_apply
+    assert (
+        ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply").max_encoded_size(100)
+        is None
+    )
 
 
 # -- through real arrays ----------------------------------------------------------------
@@ -333,8 +376,13 @@ def make_array(path: Path, name: str = "conditional", header_bits: int = 8) -> n
     """A 4x4 float32 array, chunks 2x2, codecs [bytes, <name>(shuffle, zstd)], all written raw."""
     data = np.arange(16, dtype="<f4").reshape(4, 4)
     z = zarrext.create_array(
-        path, shape=(4, 4), chunks=(2, 2), dtype="<f4",
-        compressors=[ConditionalCodec(codecs=CONDITIONAL_SHUFFLE_ZSTD, header_bits=header_bits, name=name)],
+        path,
+        shape=(4, 4),
+        chunks=(2, 2),
+        dtype="<f4",
+        compressors=[
+            ConditionalCodec(codecs=CONDITIONAL_SHUFFLE_ZSTD, header_bits=header_bits, name=name)
+        ],
     )
     z[:] = data
     return data
@@ -366,7 +414,9 @@ def test_hand_written_chunk_reads(tmp_path: Path) -> None:
     data = make_array(tmp_path)
     block = (np.arange(4, dtype="<f4") * 10).reshape(2, 2)
     shuffled = block.view(np.uint8).reshape(-1, 4).T.tobytes()
-    (tmp_path / "c" / "1" / "0").write_bytes(bytes([0b11]) + bytes(numcodecs.Zstd().encode(shuffled)))
+    (tmp_path / "c" / "1" / "0").write_bytes(
+        bytes([0b11]) + bytes(numcodecs.Zstd().encode(shuffled))
+    )
     expected = data.copy()
     expected[2:, :2] = block
     np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], expected)
@@ -395,7 +445,7 @@ def test_optional_metadata_read_and_written_back(tmp_path: Path) -> None:
     assert codec.name == "optional"
     assert codec.header_bits == 8
     zx = zarrext.open_array(tmp_path, decision="always_apply")
-    data = np.zeros(8, dtype="<f4")
+    data = np.arange(8, dtype="<f4")
     zx[:] = data
     assert (tmp_path / "c" / "0").read_bytes()[0] == 0b11
     z.attrs["touched"] = True  # rewrites zarr.json
@@ -418,7 +468,11 @@ def test_created_with_optional_name(tmp_path: Path) -> None:
 def test_fused_pipeline_reads(tmp_path: Path) -> None:
     """The synchronous path (FusedCodecPipeline) decodes what the async path wrote."""
     z = zarrext.create_array(
-        tmp_path, shape=(6, 6), chunks=(3, 3), dtype="<f4", decision="always_apply",
+        tmp_path,
+        shape=(6, 6),
+        chunks=(3, 3),
+        dtype="<f4",
+        decision="always_apply",
         compressors=[ConditionalCodec(codecs=CONDITIONAL_SHUFFLE_ZSTD), Crc32cCodec()],
     )
     data = np.random.default_rng(1).random((6, 6), dtype=np.float32)
@@ -456,8 +510,14 @@ def array_cases(draw: st.DrawFn) -> dict[str, Any]:
     kind = draw(st.sampled_from(["random", "smooth", "constant"]))
     seed = draw(st.integers(0, 2**16))
     return {
-        "dtype": dtype, "names": names, "header_bits": header_bits, "decision": decision,
-        "shape": shape, "chunks": chunks, "kind": kind, "seed": seed,
+        "dtype": dtype,
+        "names": names,
+        "header_bits": header_bits,
+        "decision": decision,
+        "shape": shape,
+        "chunks": chunks,
+        "kind": kind,
+        "seed": seed,
     }
 
 
@@ -480,8 +540,14 @@ def test_random_pipelines_round_trip_through_arrays(case: dict[str, Any]) -> Non
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp)
         z = zarrext.create_array(
-            path, shape=data.shape, chunks=case["chunks"], dtype=dtype, fill_value=0,
-            compressors=[codec], decision=case["decision"], write_empty_chunks=True,
+            path,
+            shape=data.shape,
+            chunks=case["chunks"],
+            dtype=dtype,
+            fill_value=0,
+            compressors=[codec],
+            decision=case["decision"],
+            config={"write_empty_chunks": True},
         )
         z[...] = data
         np.testing.assert_array_equal(zarr.open_array(path, mode="r")[...], data)
@@ -500,7 +566,9 @@ def test_random_pipelines_round_trip_through_arrays(case: dict[str, Any]) -> Non
                 assert mask == 0
             if mask == 0:  # raw: the payload is the chunk's bytes, C order
                 coords = tuple(int(p) for p in chunk_file.relative_to(path / "c").parts)
-                region = tuple(slice(c * k, (c + 1) * k) for c, k in zip(coords, case["chunks"], strict=True))
+                region = tuple(
+                    slice(c * k, (c + 1) * k) for c, k in zip(coords, case["chunks"], strict=True)
+                )
                 block = np.zeros(case["chunks"], dtype=dtype)
                 part = data[region]
                 block[tuple(slice(0, s) for s in part.shape)] = part
@@ -515,5 +583,61 @@ def test_bytes_codec_kept_outside(tmp_path: Path, codec_form: str) -> None:
         if codec_form == "object"
         else {"name": "conditional", "configuration": {"codecs": [ZSTD]}}
     )
-    z = zarr.create_array(tmp_path, shape=(4,), chunks=(4,), dtype="u1", serializer=BytesCodec(), compressors=[compressor])
+    z = zarr.create_array(
+        tmp_path,
+        shape=(4,),
+        chunks=(4,),
+        dtype="u1",
+        serializer=BytesCodec(),
+        compressors=[compressor],
+    )
     assert z.metadata.codecs[1] == ConditionalCodec(codecs=[ZstdCodec(level=1)])  # type: ignore[union-attr]
+
+
+# -- nested codecs without a synchronous implementation --------------------------------------
+
+
+class AsyncOnlyReverse(BytesBytesCodec):
+    """A bytes->bytes codec with only the async API: reverses the bytes."""
+
+    is_fixed_size = True
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AsyncOnlyReverse:
+        return cls()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": "zarrext_test_async_reverse"}
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, AsyncOnlyReverse)
+
+    def __hash__(self) -> int:
+        return hash("zarrext_test_async_reverse")
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return chunk_spec.prototype.buffer.from_bytes(chunk_bytes.to_bytes()[::-1])
+
+    async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return chunk_spec.prototype.buffer.from_bytes(chunk_bytes.to_bytes()[::-1])
+
+    def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
+        return input_byte_length
+
+
+register_codec("zarrext_test_async_reverse", AsyncOnlyReverse)
+
+
+def test_async_only_nested_codec(tmp_path: Path) -> None:
+    codec = ConditionalCodec(codecs=[AsyncOnlyReverse(), ZstdCodec(level=1)])
+    assert codec._sync_capable is False
+    assert ConditionalCodec(codecs=[ZstdCodec()])._sync_capable is True
+    data = np.arange(16, dtype="u1")
+    z = zarrext.create_array(
+        tmp_path, shape=(16,), chunks=(16,), dtype="u1", compressors=[codec], decision=0b01
+    )
+    z[:] = data
+    assert (tmp_path / "c" / "0").read_bytes() == b"\x01" + data[::-1].tobytes()
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+    with pytest.raises(ConditionalCodecError, match="nested codec 0 has no synchronous encoder"):
+        encode(codec.with_decision("always_apply"), RAW)

@@ -59,7 +59,9 @@ def test_round_trip(element_size: int, data: bytes) -> None:
     assert decode(codec, encoded) == data
 
 
-@given(element_size=st.integers(1, 16), n_elements=st.integers(0, 40), seed=st.integers(0, 2**32 - 1))
+@given(
+    element_size=st.integers(1, 16), n_elements=st.integers(0, 40), seed=st.integers(0, 2**32 - 1)
+)
 def test_equals_numcodecs_shuffle_on_whole_elements(
     element_size: int, n_elements: int, seed: int
 ) -> None:
@@ -126,7 +128,7 @@ def test_metadata_round_trip_and_registration() -> None:
     ],
 )
 def test_bad_configuration(configuration: dict[str, object], match: str) -> None:
-    with pytest.raises((ValueError, TypeError), match=match):
+    with pytest.raises(ValueError, match=match):
         ShuffleCodec.from_dict({"name": "shuffle", "configuration": configuration})
 
 
@@ -139,7 +141,10 @@ def test_top_level_in_array(tmp_path: Path) -> None:
     """Used directly as an array compressor: stored chunk = numcodecs shuffle of raw bytes."""
     data = np.arange(24, dtype="<i4").reshape(4, 6)
     z = zarr.create_array(
-        tmp_path, shape=data.shape, chunks=(2, 6), dtype="<i4",
+        tmp_path,
+        shape=data.shape,
+        chunks=(2, 6),
+        dtype="<i4",
         compressors=[ShuffleCodec(element_size=4)],
     )
     z[:] = data

@@ -82,6 +82,7 @@ def with_runtime(
     *,
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
+    shard_layout: str | None = None,
 ) -> zarr.Array:
     """The same array, with runtime settings attached.
 
@@ -94,6 +95,10 @@ def with_runtime(
         ``None`` keeps the decisions the codecs already carry.
     trial_encode : bool, optional
         Trial encoding for a decision function.
+    shard_layout : {"fixed-slot", "append"}, optional
+        How shards are written (see :mod:`zarrext.sharding`): inner chunks go into
+        local shard files in place instead of rewriting whole shards. ``None``
+        keeps zarr-python's whole-shard rewrite.
 
     Returns
     -------
@@ -110,6 +115,10 @@ def with_runtime(
             f"array {array.path!r} has no conditional codec, so a decision has nothing to decide"
         )
     codecs = tuple(_bind_codec(c, decision, trial_encode) for c in metadata.codecs)
+    if shard_layout is not None:
+        from zarrext.sharding.layout import bind_layout
+
+        codecs = bind_layout(codecs, shard_layout, metadata)
     bound = copy.copy(metadata)
     object.__setattr__(bound, "codecs", codecs)
     new = AsyncArray(metadata=bound, store_path=async_array.store_path, config=async_array.config)
@@ -123,6 +132,7 @@ def open_array(
     mode: str = "r+",
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
+    shard_layout: str | None = None,
     **kwargs: Any,
 ) -> zarr.Array:
     """Open an existing array, with runtime settings, without changing ``zarr.json``.
@@ -133,10 +143,15 @@ def open_array(
         As for ``zarr.open_array``.
     mode : str
         ``"r+"`` (default) or ``"r"``, ``"a"``.
-    decision, trial_encode
+    decision, trial_encode, shard_layout
         See :func:`with_runtime`.
     **kwargs
         Passed to ``zarr.open_array``.
+
+    Notes
+    -----
+    Opening a sharded array on a local store for writing first rolls back shard
+    writes that a killed writer left unfinished (:func:`zarrext.sharding.check.recover_array`).
     """
     if mode in ("w", "w-", "x"):
         raise ValueError(
@@ -144,7 +159,13 @@ def open_array(
             "(use zarrext.create_array)"
         )
     array = zarr.open_array(store, mode=mode, **kwargs)
-    return with_runtime(array, decision=decision, trial_encode=trial_encode)
+    if mode != "r":
+        from zarrext.sharding.check import recover_array
+
+        recover_array(array)
+    return with_runtime(
+        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout
+    )
 
 
 def create_array(
@@ -152,6 +173,7 @@ def create_array(
     *,
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
+    shard_layout: str | None = None,
     **kwargs: Any,
 ) -> zarr.Array:
     """``zarr.create_array`` plus zarrext's runtime settings.
@@ -160,11 +182,13 @@ def create_array(
     ----------
     store : StoreLike
         As for ``zarr.create_array``.
-    decision, trial_encode
+    decision, trial_encode, shard_layout
         See :func:`with_runtime`.
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...).
     """
     array = zarr.create_array(store, **kwargs)
-    return with_runtime(array, decision=decision, trial_encode=trial_encode)
+    return with_runtime(
+        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout
+    )

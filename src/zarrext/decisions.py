@@ -183,6 +183,10 @@ class FixedMask(Decision):
         self.name = name
         self.guarantees_no_inflation = mask == 0
 
+    def check(self, n_codecs: int) -> None:
+        if self.mask is not None:
+            check_mask(self.mask, n_codecs, f"decision {self.name!r}")
+
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         n = len(chunk.codecs)
         mask = _all_bits(n) if self.mask is None else check_mask(self.mask, n, chunk.where())
@@ -282,6 +286,10 @@ class Plan(Decision):
             raise DecisionError("from_plan: masks must be >= 0")
         self.masks = masks
 
+    def check(self, n_codecs: int) -> None:
+        if self.masks.size and int(self.masks.max()) >> n_codecs:
+            check_mask(int(self.masks.max()), n_codecs, "from_plan")
+
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         index = chunk.chunk_index
         if index is None:
@@ -332,15 +340,28 @@ def _signature_kind(func: Callable[..., Any], trial_encode: bool | None) -> str:
     if len(params) == 4:
         if names[1] == "codec_index":
             return _INDEXED
-        if names[3].startswith("trial") or trial_encode:
+        if names[3].startswith("trial"):
             return _TRIAL
-        return _INDEXED
+        if trial_encode is not None:
+            return _TRIAL if trial_encode else _INDEXED
+        raise DecisionError(
+            f"decision function {getattr(func, '__name__', func)!r} takes 4 parameters "
+            f"{tuple(names)}, which fits two of the spec's signatures; name the second "
+            "'codec_index' or the fourth 'trial_encoded_chunk', or pass trial_encode"
+        )
     raise DecisionError(
         f"decision function {getattr(func, '__name__', func)!r} takes {len(params)} "
         "positional parameters; expected (chunk_index, codec, unencoded_chunk), "
         "(chunk_index, codec, unencoded_chunk, trial_encoded_chunk) or "
         "(chunk_index, codec_index, codec, unencoded_chunk)"
     )
+
+
+def _read_only(buffer: Buffer) -> np.ndarray:
+    """A read-only view of ``buffer``: a decision must not alter the bytes being stored."""
+    view = buffer.as_numpy_array().view()
+    view.flags.writeable = False
+    return view
 
 
 class FunctionDecision(Decision):
@@ -362,7 +383,7 @@ class FunctionDecision(Decision):
         current = chunk.data
         for info in chunk.codecs:
             trial = chunk.encode(info.index, current) if self.trial_encode else None
-            unencoded = current.as_numpy_array()
+            unencoded = _read_only(current)
             try:
                 if self.kind == _PLAIN:
                     answer = self.func(chunk.chunk_index, info, unencoded)
@@ -370,7 +391,7 @@ class FunctionDecision(Decision):
                     answer = self.func(chunk.chunk_index, info.index, info, unencoded)
                 else:
                     assert trial is not None
-                    answer = self.func(chunk.chunk_index, info, unencoded, trial.as_numpy_array())
+                    answer = self.func(chunk.chunk_index, info, unencoded, _read_only(trial))
             except Exception as e:
                 raise DecisionError(
                     f"decision {self.name!r} raised {type(e).__name__} for {chunk.where()}, "
@@ -429,15 +450,20 @@ def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -
     """
     if decision is None:
         return NEVER_APPLY
-    if isinstance(decision, Decision):
-        return decision
     if isinstance(decision, str):
         try:
-            return BUILTIN_DECISIONS[decision]()
+            decision = BUILTIN_DECISIONS[decision]()
         except KeyError:
             raise DecisionError(
                 f"unknown decision {decision!r}; built-ins are {sorted(BUILTIN_DECISIONS)}"
             ) from None
+    if isinstance(decision, Decision):
+        if trial_encode is False and decision.trial_encode:
+            raise DecisionError(
+                f"decision {decision.name!r} works by trial encoding; trial_encode=False "
+                "contradicts it"
+            )
+        return decision
     if isinstance(decision, bool):
         raise DecisionError("a decision cannot be a bool; use 'always_apply' or 'never_apply'")
     if isinstance(decision, int | np.integer):

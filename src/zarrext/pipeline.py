@@ -68,7 +68,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if local is not None:  # an inner chunk of a shard
             origin = _inner_origin.get()
             if origin is None or len(origin) != len(local):
-                return tuple(local)
+                # Shard-local coordinates would collide across shards; say unknown.
+                return None
             return tuple(o + c for o, c in zip(origin, local, strict=True))
         path = getattr(key_holder, "path", None)
         if path is None or self.chunk_key_encoding is None:
@@ -142,6 +143,37 @@ class RuntimeShardingCodec(ShardingCodec):
 
     Metadata, encoded bytes and equality are those of zarr-python's ``ShardingCodec``.
     """
+
+    def _fields(self) -> tuple[Any, ...]:
+        return (
+            self.chunk_shape,
+            self.codecs,
+            self.index_codecs,
+            self.index_location,
+            self.subchunk_write_order,
+        )
+
+    def __eq__(self, other: object) -> bool:
+        # The dataclass __eq__ inherited from ShardingCodec requires the exact same
+        # class; runtime settings are not metadata, so compare as the stock codec.
+        if not isinstance(other, ShardingCodec):
+            return NotImplemented
+        return self._fields() == RuntimeShardingCodec._fields(other)  # type: ignore[arg-type]
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __getstate__(self) -> dict[str, Any]:
+        # ShardingCodec pickles its metadata (to_dict), which drops the runtime
+        # decisions of nested conditional codecs; carry the codec objects along.
+        return {**super().__getstate__(), "zarrext_codecs": self.codecs}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        codecs = state.pop("zarrext_codecs", None)
+        super().__setstate__(state)
+        if codecs is not None:
+            object.__setattr__(self, "codecs", codecs)
 
     @property
     def codec_pipeline(self) -> ZarrextCodecPipeline:

@@ -20,11 +20,12 @@ integer type, mapped in both directions through ``cast_value``'s ``scalar_map``.
 
 from __future__ import annotations
 
+import itertools
 import math
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -35,11 +36,17 @@ from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
+if TYPE_CHECKING:
+    from zarr.abc.codec import SupportsSyncCodec
+    from zarr.core.buffer import NDBuffer
+
 __all__ = [
     "CFConversion",
     "InexactConversionWarning",
     "QuantizationError",
     "QuantizationPlan",
+    "CopyReport",
+    "copy_quantized",
     "from_cf",
     "plan",
     "plan_quantization",
@@ -169,33 +176,38 @@ def roundtrip(
     for codec in filters:
         specs.append(codec.resolve_metadata(specs[-1]))
     buf = specs[0].prototype.nd_buffer.from_numpy_array(arr)
-    for codec, spec in zip(filters, specs, strict=False):
-        out = codec._encode_sync(buf, spec)
+    sync = [cast("SupportsSyncCodec[NDBuffer, NDBuffer]", c) for c in filters]
+    for sync_codec, spec in zip(sync, specs, strict=False):
+        out = sync_codec._encode_sync(buf, spec)
         if out is None:  # pragma: no cover - these codecs always return data
-            raise ValueError(f"{codec.to_dict()['name']} returned no data")
+            raise ValueError(f"{type(sync_codec).__name__} returned no data")
         buf = out
     encoded = buf.as_numpy_array().copy()
-    for codec, spec in reversed(list(zip(filters, specs, strict=False))):
-        buf = codec._decode_sync(buf, spec)
+    for sync_codec, spec in reversed(list(zip(sync, specs, strict=False))):
+        buf = sync_codec._decode_sync(buf, spec)
     return encoded, buf.as_numpy_array()
 
 
 def _errors(data: npt.NDArray[Any], decoded: npt.NDArray[Any]) -> float:
     """Worst absolute error over finite values; ``inf`` if a special value was lost."""
-    x = np.asarray(data, dtype=np.float64)
-    y = np.asarray(decoded, dtype=np.float64)
-    finite = np.isfinite(x)
+    x = np.asarray(data)
+    y = np.asarray(decoded)
     nan = np.isnan(x)
-    if not np.array_equal(np.isnan(y[nan]), np.ones(int(nan.sum()), dtype=bool)):
+    if not np.array_equal(np.isnan(y), nan) and not np.isnan(y[nan]).all():
         return math.inf
+    finite = np.isfinite(x)
     special = ~finite & ~nan
-    if not np.array_equal(x[special], y[special]):
+    if special.any() and not np.array_equal(x[special], y[special]):
         return math.inf
-    if not finite.any():
-        return 0.0
-    diff = np.abs(y[finite] - x[finite])
-    worst = float(diff.max())
+    with np.errstate(invalid="ignore", over="ignore"):
+        diff = np.abs(y.astype(np.float64) - x.astype(np.float64))
+    # A finite value decoded as NaN makes the maximum NaN: count it as unbounded.
+    worst = float(np.max(diff, where=finite, initial=0.0))
     return math.inf if math.isnan(worst) else worst
+
+
+# Elements per slab when measuring: bounds the temporaries of a large array.
+_SLAB = 1 << 22
 
 
 def worst_error(
@@ -203,11 +215,18 @@ def worst_error(
 ) -> float:
     """Largest ``|decoded - data|`` over the finite values of ``data``.
 
-    Returns ``inf`` if a NaN or infinity does not come back as itself.
+    ``data`` goes through the codecs in slabs of a few million elements. Returns
+    ``inf`` if a NaN or infinity does not come back as itself.
     """
-    arr = np.asarray(data)
-    _, decoded = roundtrip(filters, arr, fill_value=fill_value)
-    return _errors(arr, decoded)
+    flat = np.ascontiguousarray(data).reshape(-1)
+    worst = 0.0
+    for start in range(0, flat.size, _SLAB):
+        slab = flat[start : start + _SLAB]
+        _, decoded = roundtrip(filters, slab, fill_value=fill_value)
+        worst = max(worst, _errors(slab, decoded))
+        if math.isinf(worst):
+            break
+    return worst
 
 
 # ---------------------------------------------------------------------------
@@ -248,7 +267,7 @@ def _build_filters(
     stored: np.dtype[Any],
     reserved: dict[str, int],
 ) -> tuple[ArrayArrayCodec, ...]:
-    scalar_map: dict[str, list[tuple[Any, Any]]] | None = None
+    scalar_map: Any = None
     if reserved:
         scalar_map = {
             "encode": [(name, code) for name, code in reserved.items()],
@@ -264,8 +283,8 @@ def _code_bounds(
     dtype: np.dtype[Any], lo: float, hi: float, offset: float, scale: float
 ) -> tuple[int, int]:
     """Integer codes of ``lo`` and ``hi``, computed with the codec's own arithmetic."""
-    ends = (np.array([lo, hi], dtype=dtype) - dtype.type(offset)) * dtype.type(scale)
-    with np.errstate(invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
+        ends = (np.array([lo, hi], dtype=dtype) - dtype.type(offset)) * dtype.type(scale)
         if not np.isfinite(ends).all():
             raise OverflowError
         rounded = np.rint(ends.astype(np.float64))
@@ -284,15 +303,10 @@ def _range_probe(
     the range; we take both ends' levels, random levels between, and random values.
     """
     rng = np.random.default_rng(0)
-    ks = np.unique(
-        np.concatenate(
-            [
-                np.arange(min(n_codes, _PROBE_LEVELS)),
-                np.arange(max(n_codes - _PROBE_LEVELS, 0), n_codes),
-                rng.integers(0, max(n_codes, 1), size=_PROBE_LEVELS),
-            ]
-        )
-    ).astype(np.float64)
+    # Level indices as float64: the code count can exceed the int64 range.
+    n = float(n_codes)
+    first = np.arange(min(n_codes, _PROBE_LEVELS), dtype=np.float64)
+    ks = np.unique(np.concatenate([first, n - 1 - first, np.floor(rng.random(_PROBE_LEVELS) * n)]))
     start = (dtype.type(lo) - dtype.type(offset)) * dtype.type(scale)
     levels = (ks + np.floor(float(start))) / float(scale) + float(offset)
     mids = levels + 0.5 / float(scale)
@@ -504,6 +518,11 @@ def plan(
     :func:`plan_quantization` for the parameters. Pass the result as
     ``zarr.create_array(..., filters=plan(...), fill_value=<same fill_value>)``
     (the default fill_value, NaN, matches an array created with ``fill_value=np.nan``).
+
+    With sharding, put the filters outside the sharding codec
+    (``serializer=ShardingCodec(chunk_shape=..., codecs=[...])``, ``chunks=<shard
+    shape>``): zarr-python 3.4.2's ``shards=`` places them inside, and validates the
+    inner codecs with fill value 0, which a plan for a range excluding 0 rejects.
     """
     return list(
         plan_quantization(
@@ -636,7 +655,7 @@ def from_cf(
                 raise ValueError(
                     f"from_cf: missing/fill value {value} does not fit packed type {packed}"
                 )
-    scalar_map: dict[str, list[tuple[Any, Any]]] | None = None
+    scalar_map: Any = None
     fill_value = 0.0
     if missing and packed.kind in "iu":
         scalar_map = {
@@ -673,4 +692,153 @@ def from_cf(
         fill_value=fill_value,
         exact=exact,
         notes=tuple(notes),
+    )
+
+
+# ---------------------------------------------------------------------------
+# Copying a whole array quantized (behind ``zarrext quantize``)
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CopyReport:
+    """What :func:`copy_quantized` did.
+
+    Attributes
+    ----------
+    plan : QuantizationPlan
+    source_bytes, output_bytes : int
+        Bytes stored (chunks and metadata) by the source and the output array.
+    worst_error : float
+        Largest ``|output - source|`` over the finite values, read back from the
+        output store block by block.
+    blocks : int
+        Number of blocks copied.
+    """
+
+    plan: QuantizationPlan
+    source_bytes: int
+    output_bytes: int
+    worst_error: float
+    blocks: int
+
+    @property
+    def size_ratio(self) -> float:
+        """``source_bytes / output_bytes`` (how many times smaller the output is)."""
+        return self.source_bytes / self.output_bytes if self.output_bytes else math.inf
+
+
+def _blocks(shape: tuple[int, ...], block: tuple[int, ...]) -> list[tuple[slice, ...]]:
+    ranges = [range(0, n, b) for n, b in zip(shape, block, strict=True)]
+    return [
+        tuple(slice(i, min(i + b, n)) for i, b, n in zip(start, block, shape, strict=True))
+        for start in itertools.product(*ranges)
+    ]
+
+
+def copy_quantized(
+    source: Any,
+    output: Any,
+    *,
+    max_abs_error: float,
+    overwrite: bool = False,
+    progress: Callable[[str, int, int], None] | None = None,
+) -> CopyReport:
+    """Copy a floating-point zarr array into a new one stored quantized.
+
+    Two passes over the source, one block (shard, or chunk) at a time: the first
+    finds the finite range and which of NaN/+Inf/-Inf occur, then the filters are
+    planned for that range (:func:`plan_quantization`); the second writes each
+    block and reads it back from the output store to measure the error.
+
+    Parameters
+    ----------
+    source, output : store-like
+        Paths or stores of the source array and of the array to create.
+    max_abs_error : float
+        The bound every finite value must meet.
+    overwrite : bool
+        Replace an existing array at ``output``.
+    progress : callable, optional
+        Called as ``progress(phase, done, total)`` after each block; ``phase`` is
+        ``"scan"`` or ``"copy"``.
+
+    Raises
+    ------
+    QuantizationError
+        If no plan meets the bound, or a block read back exceeds it.
+    """
+    import zarr
+
+    src = zarr.open_array(source, mode="r")
+    ftype = _float_dtype(src.dtype)
+    block = tuple(src.shards or src.chunks)
+    blocks = _blocks(tuple(src.shape), block)
+    lo, hi = math.inf, -math.inf
+    posinf = neginf = False
+    for i, sl in enumerate(blocks):
+        data = np.asarray(src[sl])
+        finite = data[np.isfinite(data)]
+        if finite.size:
+            lo, hi = min(lo, float(finite.min())), max(hi, float(finite.max()))
+        posinf = posinf or bool(np.any(data == np.inf))
+        neginf = neginf or bool(np.any(data == -np.inf))
+        if progress is not None:
+            progress("scan", i + 1, len(blocks))
+    if lo > hi:
+        lo = hi = 0.0
+    fill = float(src.fill_value)
+    planned = plan_quantization(
+        value_range=(lo, hi),
+        max_abs_error=max_abs_error,
+        dtype=ftype,
+        fill_value=None if math.isnan(fill) else fill,
+        posinf=posinf,
+        neginf=neginf,
+    )
+    dims = getattr(src.metadata, "dimension_names", None)
+    layout: dict[str, Any] = {"chunks": src.chunks}
+    if src.shards is not None:
+        from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+        # The filters go before (outside) the sharding codec: zarr-python 3.4.2
+        # validates inner codecs with fill value 0, which a plan for a range that
+        # excludes 0 cannot encode; outside, they see the real fill value.
+        layout = {
+            "chunks": src.shards,
+            "serializer": ShardingCodec(
+                chunk_shape=src.chunks, codecs=[BytesCodec(), ZstdCodec()]
+            ),
+            "compressors": None,
+        }
+    dst = zarr.create_array(
+        output,
+        shape=src.shape,
+        dtype=ftype,
+        fill_value=fill,
+        filters=list(planned.filters),
+        attributes=dict(src.attrs),
+        dimension_names=dims,
+        zarr_format=3,
+        overwrite=overwrite,
+        **layout,
+    )
+    worst = 0.0
+    for i, sl in enumerate(blocks):
+        data = np.asarray(src[sl])
+        dst[sl] = data
+        worst = max(worst, _errors(data, np.asarray(dst[sl])))
+        if progress is not None:
+            progress("copy", i + 1, len(blocks))
+    if worst > max_abs_error:
+        raise QuantizationError(
+            f"quantized copy at {output!r} exceeds max_abs_error={max_abs_error!r}: "
+            f"worst error read back is {worst!r}"
+        )
+    return CopyReport(
+        plan=planned,
+        source_bytes=int(src.nbytes_stored()),
+        output_bytes=int(dst.nbytes_stored()),
+        worst_error=worst,
+        blocks=len(blocks),
     )

@@ -22,6 +22,9 @@ app = typer.Typer(
 COMMAND_MODULES: tuple[str, ...] = (
     "demo",
     "stores",
+    "n5",
+    "quantize",
+    "sharding",
 )
 
 for _name in COMMAND_MODULES:

@@ -107,6 +107,9 @@ def register(app: typer.Typer) -> None:
             inv = inventory(array)
             inventories.append(inv)
             console.print(inventory_table(inv))
+            from zarrext.sharding.inspect import render_sharded
+
+            render_sharded(array, console)
         if not inventories:
             console.print(f"no arrays under {path}")
         if plot is not None and inventories:

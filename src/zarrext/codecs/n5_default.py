@@ -257,7 +257,15 @@ class N5DefaultCodec(ArrayBytesCodec):
         """Specs of the nested chain: (transpose input, bytes input)."""
         return chunk_spec, self.transpose.resolve_metadata(chunk_spec)
 
+    def _check_ndim(self, ndim: int) -> None:
+        if ndim != self.ndim:
+            raise N5DefaultCodecError(
+                f"n5_default: transpose order has {self.ndim} entries, the array has "
+                f"{ndim} dimensions"
+            )
+
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
+        self._check_ndim(array_spec.ndim)
         outer, inner = self._inner_specs(array_spec)
         transpose = self.transpose.evolve_from_array_spec(outer)
         bytes_codec = self.bytes_codec.evolve_from_array_spec(inner)
@@ -279,11 +287,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         dtype: ZDType[TBaseDType, TBaseScalar],
         chunk_grid: ChunkGridMetadata,
     ) -> None:
-        if len(shape) != self.ndim:
-            raise N5DefaultCodecError(
-                f"n5_default: transpose order has {self.ndim} entries, the array has "
-                f"{len(shape)} dimensions"
-            )
+        self._check_ndim(len(shape))
         if len(shape) > MAX_NDIM:
             raise N5DefaultCodecError(f"n5_default: N5 allows at most {MAX_NDIM} dimensions")
         name = str(dtype.to_json(zarr_format=3))

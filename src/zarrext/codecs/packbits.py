@@ -21,7 +21,7 @@ complex64/128 (the spec's ``complex_float32``/``complex_float64``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.chunk_grids import ChunkGridMetadata
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
+    from zarr.core.metadata.v3 import ChunkGridMetadata
 
 __all__ = ["PackBitsCodec", "PackBitsCodecError"]
 
@@ -108,7 +108,7 @@ class PackBitsCodecError(ValueError):
 def _layout(dtype: ZDType[TBaseDType, TBaseScalar]) -> tuple[int, int, bool]:
     layout = _LAYOUTS.get(type(dtype))
     if layout is None:
-        supported = ", ".join(sorted(c._zarr_v3_name for c in _LAYOUTS))
+        supported = ", ".join(sorted(c.__name__ for c in _LAYOUTS))
         raise PackBitsCodecError(
             f"packbits: data type {dtype} is not supported (supported: {supported})"
         )
@@ -195,7 +195,7 @@ class PackBitsCodec(ArrayBytesCodec):
                 "packbits: configuration mixes the first_*/last_* and start_*/end_* spellings: "
                 f"{data.get('configuration')!r}"
             )
-        spelling: Spelling = spellings.pop() if spellings else "start_end"
+        spelling: Spelling = "first_last" if "first_last" in spellings else "start_end"
         first_key, last_key = _BIT_KEYS[spelling]
         first = configuration.pop(first_key, None)
         last = configuration.pop(last_key, None)
@@ -385,7 +385,3 @@ def unpack(
         comp_bytes[start : start + m] = np.packbits(view, axis=1, bitorder="little")
     return comp_bytes.reshape(-1).view(little).astype(native, copy=False)
 
-
-def with_spelling(codec: PackBitsCodec, spelling: Spelling) -> PackBitsCodec:
-    """``codec`` writing the given spelling."""
-    return replace(codec, spelling=spelling)

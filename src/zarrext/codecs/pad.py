@@ -78,8 +78,7 @@ def parse_padding(data: object, nbytes: int) -> bytes | None:
         raw = bytes(data)
     else:
         raise PadCodecError(
-            "pad: padding must be base64 text, bytes or a function, "
-            f"got {type(data).__name__}"
+            f"pad: padding must be base64 text, bytes or a function, got {type(data).__name__}"
         )
     if len(raw) != nbytes:
         raise PadCodecError(

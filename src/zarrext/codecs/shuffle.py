@@ -39,7 +39,7 @@ def unshuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
 def parse_element_size(data: object) -> int:
     """Validate ``element_size``: a positive integer."""
     if isinstance(data, bool) or not isinstance(data, int):
-        raise TypeError(f"shuffle: element_size must be an integer, got {data!r}")
+        raise ValueError(f"shuffle: element_size must be an integer, got {data!r}")
     if data < 1:
         raise ValueError(f"shuffle: element_size must be >= 1, got {data}")
     return data

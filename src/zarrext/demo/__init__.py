@@ -14,6 +14,9 @@ from rich.rule import Rule
 
 SECTIONS: tuple[str, ...] = (
     "conditional",
+    "quantize",
+    "tiff",
+    "nullable",
 )
 
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
     from zarr.core.common import JSON, ZarrFormat
+    from zarr.core.dtype import ZDTypeLike
     from zarr.core.dtype.common import DTypeJSON
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar
 
@@ -101,9 +102,10 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
 
     inner: ZDType[TBaseDType, TBaseScalar]
 
-    def __post_init__(self) -> None:
-        if not isinstance(self.inner, ZDType):
-            object.__setattr__(self, "inner", parse_dtype(self.inner, zarr_format=3))
+    def __init__(self, inner: ZDTypeLike) -> None:
+        if not isinstance(inner, ZDType):
+            inner = parse_dtype(inner, zarr_format=3)
+        object.__setattr__(self, "inner", inner)
 
     # -- levels ---------------------------------------------------------------
 
@@ -288,7 +290,7 @@ def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
     """
     dtype = _as_optional_dtype(dtype)
     masked = np.ma.asanyarray(masked)
-    valid = ~np.ma.getmaskarray(masked)
+    valid = ~_element_mask(masked)
     data = np.ma.getdata(masked)
     out = np.zeros(masked.shape, dtype=dtype.to_native_dtype())
     if isinstance(dtype.inner, OptionalDType):
@@ -297,6 +299,13 @@ def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
     np.copyto(out["value"], data, casting="unsafe", where=valid)
     out["valid"] = valid
     return out
+
+
+def _element_mask(masked: np.ma.MaskedArray[Any, Any]) -> npt.NDArray[np.bool_]:
+    """Per-element mask; a structured element counts as masked when all its fields are."""
+    if masked.dtype.names is None:
+        return np.ma.getmaskarray(masked)
+    return np.broadcast_to(np.asarray(masked.recordmask, dtype=bool), masked.shape)
 
 
 def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
@@ -321,12 +330,11 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
         return value
     if np.isscalar(value):
         return dtype.cast_scalar(value)
-    array = np.asarray(value, dtype=None if not isinstance(value, list | tuple) else object)
-    if array.dtype == object and _field_dtype(dtype.leaf) != np.dtype("O"):
-        missing = np.equal(array, None)
-        if isinstance(dtype.inner, OptionalDType):
-            filled = array
-        else:
+    array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
+    if array.dtype == object:
+        missing = np.frompyfunc(lambda v: v is None, 1, 1)(array).astype(bool)
+        filled = array
+        if not isinstance(dtype.inner, OptionalDType):
             filled = np.where(missing, dtype.inner.default_scalar(), array)
         return from_masked(np.ma.MaskedArray(filled, mask=missing), dtype)
     return from_masked(np.ma.MaskedArray(array, mask=np.zeros(array.shape, bool)), dtype)
@@ -408,7 +416,7 @@ def _install_hooks() -> None:
         async def _set_selection(*args: Any, **kwargs: Any) -> Any:
             metadata = args[1] if len(args) > 1 else kwargs["metadata"]
             dtype = getattr(metadata, "dtype", None)
-            if isinstance(dtype, OptionalDType) and kwargs.get("fields") is None:
+            if isinstance(dtype, OptionalDType) and not kwargs.get("fields"):
                 if len(args) > 6:
                     args = (*args[:6], as_optional_array(args[6], dtype), *args[7:])
                 else:
@@ -416,7 +424,7 @@ def _install_hooks() -> None:
             return await set_selection(*args, **kwargs)
 
         _set_selection._zarrext_optional = True  # type: ignore[attr-defined]
-        core_array._set_selection = _set_selection  # type: ignore[assignment]
+        core_array._set_selection = _set_selection
 
     default_serializer = core_array.default_serializer_v3
     if not getattr(default_serializer, "_zarrext_optional", False):

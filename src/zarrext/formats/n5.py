@@ -58,6 +58,7 @@ N5_KEYS = frozenset(["dimensions", "blockSize", "dataType", "compression", "comp
 # Edge blocks whose headers are read to choose a codec; past this, n5_default
 # (which reads both forms) is chosen without looking further.
 MAX_EDGE_SCAN = 4096
+_OVERWRITE_HINT = "(pass overwrite=True, or --overwrite, to replace it)"
 _BLOSC_SHUFFLE = {0: "noshuffle", 1: "shuffle", 2: "bitshuffle"}
 
 
@@ -305,9 +306,9 @@ def scan_edge_blocks(path: str | os.PathLike[str], attrs: Mapping[str, Any]) -> 
     return EdgeScan(_n_edge_blocks(shape, blocks), present, tuple(truncated))
 
 
-def choose_codec(path: str | os.PathLike[str], attrs: Mapping[str, Any]) -> tuple[
-    CodecChoice, str, EdgeScan
-]:
+def choose_codec(
+    path: str | os.PathLike[str], attrs: Mapping[str, Any]
+) -> tuple[CodecChoice, str, EdgeScan]:
     """Pick ``pad`` or ``n5_default`` for a dataset, with the reason."""
     scan = scan_edge_blocks(path, attrs)
     n = header_nbytes(len(attrs["dimensions"]))
@@ -348,7 +349,7 @@ def choose_codec(path: str | os.PathLike[str], attrs: Mapping[str, Any]) -> tupl
 def _write(path: Path, metadata: dict[str, Any], overwrite: bool) -> None:
     file = path / ZARR_JSON
     if file.exists() and not overwrite:
-        raise N5ConversionError(f"n5: {file} already exists (pass overwrite=True to replace it)")
+        raise N5ConversionError(f"n5: {file} already exists {_OVERWRITE_HINT}")
     file.write_text(json.dumps(metadata, indent=2) + "\n")
 
 
@@ -443,9 +444,7 @@ def write_zarr_metadata(
     if write:
         existing = [r.path / ZARR_JSON for r in results if (r.path / ZARR_JSON).exists()]
         if existing and not overwrite:
-            raise N5ConversionError(
-                f"n5: {existing[0]} already exists (pass overwrite=True to replace it)"
-            )
+            raise N5ConversionError(f"n5: {existing[0]} already exists {_OVERWRITE_HINT}")
         for r in results:
             _write(r.path, r.metadata, overwrite=True)
     return results

@@ -13,6 +13,7 @@ strip, compressed as the IFD's Compression tag says.
 
 from __future__ import annotations
 
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -52,6 +53,9 @@ _SAMPLE_FORMATS = {"u": 1, "i": 2, "f": 3}
 
 _SHORT, _LONG = 3, 4
 _TIFF_HEADER_NBYTES = 8
+# Where StripByteCounts' value sits: the 8th IFD entry (after 8-byte header and
+# 2-byte entry count), 8 bytes into the entry.
+_STRIP_BYTE_COUNTS_VALUE = _TIFF_HEADER_NBYTES + 2 + 12 * 7 + 8
 
 
 class TiffHeaderError(ValueError):
@@ -187,14 +191,25 @@ def dynamic_header(
     header(  # fail now, not at the first write, on a type or compression TIFF lacks
         (1, 1), dtype, endian=endian, compression=compression, strip_byte_count=0
     )
+    count_format = "<I" if endian == "little" else ">I"
+
+    @functools.lru_cache(maxsize=16)
+    def template(shape: tuple[int, ...]) -> bytes:
+        return header(shape, dtype, endian=endian, compression=compression, strip_byte_count=0)
 
     def padding(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
+        # Only the strip byte count differs between chunks of one shape: patch it in.
         try:
-            return header(
-                shape, dtype, endian=endian, compression=compression, strip_byte_count=len(encoded)
-            )
+            out = bytearray(template(tuple(shape)))
         except TiffHeaderError as e:
             raise TiffHeaderError(f"{e} ({describe_chunk(index)})") from e
+        if len(encoded) > 0xFFFFFFFF:
+            raise TiffHeaderError(
+                f"tiff: strip of {len(encoded)} bytes does not fit a classic (32-bit) TIFF "
+                f"({describe_chunk(index)})"
+            )
+        struct.pack_into(count_format, out, _STRIP_BYTE_COUNTS_VALUE, len(encoded))
+        return bytes(out)
 
     return padding
 

@@ -274,6 +274,57 @@ class LayoutShardingCodec(RuntimeShardingCodec):
             cache[shard_spec] = geometry
         return geometry
 
+    def _sync_inner_transform(self, shard_spec: ArraySpec) -> Any:
+        """zarr-python's synchronous transform of the inner codecs, if they have one."""
+        from zarr.abc.codec import _codec_supports_sync
+
+        if not all(_codec_supports_sync(c) for c in self.codecs):
+            return None
+        try:
+            return self._get_inner_chunk_transform(shard_spec)
+        except (TypeError, ValueError, NotImplementedError):
+            return None
+
+    def _write_shard_sync(
+        self,
+        target: Path,
+        shard_spec: ArraySpec,
+        indexer: list[Any],
+        value: NDBuffer,
+        transform: Any,
+        origin: tuple[int, ...] | None,
+    ) -> None:
+        """Merge, encode and write the touched inner chunks, all in this thread."""
+        from zarr.core.chunk_utils import merge_and_encode_chunk
+
+        from zarrext._context import _chunk_index
+        from zarrext.sharding import writer
+
+        geometry = self.geometry(shard_spec)
+        chunk_spec = self._get_chunk_spec(shard_spec)
+        partial = sorted({coords for coords, _, _, complete in indexer if not complete})
+        existing = writer.read_chunks(target, self, geometry, partial) if partial else {}
+        updates: dict[tuple[int, ...], Any] = {}
+        for coords, chunk_sel, out_sel, complete in indexer:
+            # Decision functions ask which chunk they encode: its array-wide inner index.
+            _chunk_index.set(
+                coords
+                if origin is None
+                else tuple(o + c for o, c in zip(origin, coords, strict=True))
+            )
+            updates[coords] = merge_and_encode_chunk(
+                None if complete else updates.get(coords, existing.get(coords)),
+                value,
+                chunk_spec=chunk_spec,
+                chunk_selection=chunk_sel,
+                out_selection=out_sel,
+                is_complete=complete,
+                drop_axes=(),
+                decode=transform.decode_chunk,
+                encode=transform.encode_chunk,
+            )
+        writer.write_chunks(target, self, geometry, updates, self.shard_layout)
+
     async def _encode_partial_single(
         self,
         byte_setter: ByteSetter,
@@ -285,15 +336,29 @@ class LayoutShardingCodec(RuntimeShardingCodec):
 
         from zarr.codecs.sharding import _ShardingByteSetter
 
+        from zarrext._context import _inner_origin
         from zarrext.sharding import writer
 
         target = local_path(byte_setter)
         if target is None:
             await super()._encode_partial_single(byte_setter, shard_array, selection, shard_spec)
             return
+        indexer, shard_array = self._get_shard_indexer_and_value(selection, shard_spec, shard_array)
+        transform = self._sync_inner_transform(shard_spec)
+        if transform is not None:
+            # One worker thread does encode and IO: no task per inner chunk.
+            await asyncio.to_thread(
+                self._write_shard_sync,
+                target,
+                shard_spec,
+                indexer,
+                shard_array,
+                transform,
+                _inner_origin.get(),
+            )
+            return
         geometry = self.geometry(shard_spec)
         chunk_spec = self._get_chunk_spec(shard_spec)
-        indexer, shard_array = self._get_shard_indexer_and_value(selection, shard_spec, shard_array)
         touched = list(dict.fromkeys(coords for coords, *_ in indexer))
         partial = sorted({coords for coords, _, _, complete in indexer if not complete})
         shard_dict: dict[tuple[int, ...], Any] = dict.fromkeys(touched)
@@ -346,3 +411,59 @@ def bind_layout(
             f"shard_layout={shard_layout!r} needs a sharded array (a sharding_indexed codec)"
         )
     return tuple(out)
+
+
+@dataclass(frozen=True)
+class ArrayShards:
+    """The shards of a sharded array and what is needed to parse them.
+
+    Attributes
+    ----------
+    codec : ShardingCodec
+        The array's sharding codec.
+    geometry : ShardGeometry
+        Layout facts shared by every shard of the array.
+    directory : Path or None
+        The array's directory when it lives in a ``LocalStore``.
+    keys : list of str
+        Store keys of every shard in the grid, present or not.
+    """
+
+    codec: ShardingCodec
+    geometry: ShardGeometry
+    shard_spec: ArraySpec
+    directory: Path | None
+    keys: list[str]
+
+    def path(self, key: str) -> Path:
+        if self.directory is None:
+            raise ShardLayoutError("the array is not in a local store")
+        return self.directory / key
+
+
+def shards_of(array: Any) -> ArrayShards:
+    """Enumerate the shards of a zarr (or zarrext) array.
+
+    Raises
+    ------
+    ShardLayoutError
+        When the array is not a sharded Zarr format 3 array.
+    """
+    import itertools
+
+    metadata = array.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        raise ShardLayoutError("shard layouts need a Zarr format 3 array")
+    codec = sharding_codec_of(metadata)
+    if codec is None:
+        raise ShardLayoutError(f"array {array.path!r} is not sharded")
+    spec = shard_spec_of(metadata)
+    store_path = array._async_array.store_path
+    directory = None
+    if isinstance(store_path.store, LocalStore):
+        directory = store_path.store.root / store_path.path if store_path.path else (
+            store_path.store.root
+        )
+    grid = tuple(-(-s // c) for s, c in zip(metadata.shape, spec.shape, strict=True))
+    keys = [metadata.encode_chunk_key(c) for c in itertools.product(*(range(g) for g in grid))]
+    return ArrayShards(codec, geometry_of(codec, spec), spec, directory, keys)

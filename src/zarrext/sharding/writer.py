@@ -18,11 +18,11 @@ Scheme (one *transaction* per shard per write call)
 5. Data: ``os.pwrite`` of every new chunk at its place.
 6. Publish: ``os.pwrite`` of the new index, in place (index at the start, or at
    the end when the file did not grow), else appended after the new data.
-7. Commit: unlink the journal; unlock.
+7. Commit: zero the journal's magic (the file stays for the next transaction); unlock.
 
 Recovery (under the same lock, by the next writer, by ``zarrext check --repair``
 or on opening the array for writing): a journal whose checksum fails was torn
-before step 5 and nothing else was touched, so it is deleted. A valid journal is
+before step 5 and nothing else was touched, so it is only cleared. A valid journal is
 rolled back: truncate to the old size, rewrite the old index. Because steps 3-6
 never overwrite bytes the old index references, the old index describes intact
 chunks, so every chunk reads its content from before the interrupted
@@ -64,6 +64,7 @@ __all__ = [
     "ShardState",
     "encode_index",
     "journal_path",
+    "journal_pending",
     "load_state",
     "locked_shard",
     "read_chunks",
@@ -75,6 +76,7 @@ JOURNAL_SUFFIX = ".zarrext-journal"
 TMP_MARK = ".zarrext-tmp-"
 _JOURNAL_MAGIC = b"ZXJ1"
 _JOURNAL_HEAD = struct.Struct("<4sQQQ")  # magic, old size, index offset, index length
+_INACTIVE = b"\0\0\0\0"
 EMPTY = np.uint64(MAX_UINT_64)
 
 
@@ -192,15 +194,41 @@ def locked_shard(
 def _write_journal(path: Path, old_size: int, index_offset: int, index: bytes) -> None:
     body = _JOURNAL_HEAD.pack(_JOURNAL_MAGIC, old_size, index_offset, len(index)) + index
     record = body + google_crc32c.value(body).to_bytes(4, "little")
-    fd = os.open(journal_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # The journal file stays between transactions (creating and unlinking a file
+    # costs more than the rest of a small write); a zeroed magic marks it inactive.
+    fd = os.open(journal_path(path), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.write(fd, record)
+        os.pwrite(fd, record, 0)
     finally:
         os.close(fd)
 
 
+def _clear_journal(path: Path) -> None:
+    try:
+        fd = os.open(journal_path(path), os.O_WRONLY)
+    except FileNotFoundError:
+        return
+    try:
+        os.pwrite(fd, _INACTIVE, 0)
+    finally:
+        os.close(fd)
+
+
+def journal_pending(path: Path) -> bool:
+    """Whether the shard at ``path`` has a journal of an unfinished transaction."""
+    try:
+        fd = os.open(journal_path(path), os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        head = os.pread(fd, len(_INACTIVE), 0)
+    finally:
+        os.close(fd)
+    return bool(head) and head != _INACTIVE
+
+
 def read_journal(path: Path) -> tuple[int, int, bytes] | None:
-    """The (old size, index offset, old index) a journal records; None if torn/absent."""
+    """The (old size, index offset, old index) of a pending journal; None if torn/inactive."""
     try:
         record = journal_path(path).read_bytes()
     except FileNotFoundError:
@@ -209,24 +237,28 @@ def read_journal(path: Path) -> tuple[int, int, bytes] | None:
     if len(record) < head + 4:
         return None
     magic, old_size, index_offset, index_len = _JOURNAL_HEAD.unpack_from(record)
-    if magic != _JOURNAL_MAGIC or len(record) != head + index_len + 4:
+    end = head + index_len
+    if magic != _JOURNAL_MAGIC or len(record) < end + 4:
         return None
-    if google_crc32c.value(record[:-4]).to_bytes(4, "little") != record[-4:]:
+    if google_crc32c.value(record[:end]).to_bytes(4, "little") != record[end : end + 4]:
         return None
-    return old_size, index_offset, record[head:-4]
+    return old_size, index_offset, record[head:end]
 
 
 def recover(path: Path, fd: int) -> bool:
-    """Roll back an interrupted transaction on the locked shard ``fd``; True if one was."""
-    journal = journal_path(path)
-    if not journal.exists():
+    """Roll back an interrupted transaction on the locked shard ``fd``; True if one was.
+
+    A pending journal that fails its checksum was torn while being written, before
+    the shard was touched: it is only cleared.
+    """
+    if not journal_pending(path):
         return False
     entry = read_journal(path)
     if entry is not None:
         old_size, index_offset, index = entry
         os.ftruncate(fd, old_size)
         os.pwrite(fd, index, index_offset)
-    journal.unlink(missing_ok=True)
+    _clear_journal(path)
     return True
 
 
@@ -403,6 +435,28 @@ def read_chunks(
     return out
 
 
+def _write_runs(fd: int, pieces: list[tuple[int, Any]]) -> None:
+    """``pwrite`` (offset, bytes) pieces, one ``pwritev`` per run of adjacent pieces."""
+    pieces.sort(key=lambda p: p[0])
+    i = 0
+    while i < len(pieces):
+        start = pieces[i][0]
+        end = start
+        run = []
+        while i < len(pieces) and pieces[i][0] == end and len(run) < 512:
+            data = pieces[i][1]
+            view = memoryview(data if isinstance(data, bytes) else data.as_numpy_array())
+            run.append(view)
+            end += view.nbytes
+            i += 1
+        total = 0
+        while total < end - start:  # pwritev may write less than asked
+            written = os.pwritev(fd, run, start + total) if total == 0 else os.pwrite(
+                fd, b"".join(bytes(v) for v in run)[total:], start + total
+            )
+            total += written
+
+
 def write_chunks(
     path: Path,
     codec: ShardingCodec,
@@ -431,10 +485,7 @@ def write_chunks(
         _write_journal(path, state.size, state.index_offset, state.index_bytes)
         if _fault("journal"):
             _die()
-        for flat, off in offsets.items():
-            value = datas[flat]
-            assert value is not None
-            os.pwrite(fd, value if isinstance(value, bytes) else value.as_numpy_array(), off)
+        _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
         if _fault("data"):
             _die()
         index = encode_index(codec, geometry, table)
@@ -444,4 +495,4 @@ def write_chunks(
         os.pwrite(fd, index, new_index_offset)
         if _fault("published"):
             _die()
-        journal_path(path).unlink()
+        _clear_journal(path)

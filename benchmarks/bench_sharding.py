@@ -1,0 +1,212 @@
+"""Shard write layouts against zarr-python's built-in sharded writes, in one run.
+
+Figures (each a ratio on the same data and machine; goal in brackets):
+
+1. update one inner chunk in a full shard: fixed-slot vs built-in        [>= 100x]
+2. stream the array in inner-chunk-sized writes: fixed-slot vs built-in  [>= 20x]
+3. shard-sized writes: fixed-slot vs built-in                            [>= 1.0x]
+4. compaction vs shutil.copyfile of the same shard files                 [>= 0.5x]
+5. reading fixed-slot vs compacted shards with zarr-python               [>= 0.9x]
+
+Full size: a 1 GiB uint32 array, 64 MiB shards of 64 KiB inner chunks. The
+built-in streaming write rewrites the whole shard for every inner chunk, so its
+cost grows with the shard's fill level; it is measured by timing single-chunk
+writes into a shard prefilled to 8 fill levels and integrating (``--quick``
+also measures it end to end, to show the estimate agrees).
+
+Usage: ``python benchmarks/bench_sharding.py [--quick] [--dir DIR]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, ShardingCodec
+
+import zarrext
+
+
+def timed(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
+    best = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best.append(time.perf_counter() - t0)
+    return statistics.median(best)
+
+
+def create(path: Path, shape: tuple[int, int], shard: int, inner: int) -> None:
+    zarr.create_array(
+        str(path),
+        shape=shape,
+        chunks=(shard, shard),
+        dtype="u4",
+        fill_value=0,
+        compressors=None,
+        serializer=ShardingCodec(chunk_shape=(inner, inner), codecs=[BytesCodec()]),
+    )
+
+
+def report(name: str, ours: float, builtin: float, goal: float, unit: str = "s") -> None:
+    ratio = builtin / ours
+    flag = "OK " if ratio >= goal else "MISS"
+    print(f"[{flag}] {name}: fixed-slot {ours:.4g} {unit}, built-in {builtin:.4g} {unit}, "
+          f"ratio {ratio:.1f}x (goal >= {goal}x)")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="64 MiB array, 4 MiB shards")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args()
+    if args.quick:
+        side, shard, inner = 4096, 1024, 128  # 64 MiB array, 4 MiB shards, 64 KiB chunks
+    else:
+        side, shard, inner = 16384, 4096, 128  # 1 GiB array, 64 MiB shards, 64 KiB chunks
+    shape = (side, side)
+    per_side = shard // inner
+    chunks_per_shard = per_side * per_side
+    n_inner = (side // inner) ** 2
+    root = Path(tempfile.mkdtemp(prefix="bench-sharding-", dir=args.dir))
+    rng = np.random.default_rng(0)
+    tile = rng.integers(0, 1 << 32, (inner, inner), dtype="u4")
+    print(f"array {shape} uint32 = {side * side * 4 / 2**20:.0f} MiB, shards {shard}^2 = "
+          f"{shard * shard * 4 / 2**20:.0f} MiB, inner {inner}^2 = {inner * inner * 4 / 1024:.0f} KiB"
+          f", {chunks_per_shard} inner chunks/shard; scratch {root}")
+    try:
+        # -- 2. streaming, fixed-slot (builds the array used below) ------------------------
+        fixed_path = root / "fixed"
+        create(fixed_path, shape, shard, inner)
+        fixed = zarrext.open_array(str(fixed_path), shard_layout="fixed-slot")
+        g = side // inner
+
+        def stream_fixed() -> None:
+            for i in range(g):
+                for j in range(g):
+                    fixed[i * inner : (i + 1) * inner, j * inner : (j + 1) * inner] = tile
+
+        t_stream_fixed = timed(stream_fixed)
+
+        # -- 2. streaming, built-in: single-chunk writes at sampled fill levels -------------
+        probe_path = root / "probe"
+        create(probe_path, (shard, shard), shard, inner)
+        probe = zarr.open_array(str(probe_path), mode="r+")
+        levels = 8
+        per_level = []
+        for level in range(levels):
+            rows = int((level + 0.5) / levels * per_side)
+            shutil.rmtree(probe_path / "c", ignore_errors=True)
+            if rows:
+                probe[: rows * inner, :] = np.tile(tile, (rows, per_side))
+            samples = []
+            for j in range(3):
+                region = (slice(rows * inner, (rows + 1) * inner), slice(j * inner, (j + 1) * inner))
+                samples.append(timed(lambda r=region: probe.__setitem__(r, tile)))
+            per_level.append(statistics.mean(samples))
+        t_stream_builtin = statistics.mean(per_level) * n_inner
+        report(f"stream {n_inner} inner-chunk writes", t_stream_fixed, t_stream_builtin, 20)
+        print(f"       built-in estimated from 24 timed writes at {levels} fill levels: "
+              + ", ".join(f"{t * 1e3:.1f}" for t in per_level) + " ms/write")
+        if args.quick:
+            builtin_path = root / "builtin-stream"
+            create(builtin_path, shape, shard, inner)
+            builtin = zarr.open_array(str(builtin_path), mode="r+")
+
+            def stream_builtin() -> None:
+                for i in range(g):
+                    for j in range(g):
+                        builtin[i * inner : (i + 1) * inner, j * inner : (j + 1) * inner] = tile
+
+            t_full = timed(stream_builtin)
+            print(f"       built-in measured end to end: {t_full:.3g} s "
+                  f"(estimate {t_stream_builtin:.3g} s), ratio {t_full / t_stream_fixed:.1f}x")
+            shutil.rmtree(builtin_path)
+
+        # -- 1. update one inner chunk in a full shard -------------------------------------
+        full_shard = np.tile(tile, (per_side, per_side))
+        probe[:, :] = full_shard
+        positions = [(int(a), int(b)) for a, b in rng.integers(0, per_side, (40, 2))]
+
+        def update(array: zarr.Array, k: int) -> float:
+            i, j = positions[k % len(positions)]
+            region = (slice(i * inner, (i + 1) * inner), slice(j * inner, (j + 1) * inner))
+            return timed(lambda: array.__setitem__(region, tile))
+
+        t_upd_builtin = statistics.median(update(probe, k) for k in range(10))
+        t_upd_fixed = statistics.median(update(fixed, k) for k in range(200))
+        report("update one inner chunk in a full shard", t_upd_fixed, t_upd_builtin, 100)
+
+        # -- 3. shard-sized writes ---------------------------------------------------------
+        shard_fixed_path, shard_builtin_path = root / "shard-fixed", root / "shard-builtin"
+        create(shard_fixed_path, shape, shard, inner)
+        create(shard_builtin_path, shape, shard, inner)
+        sf = zarrext.open_array(str(shard_fixed_path), shard_layout="fixed-slot")
+        sb = zarr.open_array(str(shard_builtin_path), mode="r+")
+        s = side // shard
+
+        def shards_into(array: zarr.Array) -> None:
+            for i in range(s):
+                for j in range(s):
+                    array[i * shard : (i + 1) * shard, j * shard : (j + 1) * shard] = full_shard
+
+        t_sb = timed(lambda: shards_into(sb))
+        t_sf = timed(lambda: shards_into(sf))
+        report(f"{s * s} shard-sized writes", t_sf, t_sb, 1.0)
+        shutil.rmtree(shard_fixed_path)
+        shutil.rmtree(shard_builtin_path)
+
+        # -- 4. compaction vs shutil.copyfile --------------------------------------------
+        # Move 10% of the chunks out of their slots first, so there is something to compact.
+        for k in rng.choice(n_inner, n_inner // 10, replace=False):
+            i, j = divmod(int(k), g)
+            fixed[i * inner : (i + 1) * inner, j * inner : (j + 1) * inner] = tile
+        files = sorted(
+            p for p in (fixed_path / "c").rglob("*") if p.is_file() and "zarrext" not in p.name
+        )
+        copy_root = root / "copy"
+
+        def copy_all() -> None:
+            for p in files:
+                target = copy_root / p.relative_to(fixed_path)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(p, target)
+
+        t_copy = timed(copy_all)
+        compacted_path = root / "compacted"
+        shutil.copytree(fixed_path, compacted_path)
+        compacted = zarr.open_array(str(compacted_path), mode="r+")
+        size_before = sum(p.stat().st_size for p in files)
+        t_compact = timed(lambda: zarrext.compact(compacted))
+        size_after = sum(
+            p.stat().st_size for p in (compacted_path / "c").rglob("*") if "zarrext" not in p.name
+            and p.is_file()
+        )
+        ratio = t_copy / t_compact
+        print(f"[{'OK ' if ratio >= 0.5 else 'MISS'}] compaction {t_compact:.3g} s "
+              f"({size_before / 2**20:.0f} -> {size_after / 2**20:.0f} MiB), "
+              f"shutil.copyfile {t_copy:.3g} s, ratio {ratio:.2f}x (goal >= 0.5x)")
+
+        # -- 5. reading fixed-slot vs compacted with zarr-python ---------------------------
+        read_fixed = zarr.open_array(str(fixed_path), mode="r")
+        read_compacted = zarr.open_array(str(compacted_path), mode="r")
+        read_fixed[:]  # warm the page cache for both
+        read_compacted[:]
+        t_rf = timed(lambda: read_fixed[:], repeat=3)
+        t_rc = timed(lambda: read_compacted[:], repeat=3)
+        ratio = t_rc / t_rf
+        print(f"[{'OK ' if ratio >= 0.9 else 'MISS'}] read whole array with zarr-python: "
+              f"fixed-slot {t_rf:.3g} s, compacted {t_rc:.3g} s, ratio {ratio:.2f}x (goal >= 0.9x)")
+        np.testing.assert_array_equal(read_fixed[:inner, :inner], tile)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""``zarrext n5 PATH``: make an N5 dataset or container readable by zarr-python in place."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+
+class CodecOption(StrEnum):
+    auto = "auto"
+    pad = "pad"
+    n5_default = "n5_default"
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def n5(
+        path: Annotated[Path, typer.Argument(help="An N5 dataset or container directory.")],
+        codec: Annotated[
+            CodecOption,
+            typer.Option(
+                help="How block headers are read: 'pad' skips them (full-size blocks only), "
+                "'n5_default' parses them (also truncated edge blocks); 'auto' decides "
+                "from the edge blocks."
+            ),
+        ] = CodecOption.auto,
+        overwrite: Annotated[
+            bool, typer.Option(help="Replace zarr.json files that already exist.")
+        ] = False,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")
+        ] = False,
+    ) -> None:
+        """Write zarr.json beside N5 attributes.json files; no block is copied."""
+        from zarrext.formats.n5 import N5ConversionError, write_zarr_metadata
+
+        console = Console()
+        try:
+            results = write_zarr_metadata(
+                path, codec=codec.value, overwrite=overwrite, write=not dry_run
+            )
+        except N5ConversionError as e:
+            console.print(f"[red]error:[/red] {e}")
+            raise typer.Exit(1) from e
+        table = Table(title=f"N5 -> zarr.json in {path}" + (" (dry run)" if dry_run else ""))
+        for column in ("node", "type", "shape", "dtype", "blocks", "compression", "codec", "why"):
+            table.add_column(column, overflow="fold")
+        for r in results:
+            rel = str(r.path.relative_to(path)) if r.path != path else "."
+            if r.node_type == "group":
+                table.add_row(rel, "group", "", "", "", "", "", "")
+                continue
+            m = r.metadata
+            table.add_row(
+                rel,
+                "array",
+                "x".join(map(str, m["shape"])),
+                m["data_type"],
+                "x".join(map(str, m["chunk_grid"]["configuration"]["chunk_shape"])),
+                r.compression,
+                str(r.codec),
+                r.reason,
+            )
+        console.print(table)
+        if not dry_run:
+            console.print(
+                f"wrote {len(results)} zarr.json file(s); open with zarr.open({str(path)!r})"
+            )

@@ -1,0 +1,71 @@
+"""``zarrext quantize PATH --max-abs-error E --out PATH2``: copy a float array quantized."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def quantize(
+        path: Annotated[Path, typer.Argument(help="A zarr array of float16/32/64 values.")],
+        max_abs_error: Annotated[
+            float,
+            typer.Option(
+                "--max-abs-error", help="Every finite value must decode within this error."
+            ),
+        ],
+        out: Annotated[Path, typer.Option("--out", help="Where to write the quantized copy.")],
+        overwrite: Annotated[
+            bool, typer.Option(help="Replace an existing array at --out.")
+        ] = False,
+    ) -> None:
+        """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
+        from zarrext.quantize import QuantizationError, copy_quantized
+
+        console = Console()
+        with Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+        ) as bar:
+            tasks = {
+                "scan": bar.add_task("scanning value range", total=None),
+                "copy": bar.add_task("writing quantized blocks", total=None),
+            }
+
+            def progress(phase: str, done: int, total: int) -> None:
+                bar.update(tasks[phase], completed=done, total=total)
+
+            try:
+                report = copy_quantized(
+                    str(path), str(out), max_abs_error=max_abs_error, overwrite=overwrite,
+                    progress=progress,
+                )
+            except (QuantizationError, TypeError, ValueError, FileNotFoundError) as e:
+                bar.stop()
+                console.print(f"[red]error:[/red] {e}")
+                raise typer.Exit(1) from e
+        plan = report.plan
+        table = Table(title=f"{path} -> {out} (quantized)")
+        table.add_column("")
+        table.add_column("value", justify="right")
+        table.add_row("stored as", f"{plan.stored_dtype} (from {plan.dtype})")
+        table.add_row("scale / offset", f"{plan.scale!r} / {plan.offset!r}")
+        table.add_row("reserved codes", ", ".join(f"{k}={v}" for k, v in plan.reserved.items()))
+        table.add_row("source bytes", f"{report.source_bytes:,}")
+        table.add_row("output bytes", f"{report.output_bytes:,}")
+        table.add_row("size ratio", f"{report.size_ratio:.2f}x smaller")
+        table.add_row("worst error", f"{report.worst_error:.6g} (bound {max_abs_error:g})")
+        console.print(table)
+        console.print(
+            f"size ratio {report.size_ratio:.3f}; worst error seen {report.worst_error!r}"
+        )

@@ -1,0 +1,72 @@
+"""``zarrext compact``, ``zarrext expand`` and ``zarrext check``: jobs on shard files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+
+def _sharded_arrays(path: Path, mode: str) -> list:  # type: ignore[type-arg]
+    from zarrext.cli.stores import iter_arrays
+    from zarrext.sharding.layout import sharding_codec_of
+
+    return [a for a in iter_arrays(path, mode=mode) if sharding_codec_of(a.metadata) is not None]
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def compact(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        workers: Annotated[int | None, typer.Option(help="Shards rewritten at once.")] = None,
+        expand: Annotated[
+            bool, typer.Option("--expand", help="Rewrite into fixed slots instead (fast ingest).")
+        ] = False,
+    ) -> None:
+        """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
+        from zarrext.sharding.compact import compact as run_compact
+        from zarrext.sharding.compact import expand as run_expand
+        from zarrext.sharding.inspect import _fmt
+
+        console = Console()
+        arrays = _sharded_arrays(path, "r+")
+        if not arrays:
+            console.print(f"no sharded arrays under {path}")
+        for array in arrays:
+            run = run_expand if expand else run_compact
+            report = run(array, workers=workers, progress=console)
+            console.print(
+                f"{array.path or '/'}: {report.shards} shards, "
+                f"{_fmt(report.bytes_before)} -> {_fmt(report.bytes_after)}"
+            )
+
+    @app.command()
+    def check(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        repair: Annotated[
+            bool, typer.Option("--repair", help="Roll back interrupted writes, fix what can be.")
+        ] = False,
+    ) -> None:
+        """Validate every shard: index checksum, entry bounds and overlaps, interrupted writes."""
+        from zarrext.sharding.check import check as run_check
+
+        console = Console()
+        unrepaired = 0
+        arrays = _sharded_arrays(path, "r+" if repair else "r")
+        for array in arrays:
+            findings = run_check(array, repair=repair)
+            if not findings:
+                console.print(f"{array.path or '/'}: every shard validates")
+            for finding in findings:
+                for problem in finding.problems:
+                    console.print(f"{array.path or '/'} shard {finding.key}: {problem}")
+                for fix in finding.repaired:
+                    console.print(f"{array.path or '/'} shard {finding.key}: repaired: {fix}")
+                if not finding.ok or not repair:
+                    unrepaired += 1
+        if not arrays:
+            console.print(f"no sharded arrays under {path}")
+        if unrepaired:
+            raise typer.Exit(code=1)

@@ -1,0 +1,205 @@
+"""Rewrite whole shards: densely (:func:`compact`) or into fixed slots (:func:`expand`).
+
+Each shard is rewritten under its lock into a temporary file beside it, which
+then replaces it with ``os.replace``: readers see the old shard or the new one,
+never a mix, and a crash leaves the old shard (plus a temporary file that
+``zarrext check --repair`` deletes). Chunk bytes are copied file to file with
+``os.copy_file_range`` (no decoding: the shard's chunks are moved, not re-encoded),
+adjacent chunks in one call. Shards are rewritten in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from zarrext.sharding import writer
+from zarrext.sharding.layout import ArrayShards, ShardGeometry, ShardLayoutError, shards_of
+
+__all__ = ["RewriteReport", "compact", "expand"]
+
+
+@dataclass(frozen=True)
+class RewriteReport:
+    """What a rewrite did.
+
+    Attributes
+    ----------
+    shards : int
+        Shards rewritten.
+    bytes_before, bytes_after : int
+        Total size of those shard files before and after.
+    """
+
+    shards: int
+    bytes_before: int
+    bytes_after: int
+
+
+def _copy_range(src: int, dst: int, length: int, src_off: int, dst_off: int) -> None:
+    while length > 0:
+        try:
+            n = os.copy_file_range(src, dst, length, src_off, dst_off)
+        except OSError:  # e.g. a file system without it: copy through memory
+            n = os.pwrite(dst, os.pread(src, min(length, 1 << 24), src_off), dst_off)
+        if n <= 0:
+            raise OSError(f"short copy at byte {src_off}")
+        length, src_off, dst_off = length - n, src_off + n, dst_off + n
+
+
+def _copy_runs(src: int, dst: int, moves: list[tuple[int, int, int]]) -> None:
+    """Copy (src offset, dst offset, length) moves, merging adjacent ones."""
+    run: list[int] | None = None
+    for s, d, n in sorted(moves, key=lambda m: m[1]):
+        if run is not None and run[0] + run[2] == s and run[1] + run[2] == d:
+            run[2] += n
+            continue
+        if run is not None:
+            _copy_range(src, dst, run[2], run[0], run[1])
+        run = [s, d, n]
+    if run is not None:
+        _copy_range(src, dst, run[2], run[0], run[1])
+
+
+def _plan(
+    state: writer.ShardState, geometry: ShardGeometry, mode: str
+) -> tuple[np.ndarray, int]:
+    """New offsets table and data end for a dense or fixed-slot shard."""
+    table = np.full_like(state.table, writer.EMPTY)
+    present = np.flatnonzero(state.present())
+    lengths = state.table[present, 1].astype(np.int64)
+    if mode == "dense":
+        offsets = geometry.data_start + np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        end = geometry.data_start + int(lengths.sum())
+    else:
+        slot = geometry.slot_size
+        assert slot is not None
+        offsets = geometry.data_start + present * slot
+        end = geometry.slots_end
+        for i in np.flatnonzero(lengths > slot):  # too big for its slot: after the slots
+            offsets[i] = end
+            end += int(lengths[i])
+    if present.size:
+        table[present, 0] = offsets.astype(np.uint64)
+        table[present, 1] = lengths.astype(np.uint64)
+    return table, end
+
+
+def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None:
+    path = shards.path(key)
+    geometry = shards.geometry
+    with writer.locked_shard(path) as fd:
+        if fd is None:
+            return None
+        state = writer.load_state(fd, shards.codec, geometry, key)
+        table, end = _plan(state, geometry, mode)
+        index = writer.encode_index(shards.codec, geometry, table)
+        total = end + (len(index) if geometry.index_location == "end" else 0)
+        moves = [
+            (int(state.table[f, 0]), int(table[f, 0]), int(table[f, 1]))
+            for f in np.flatnonzero(state.present())
+        ]
+        tmp = writer.temp_path(path)
+        out = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.ftruncate(out, total)
+            _copy_runs(fd, out, moves)
+            os.pwrite(out, index, 0 if geometry.index_location == "start" else end)
+        except BaseException:
+            os.close(out)
+            tmp.unlink(missing_ok=True)
+            raise
+        os.close(out)
+        # Still holding the old file's lock: writers waiting on it see a new inode
+        # after the replace and reopen.
+        os.replace(tmp, path)
+        writer.journal_path(path).unlink(missing_ok=True)  # inactive: leave a clean store
+        return state.size, total
+
+
+def _run(
+    array: Any,
+    mode: str,
+    *,
+    workers: int | None,
+    progress: bool | Console,
+) -> RewriteReport:
+    shards = shards_of(array)
+    if shards.directory is None:
+        raise ShardLayoutError("shard rewrites work on arrays in a local directory store")
+    if mode == "fixed-slot" and shards.geometry.slot_size is None:
+        from zarrext.sharding.layout import slot_bound
+
+        slot_bound(shards.codec.codecs, shards.codec._get_chunk_spec(shards.shard_spec))
+    keys = [k for k in shards.keys if shards.path(k).exists()]
+    before = after = done = 0
+    workers = workers or min(8, (os.cpu_count() or 1) * 2)
+
+    def one(key: str) -> tuple[int, int] | None:
+        return _rewrite(shards, key, mode)
+
+    def consume(advance: Callable[[], None]) -> None:
+        nonlocal before, after, done
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            for result in pool.map(one, keys):
+                if result is not None:
+                    before, after, done = before + result[0], after + result[1], done + 1
+                advance()
+
+    if progress:
+        console = progress if isinstance(progress, Console) else Console(stderr=True)
+        verb = "compacting" if mode == "dense" else "expanding"
+        with Progress(
+            TextColumn(f"{verb} {array.path or '/'}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=console,
+            transient=True,
+        ) as bar:
+            task = bar.add_task(verb, total=len(keys))
+            consume(lambda: bar.advance(task))
+    else:
+        consume(lambda: None)
+    return RewriteReport(done, before, after)
+
+
+def compact(
+    array: Any, *, workers: int | None = None, progress: bool | Console = False
+) -> RewriteReport:
+    """Rewrite every shard of ``array`` densely: chunks back to back in C order.
+
+    Parameters
+    ----------
+    array : zarr.Array
+        A sharded array in a local directory store.
+    workers : int, optional
+        Shards rewritten at once (threads).
+    progress : bool or rich Console
+        Show a progress bar (on the given console, or stderr).
+
+    Returns
+    -------
+    RewriteReport
+    """
+    return _run(array, "dense", workers=workers, progress=progress)
+
+
+def expand(
+    array: Any, *, workers: int | None = None, progress: bool | Console = False
+) -> RewriteReport:
+    """Rewrite every shard of ``array`` into fixed slots, ready for in-place writes.
+
+    Raises
+    ------
+    ShardLayoutError
+        When the inner codecs bound no slot size.
+    """
+    return _run(array, "fixed-slot", workers=workers, progress=progress)

@@ -1,0 +1,184 @@
+"""Per-shard report: layout, bytes used against file size, empty inner chunks."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.sync import sync
+
+from zarrext.sharding import writer
+from zarrext.sharding.layout import ArrayShards, ShardGeometry, shards_of
+
+__all__ = ["ShardInfo", "guess_layout", "render_shard_table", "render_sharded", "shard_report"]
+
+
+@dataclass(frozen=True)
+class ShardInfo:
+    """One stored shard.
+
+    Attributes
+    ----------
+    key : str
+        Store key.
+    layout : str
+        ``"fixed-slot"``, ``"dense"``, ``"append"`` or ``"unknown"`` (index unreadable).
+    bytes_used : int
+        Index plus the bytes of present inner chunks.
+    file_size : int
+        Stored size of the shard.
+    empty_chunks : int
+        Inner chunks with no stored bytes (read as the fill value).
+    n_chunks : int
+        Inner chunks per shard.
+    in_place : bool
+        Whether zarrext can write inner chunks of this shard in place (local file);
+        False means writes fall back to zarr-python's whole-shard rewrite.
+    pending : bool
+        A journal of an interrupted write is present (``zarrext check --repair``).
+    """
+
+    key: str
+    layout: str
+    bytes_used: int
+    file_size: int
+    empty_chunks: int
+    n_chunks: int
+    in_place: bool
+    pending: bool = False
+
+
+def guess_layout(table: np.ndarray, size: int, geometry: ShardGeometry) -> str:
+    """Which layout a shard's index and size look like."""
+    present = table[:, 0] != writer.EMPTY
+    slot = geometry.slot_size
+    if slot is not None and size >= geometry.slots_end:
+        # Chunks in their slots, or in the spare area after them (being replaced).
+        flats = np.flatnonzero(present)
+        offsets = table[present, 0].astype(np.int64)
+        at_home = offsets == geometry.data_start + flats * slot
+        if np.all(at_home | (offsets >= geometry.slots_end)):
+            return "fixed-slot"
+    used = int(table[present, 1].sum()) + geometry.index_size
+    return "dense" if used == size else "append"
+
+
+def _stat_local(shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:
+    path = shards.path(key)
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        size = os.fstat(fd).st_size
+        isz = shards.geometry.index_size
+        start = 0 if shards.geometry.index_location == "start" else max(size - isz, 0)
+        raw = os.pread(fd, isz, start)
+        return size, raw, writer.journal_pending(path)
+    finally:
+        os.close(fd)
+
+
+def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:
+    store_path = array._async_array.store_path / key
+    value = sync(store_path.get(prototype=default_buffer_prototype()))
+    if value is None:
+        return None
+    data = value.to_bytes()
+    isz = shards.geometry.index_size
+    raw = data[:isz] if shards.geometry.index_location == "start" else data[-isz:]
+    return len(data), raw, False
+
+
+def shard_report(array: Any) -> list[ShardInfo]:
+    """One :class:`ShardInfo` per stored shard of a sharded array (any store).
+
+    Raises
+    ------
+    ShardLayoutError
+        When the array is not sharded.
+    """
+    shards = shards_of(array)
+    geometry = shards.geometry
+    local = shards.directory is not None
+    writable = local and not array.read_only
+    out: list[ShardInfo] = []
+    for key in shards.keys:
+        stat = _stat_local(shards, key) if local else _stat_store(array, shards, key)
+        if stat is None:
+            continue
+        size, raw, pending = stat
+        try:
+            index = shards.codec._decode_shard_index_sync(
+                default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
+            )
+        except ValueError:
+            out.append(ShardInfo(key, "unknown", 0, size, 0, geometry.n_chunks, local, pending))
+            continue
+        table = np.asarray(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
+        present = table[:, 0] != writer.EMPTY
+        out.append(
+            ShardInfo(
+                key=key,
+                layout=guess_layout(table, size, geometry),
+                bytes_used=int(table[present, 1].sum()) + geometry.index_size,
+                file_size=size,
+                empty_chunks=int((~present).sum()),
+                n_chunks=geometry.n_chunks,
+                in_place=writable,
+                pending=pending,
+            )
+        )
+    return out
+
+
+def _fmt(n: int) -> str:
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"
+
+
+def render_shard_table(
+    report: list[ShardInfo], console: Console, *, title: str = "shards"
+) -> Table:
+    """Print ``report`` as a rich table on ``console`` (and return the table)."""
+    table = Table(title=title)
+    for name in ("shard", "layout", "used", "file size", "used %", "empty chunks", "writes"):
+        table.add_column(name, justify="left" if name in ("shard", "layout", "writes") else "right")
+    for info in report:
+        pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
+        writes = "in place" if info.in_place else "whole-shard rewrite (store cannot write in place)"
+        if info.pending:
+            writes += ", interrupted write pending: run zarrext check --repair"
+        table.add_row(
+            info.key,
+            info.layout,
+            _fmt(info.bytes_used),
+            _fmt(info.file_size),
+            f"{pct:.0f}%",
+            f"{info.empty_chunks}/{info.n_chunks}",
+            writes,
+        )
+    console.print(table)
+    return table
+
+
+def render_sharded(array: Any, console: Console) -> None:
+    """Print the shard table of ``array`` if it is a sharded Zarr format 3 array."""
+    from zarr.core.metadata import ArrayV3Metadata
+
+    from zarrext.sharding.layout import sharding_codec_of
+
+    metadata = array.metadata
+    if isinstance(metadata, ArrayV3Metadata) and sharding_codec_of(metadata) is not None:
+        render_shard_table(shard_report(array), console, title=f"shards of {array.path or '/'}")

@@ -1,0 +1,83 @@
+"""``zarrext quantize PATH --max-abs-error E --out PATH2``."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import zarr
+from typer.testing import CliRunner
+
+from zarrext.cli import app
+
+runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def _source(path: Path, dtype: str = "float64") -> np.ndarray:
+    y, x = np.mgrid[0:96, 0:128]
+    data = (1000 + 50 * np.sin(x / 13) + 20 * np.cos(y / 7)).astype(dtype)
+    data[10:12, 20:30] = np.nan
+    arr = zarr.create_array(str(path), shape=data.shape, chunks=(32, 64), shards=(64, 128),
+                            dtype=dtype, fill_value=np.nan)
+    arr[:] = data
+    return data
+
+
+def test_cli_quantize_copies_within_bound_and_prints_ratio_and_error(tmp_path: Path) -> None:
+    data = _source(tmp_path / "src.zarr")
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "0.02", "--out", str(tmp_path / "q.zarr")])
+    assert result.exit_code == 0, result.output
+    out = zarr.open_array(str(tmp_path / "q.zarr"))
+    back = np.asarray(out[:])
+    finite = np.isfinite(data)
+    worst = float(np.max(np.abs(back[finite] - data[finite])))
+    assert worst <= 0.02
+    assert np.isnan(back[~finite]).all()
+    # the filters sit outside the sharding codec (see copy_quantized), shards stay 64x128
+    assert out.chunks == (64, 128)
+    assert out.metadata.codecs[-1].chunk_shape == (32, 64)
+    m = re.search(r"size ratio ([0-9.]+); worst error seen ([0-9.e-]+)", result.output)
+    assert m is not None, result.output
+    src_bytes = zarr.open_array(str(tmp_path / "src.zarr")).nbytes_stored()
+    assert float(m.group(1)) == round(src_bytes / out.nbytes_stored(), 3)
+    assert float(m.group(2)) == worst
+    assert float(m.group(1)) > 2  # float64 -> uint16 at least halves it
+    names = [f.to_dict()["name"] for f in out.filters]
+    assert names == ["scale_offset", "cast_value"]
+
+
+def test_cli_quantize_impossible_bound_fails_clearly(tmp_path: Path) -> None:
+    # 2e300 / 1e-3 distinct codes: far beyond 2**64
+    src = zarr.create_array(str(tmp_path / "src.zarr"), shape=(3,), dtype="float64")
+    src[:] = np.array([-1e300, 0.0, 1e300])
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "1e-3", "--out", str(tmp_path / "q.zarr")])
+    assert result.exit_code == 1
+    assert "no integer type up to 64 bits" in result.output
+    assert not (tmp_path / "q.zarr").exists()
+
+
+def test_cli_quantize_rejects_integer_source(tmp_path: Path) -> None:
+    zarr.create_array(str(tmp_path / "i.zarr"), shape=(4,), dtype="int32")[:] = 1
+    result = runner.invoke(app, ["quantize", str(tmp_path / "i.zarr"), "--max-abs-error",
+                                 "1", "--out", str(tmp_path / "q.zarr")])
+    assert result.exit_code == 1
+    assert "floating-point" in result.output
+
+
+def test_cli_quantize_console_script_in_fresh_process(tmp_path: Path) -> None:
+    data = _source(tmp_path / "src.zarr", dtype="float32")
+    proc = subprocess.run(
+        [sys.executable, "-c", "from zarrext.cli import main; main()", "quantize",
+         str(tmp_path / "src.zarr"), "--max-abs-error", "0.5", "--out", str(tmp_path / "q.zarr")],
+        capture_output=True, text=True, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "size ratio" in proc.stdout
+    back = np.asarray(zarr.open_array(str(tmp_path / "q.zarr"))[:])
+    finite = np.isfinite(data)
+    assert float(np.max(np.abs(back[finite] - data[finite]))) <= 0.5

@@ -1,0 +1,445 @@
+"""The optional codec: format, chains, names, sharding, round trips and hostile chunks."""
+
+from __future__ import annotations
+
+import json
+import struct
+import tracemalloc
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from zarr.abc.codec import BytesBytesCodec
+from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.dtype import (
+    Bool,
+    Complex64,
+    DateTime64,
+    FixedLengthUTF32,
+    Float32,
+    Float64,
+    Int8,
+    Int16,
+    NullTerminatedBytes,
+    Struct,
+    UInt8,
+    UInt64,
+    VariableLengthBytes,
+    VariableLengthUTF8,
+)
+from zarr.registry import register_codec
+
+import zarrext
+from tests.conftest import SHARED
+from zarrext import ConditionalCodec, OptionalCodec, OptionalDType, PackBitsCodec
+from zarrext.codecs.optional import OptionalCodecError
+
+CODEC_SCHEMA = json.loads((SHARED / "interop" / "optional-codec.schema.json").read_text())
+PROTO = default_buffer_prototype()
+
+
+def _spec(dtype: OptionalDType, shape: tuple[int, ...]) -> ArraySpec:
+    return ArraySpec(shape=shape, dtype=dtype, fill_value=dtype.default_scalar(),
+                     config=ArrayConfig.from_dict({}), prototype=PROTO)
+
+
+def _optional_array(dtype: OptionalDType, values: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    out = np.zeros(values.shape, dtype.to_native_dtype())
+    out["valid"] = valid
+    out["value"][valid] = values[valid]
+    return out
+
+
+def _buf(data: bytes) -> Any:
+    return PROTO.buffer.from_bytes(data)
+
+
+# -- format ---------------------------------------------------------------------------
+
+
+def test_encoded_layout_matches_spec() -> None:
+    """Header, packbits mask, then only the present values, in C order."""
+    dtype = OptionalDType(Int16())
+    values = np.arange(12, dtype="i2").reshape(3, 4) * 100
+    valid = (np.arange(12) % 3 != 1).reshape(3, 4)
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()],
+                          data_codecs=[BytesCodec(endian="big")])
+    spec = _spec(dtype, (3, 4))
+    encoded = codec._encode_sync(PROTO.nd_buffer.from_numpy_array(
+        _optional_array(dtype, values, valid)), spec).to_bytes()
+    mask_len, data_len = struct.unpack("<QQ", encoded[:16])
+    expected_mask = np.packbits(valid.ravel(), bitorder="little").tobytes()
+    expected_data = values[valid].astype(">i2").tobytes()
+    assert (mask_len, data_len) == (len(expected_mask), len(expected_data))
+    assert encoded[16:] == expected_mask + expected_data
+
+
+def test_all_missing_chunk_stores_no_data_bytes() -> None:
+    """As zarrs does: zero data bytes, data codecs not run (zstd would add a frame)."""
+    dtype = OptionalDType(Float64())
+    codec = OptionalCodec(data_codecs=[BytesCodec(), ZstdCodec()])
+    spec = _spec(dtype, (10,))
+    encoded = codec._encode_sync(PROTO.nd_buffer.from_numpy_array(
+        np.zeros(10, dtype.to_native_dtype())), spec).to_bytes()
+    assert encoded == struct.pack("<QQ", 2, 0) + b"\0\0"
+    decoded = codec._decode_sync(_buf(encoded), spec).as_numpy_array()
+    assert not decoded["valid"].any()
+
+
+# -- round trips ----------------------------------------------------------------------
+
+INNER = [Bool(), Int8(), UInt8(), Int16(), UInt64(), Float32(), Float64()]
+
+
+@st.composite
+def arrays(draw: st.DrawFn) -> tuple[OptionalDType, np.ndarray, tuple[int, ...],
+                                     tuple[int, ...] | None]:
+    leaf = draw(st.sampled_from(INNER))
+    depth = draw(st.integers(1, 2))
+    dtype: Any = leaf
+    for _ in range(depth):
+        dtype = OptionalDType(dtype)
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=9))
+    chunks = tuple(draw(st.integers(1, s)) for s in shape)
+    shards = None
+    if draw(st.booleans()):
+        shards = tuple(c * draw(st.integers(1, 3)) for c in chunks)
+    native_leaf = leaf.to_native_dtype()
+    values = draw(hnp.arrays(native_leaf, shape, elements=hnp.from_dtype(
+        native_leaf, allow_nan=False) if native_leaf.kind == "f" else None))
+    array = np.zeros(shape, dtype.to_native_dtype())
+    level = array
+    for _ in range(depth):
+        density = draw(st.sampled_from([0.0, 0.01, 0.5, 0.99, 1.0]))
+        seed = draw(st.integers(0, 2**16))
+        level["valid"] = np.random.default_rng(seed).random(shape) < density
+        level = level["value"]
+    level[...] = values
+    # missing elements hold zeros at every level below them (the canonical form)
+    canonical = zarrext.as_optional_array(_to_masked_deep(array, depth), dtype)
+    return dtype, canonical, chunks, shards
+
+
+def _to_masked_deep(array: np.ndarray, depth: int) -> Any:
+    masked = zarrext.to_masked(array)
+    if depth == 1:
+        return masked
+    inner = zarrext.as_optional_array(_to_masked_deep(masked.data, depth - 1),
+                                      OptionalDType.from_native_dtype(masked.data.dtype))
+    return np.ma.MaskedArray(inner, mask=masked.recordmask)
+
+
+@given(arrays(), st.sampled_from(["optional", "zarrs.optional"]))
+def test_roundtrip_through_zarr_arrays(case: tuple[OptionalDType, np.ndarray, tuple[int, ...],
+                                                   tuple[int, ...] | None],
+                                       name: str) -> None:
+    dtype, array, chunks, shards = case
+    store: dict[str, Any] = {}
+    codec = OptionalCodec.default_for(dtype)
+    codec = OptionalCodec(mask_codecs=codec.mask_codecs, data_codecs=codec.data_codecs,
+                          name=name)
+    z = zarr.create_array(store, shape=array.shape, chunks=chunks, shards=shards, dtype=dtype,
+                          fill_value=None, serializer=codec)
+    z[...] = array
+    fresh = zarr.open_array(store, mode="r")
+    got = fresh[...]
+    assert got.tobytes() == array.tobytes()
+    written = fresh.metadata.to_dict()["codecs"][0]
+    if shards is not None:
+        written = written["configuration"]["codecs"][0]
+    assert written["name"] == name
+
+
+OTHER_INNERS = {
+    "struct": (Struct(fields=(("a", Int16()), ("b", Float64()))), [(1, 2.5), None, (3, -1.0)]),
+    "datetime64": (DateTime64(unit="s", scale_factor=1),
+                   [np.datetime64("2020-01-01T00:00:00"), None,
+                    np.datetime64("1999-12-31T23:59:59")]),
+    "complex64": (Complex64(), [1 + 2j, None, -3j]),
+    "fixed utf32": (FixedLengthUTF32(length=3), ["ab", None, "xyz"]),
+    "null-terminated bytes": (NullTerminatedBytes(length=4), [b"ab", None, b"wxyz"]),
+    "string": (VariableLengthUTF8(), ["\u03b1", None, ""]),
+    "variable bytes": (VariableLengthBytes(), [b"\x00\x01", None, b""]),
+}
+
+
+@pytest.mark.filterwarnings("ignore::zarr.errors.UnstableSpecificationWarning")
+@pytest.mark.parametrize("case", sorted(OTHER_INNERS))
+def test_other_inner_types_roundtrip(case: str) -> None:
+    inner, values = OTHER_INNERS[case]
+    dtype = OptionalDType(inner)
+    present = [v for v in values if v is not None]
+    masked = np.ma.MaskedArray(
+        np.array([v if v is not None else present[0] for v in values],
+                 dtype=dtype.to_native_dtype()["value"]),
+        mask=[v is None for v in values])
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(3,), chunks=(2,), dtype=dtype, fill_value=None)
+    z[...] = masked
+    got = zarr.open_array(store, mode="r")[...]
+    assert got["valid"].tolist() == [v is not None for v in values]
+    expected = np.array(present, dtype=dtype.to_native_dtype()["value"])
+    assert got["value"][got["valid"]].tolist() == expected.tolist()
+
+
+def test_fortran_ordered_chunks_keep_c_order_on_disk() -> None:
+    dtype = OptionalDType(Int16())
+    grid = np.arange(20).reshape(4, 5)
+    values = np.ma.MaskedArray(grid, mask=grid % 3 == 0)
+    stores: list[dict[str, Any]] = [{}, {}]
+    for store, order in zip(stores, ("C", "F"), strict=True):
+        z = zarr.create_array(store, shape=(4, 5), chunks=(3, 4), dtype=dtype, fill_value=None,
+                              config={"order": order}, compressors=None)
+        z[...] = values
+        got = zarrext.to_masked(zarr.open_array(store, mode="r", config={"order": order})[...])
+        assert got.mask.tolist() == values.mask.tolist()
+        assert got.compressed().tolist() == values.compressed().tolist()
+    assert {k: v.to_bytes() for k, v in stores[0].items() if k.startswith("c/")} == {
+        k: v.to_bytes() for k, v in stores[1].items() if k.startswith("c/")}
+
+
+def test_sharded_optional_array_reads_partial_and_skips_empty_inner_chunks() -> None:
+    dtype = OptionalDType(Float32())
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(16, 16), chunks=(4, 4), shards=(8, 8), dtype=dtype,
+                          fill_value=None, compressors=ZstdCodec())
+    values = np.ma.masked_all((16, 16), dtype="f4")
+    values[:3, :5] = np.arange(15).reshape(3, 5)
+    z[...] = values
+    assert sorted(k for k in store if k.startswith("c/")) == ["c/0/0"]
+    np.testing.assert_array_equal(zarrext.to_masked(z[1:3, 2:4]).filled(-1),
+                                  values[1:3, 2:4].filled(-1))
+
+
+# -- chains ---------------------------------------------------------------------------
+
+
+def test_data_chain_quantizes_only_present_values() -> None:
+    dtype = OptionalDType(Float32())
+    data_codecs = [
+        {"name": "scale_offset", "configuration": {"offset": 10, "scale": 100}},
+        {"name": "cast_value", "configuration": {"data_type": "int16"}},
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": 3}},
+    ]
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(8,), chunks=(8,), dtype=dtype, fill_value=None,
+                          serializer=OptionalCodec(data_codecs=data_codecs), compressors=None)
+    values = np.ma.MaskedArray([10.5, 1e30, 11.25, -7e30, 9.0, 10.0, 0, 12.0],
+                               mask=[0, 1, 0, 1, 0, 0, 1, 0], dtype="f4")
+    z[...] = values  # huge values under the mask would overflow int16 if quantized
+    got = zarrext.to_masked(z[...])
+    assert got.mask.tolist() == values.mask.tolist()
+    np.testing.assert_allclose(got.compressed(), values.compressed(), atol=0.005)
+    # the data section is what zarr-python's own chain makes of the present values alone
+    plain: dict[str, Any] = {}
+    p = zarr.create_array(plain, shape=(5,), chunks=(5,), dtype="float32",
+                          filters=data_codecs[:2], serializer=data_codecs[2],
+                          compressors=data_codecs[3:])
+    p[...] = values.compressed()
+    chunk = store["c/0"].to_bytes()
+    mask_len, _ = struct.unpack("<QQ", chunk[:16])
+    assert chunk[16 + mask_len:] == plain["c/0"].to_bytes()
+
+
+def test_mask_chain_with_conditional_zstd_gets_runtime_decision(tmp_path: Path) -> None:
+    dtype = OptionalDType(UInt8())
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec(), ConditionalCodec(codecs=[ZstdCodec()])],
+                          data_codecs=[BytesCodec()])
+    zarr.create_array(tmp_path / "a", shape=(4096,), chunks=(4096,), dtype=dtype,
+                      fill_value=None, serializer=codec, compressors=None)
+    values = np.ma.MaskedArray(np.arange(4096) % 200, mask=np.arange(4096) % 64 != 0)
+    for decision, applied in (("never_apply", 0), ("always_apply", 1)):
+        z = zarrext.open_array(tmp_path / "a", decision=decision)
+        z[...] = values
+        chunk = (tmp_path / "a" / "c" / "0").read_bytes()
+        mask_len, _ = struct.unpack("<QQ", chunk[:16])
+        assert chunk[16] == applied  # the conditional header byte opens the mask section
+        if applied:
+            assert mask_len < 4096 // 8
+        got = zarr.open_array(tmp_path / "a", mode="r")[...]
+        assert zarrext.to_masked(got).mask.tolist() == values.mask.tolist()
+
+
+def test_map_nested_codecs_reaches_nested_chains() -> None:
+    inner = OptionalCodec(mask_codecs=[PackBitsCodec(), ConditionalCodec(codecs=[ZstdCodec()])])
+    outer = OptionalCodec(data_codecs=[inner])
+    seen: list[str] = []
+
+    def fn(codec: Any) -> Any:
+        seen.append(type(codec).__name__)
+        if isinstance(codec, OptionalCodec):
+            return codec.map_nested_codecs(fn)
+        if isinstance(codec, ConditionalCodec):
+            return codec.with_decision("always_apply")
+        return codec
+
+    mapped = outer.map_nested_codecs(fn)
+    assert seen == ["PackBitsCodec", "OptionalCodec", "PackBitsCodec", "ConditionalCodec",
+                    "BytesCodec"]
+    assert mapped == outer  # decisions are not part of equality, metadata unchanged
+    nested_conditional = mapped.data_codecs[0].mask_codecs[1]  # type: ignore[attr-defined]
+    assert nested_conditional.decision is not inner.mask_codecs[1].decision  # type: ignore[attr-defined]
+
+
+# -- names and metadata ----------------------------------------------------------------
+
+
+def test_name_dispatch_keeps_both_optional_codecs_working() -> None:
+    nullable = zarr.registry.get_codec_class("optional").from_dict(
+        {"name": "optional", "configuration": {"mask_codecs": [{"name": "packbits"}],
+                                               "data_codecs": [{"name": "bytes"}]}})
+    assert isinstance(nullable, OptionalCodec)
+    conditional = zarr.registry.get_codec_class("optional").from_dict(
+        {"name": "optional",
+         "configuration": {"codecs": [{"name": "zstd", "configuration": {"level": 1}}]}})
+    assert isinstance(conditional, ConditionalCodec)
+    assert conditional.to_dict()["name"] == "optional"
+    alias = zarr.registry.get_codec_class("zarrs.optional").from_dict(
+        {"name": "zarrs.optional", "configuration": {"mask_codecs": [{"name": "packbits"}],
+                                                     "data_codecs": [{"name": "bytes"}]}})
+    assert isinstance(alias, OptionalCodec)
+    assert alias.to_dict()["name"] == "zarrs.optional"
+    # the legacy conditional name still encodes and decodes inside an array
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(100,), chunks=(50,), dtype="uint16",
+                          compressors=[conditional])
+    z[...] = np.arange(100)
+    np.testing.assert_array_equal(zarr.open_array(store)[...], np.arange(100))
+
+
+def test_written_metadata_validates_against_schema(tmp_path: Path) -> None:
+    dtype = OptionalDType(OptionalDType(Float64()))
+    zarr.create_array(tmp_path / "a", shape=(4,), dtype=dtype, fill_value=[None])
+    codecs = json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"]
+    jsonschema.validate(codecs[0], CODEC_SCHEMA)
+    jsonschema.validate(codecs[0]["configuration"]["data_codecs"][0], CODEC_SCHEMA)
+
+
+def test_configuration_errors() -> None:
+    with pytest.raises(OptionalCodecError, match="missing \\['data_codecs'\\]"):
+        OptionalCodec.from_dict({"name": "optional", "configuration": {"mask_codecs": []}})
+    with pytest.raises(OptionalCodecError, match="invalid data_codecs"):
+        OptionalCodec(data_codecs=[ZstdCodec()])
+    with pytest.raises(OptionalCodecError, match="name must be one of"):
+        OptionalCodec(name="nullable")
+    with pytest.raises(OptionalCodecError, match="needs the optional data type"):
+        zarr.create_array({}, shape=(3,), dtype="uint8", serializer=OptionalCodec())
+
+
+# -- async-only nested codecs -------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AsyncOnlyXor(BytesBytesCodec):
+    """A bytes->bytes codec with no synchronous path (xor 0x5A)."""
+
+    is_fixed_size = True
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> AsyncOnlyXor:
+        return cls()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": "test.async_xor"}
+
+    async def _decode_single(self, chunk_bytes: Any, chunk_spec: ArraySpec) -> Any:
+        data = chunk_bytes.as_numpy_array() ^ 0x5A
+        return chunk_spec.prototype.buffer.from_array_like(data)
+
+    async def _encode_single(self, chunk_bytes: Any, chunk_spec: ArraySpec) -> Any:
+        return await self._decode_single(chunk_bytes, chunk_spec)
+
+    def compute_encoded_size(self, input_byte_length: int, _: ArraySpec) -> int:
+        return input_byte_length
+
+
+def test_async_only_codecs_in_chains() -> None:
+    register_codec("test.async_xor", AsyncOnlyXor)
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec(), AsyncOnlyXor()],
+                          data_codecs=[BytesCodec(), AsyncOnlyXor()])
+    assert not codec._sync_capable
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(20,), chunks=(10,), dtype=OptionalDType(UInt8()),
+                          fill_value=None, serializer=codec, compressors=None)
+    values = np.ma.MaskedArray(np.arange(20), mask=np.arange(20) % 3 == 0)
+    z[...] = values
+    chunk = store["c/0"].to_bytes()
+    mask_len, _ = struct.unpack("<QQ", chunk[:16])
+    present = values[:10].compressed().astype("u1")
+    assert chunk[16 + mask_len:] == (present ^ 0x5A).tobytes()
+    got = zarrext.to_masked(zarr.open_array(store)[...])
+    assert got.mask.tolist() == values.mask.tolist()
+
+
+# -- hostile chunks -------------------------------------------------------------------------
+
+HOSTILE_DTYPE = OptionalDType(Int16())
+HOSTILE_SPEC = _spec(HOSTILE_DTYPE, (8,))
+GOOD_MASK = np.packbits([1, 0, 1, 1, 0, 0, 0, 1], bitorder="little").tobytes()
+GOOD_DATA = np.array([1, 2, 3, 4], "<i2").tobytes()
+HOSTILE = {
+    "short header": (b"\1\0\0", "shorter than the 16-byte header"),
+    "mask past end": (struct.pack("<QQ", 50, 0) + GOOD_MASK, "mask length 50 exceeds"),
+    "data past end": (struct.pack("<QQ", 1, 9) + GOOD_MASK + GOOD_DATA, "data length 9 exceeds"),
+    "max mask length": (struct.pack("<QQ", 2**64 - 1, 8) + GOOD_MASK + GOOD_DATA,
+                        "mask length 18446744073709551615 exceeds"),
+    "max data length": (struct.pack("<QQ", 1, 2**64 - 1) + GOOD_MASK + GOOD_DATA,
+                        "data length 18446744073709551615 exceeds"),
+    "both huge, summing past end": (struct.pack("<QQ", 2**63, 2**63) + GOOD_MASK,
+                                    "exceeds"),
+    "trailing bytes": (struct.pack("<QQ", 1, 8) + GOOD_MASK + GOOD_DATA + b"xx",
+                       "2 trailing bytes"),
+    "fewer elements than mask": (struct.pack("<QQ", 1, 6) + GOOD_MASK + GOOD_DATA[:6],
+                                 "cannot decode 4 present elements from the 6-byte"),
+    "more elements than mask": (struct.pack("<QQ", 1, 10) + GOOD_MASK + GOOD_DATA + b"\0\0",
+                                "cannot decode 4 present elements from the 10-byte"),
+    "data but nothing present": (struct.pack("<QQ", 1, 2) + b"\0" + b"\1\0",
+                                 "no element present, but the data section holds 2 bytes"),
+    "truncated packbits mask": (struct.pack("<QQ", 0, 8) + GOOD_DATA,
+                                "packbits codec, chunk .*0 bytes, expected 1"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE))
+def test_hostile_chunks_fail_clearly_without_large_allocation(case: str) -> None:
+    data, message = HOSTILE[case]
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()], data_codecs=[BytesCodec()])
+    codec = codec.evolve_from_array_spec(HOSTILE_SPEC)
+    tracemalloc.start()
+    try:
+        with pytest.raises(ValueError, match=message):
+            codec._decode_sync(_buf(data), HOSTILE_SPEC)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def test_hostile_chunk_in_array_names_codec_and_chunk() -> None:
+    store: dict[str, Any] = {}
+    z = zarrext.create_array(store, shape=(16,), chunks=(8,), dtype=HOSTILE_DTYPE,
+                             fill_value=None, compressors=None)
+    z[...] = np.ma.MaskedArray(np.arange(16), mask=np.arange(16) % 2 == 0)
+    store["c/1"] = PROTO.buffer.from_bytes(struct.pack("<QQ", 2**64 - 1, 0))
+    with pytest.raises(OptionalCodecError, match=r"optional codec, chunk \(1,\): mask length"):
+        zarrext.open_array(store, mode="r")[...]
+
+
+def test_good_hostile_baseline_decodes() -> None:
+    """The hostile cases are corruptions of this valid chunk."""
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()],
+                          data_codecs=[BytesCodec()]).evolve_from_array_spec(HOSTILE_SPEC)
+    chunk = struct.pack("<QQ", 1, 8) + GOOD_MASK + GOOD_DATA
+    got = codec._decode_sync(_buf(chunk), HOSTILE_SPEC).as_numpy_array()
+    assert got["valid"].tolist() == [True, False, True, True, False, False, False, True]
+    assert got["value"][got["valid"]].tolist() == [1, 2, 3, 4]

@@ -1,0 +1,486 @@
+"""Tests for zarrext's codec pipeline (chunk indices) and the runtime API (zarrext.api)."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import pickle
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import (
+    BytesCodec,
+    Crc32cCodec,
+    GzipCodec,
+    ShardingCodec,
+    TransposeCodec,
+    ZstdCodec,
+)
+
+import zarrext
+from zarrext import ConditionalCodec, ShuffleCodec
+from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+
+
+class Recorder:
+    """A plain-signature decision that records (chunk_index, nested codec name)."""
+
+    def __init__(self, answer: bool = False) -> None:
+        self.seen: list[tuple[Any, str]] = []
+        self.answer = answer
+        self._lock = threading.Lock()
+
+    def __call__(self, chunk_index, codec, unencoded_chunk):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self.seen.append((chunk_index, codec.name))
+        return self.answer
+
+    def indices(self, name: str | None = None) -> set[Any]:
+        return {i for i, n in self.seen if name is None or n == name}
+
+
+def conditional(*codecs: Any) -> ConditionalCodec:
+    return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
+
+
+def grid(*shape: int) -> set[tuple[int, ...]]:
+    return set(itertools.product(*(range(n) for n in shape)))
+
+
+# -- chunk index on the ordinary write path --------------------------------------------------
+
+
+def test_chunk_index_create_array(tmp_path: Path) -> None:
+    rec = Recorder()
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(5, 6, 7),
+        chunks=(2, 3, 4),
+        dtype="<i2",
+        compressors=[conditional()],
+        decision=rec,
+    )
+    z[:] = 1
+    assert rec.indices() == grid(3, 2, 2)
+    assert len(rec.seen) == 12  # one call per chunk and nested codec
+    rec.seen.clear()
+    z[1:3, 4:6, 0] = 2
+    assert rec.indices() == {(0, 1, 0), (1, 1, 0)}
+    rec.seen.clear()
+    z.oindex[[0, 4], :, 6] = 3
+    assert rec.indices() == {(0, 0, 1), (0, 1, 1), (2, 0, 1), (2, 1, 1)}
+
+
+def test_chunk_index_open_array(tmp_path: Path) -> None:
+    zarr.create_array(
+        tmp_path, shape=(10, 10), chunks=(4, 4), dtype="u1", compressors=[conditional()]
+    )
+    rec = Recorder()
+    z = zarrext.open_array(tmp_path, mode="r+", decision=rec)
+    z[:] = np.arange(100, dtype="u1").reshape(10, 10)
+    assert rec.indices() == grid(3, 3)
+    rec.seen.clear()
+    z[9, 9] = 0
+    assert rec.indices() == {(2, 2)}
+
+
+@pytest.mark.parametrize("encoding", [("default", "/"), ("default", "."), ("v2", "."), ("v2", "/")])
+def test_chunk_index_with_key_encodings_and_array_path(
+    tmp_path: Path, encoding: tuple[str, str]
+) -> None:
+    """Indices come from store keys, whatever the key encoding and the array's path."""
+    plan = np.random.default_rng(0).integers(0, 8, size=(3, 2), dtype=np.uint8)
+    root = zarr.open_group(tmp_path, mode="w")
+    root.create_group("g")
+    z = zarrext.create_array(
+        tmp_path,
+        name="g/a",
+        shape=(6, 4),
+        chunks=(2, 2),
+        dtype="u1",
+        chunk_key_encoding={"name": encoding[0], "separator": encoding[1]},
+        compressors=[conditional(ShuffleCodec(element_size=1), ZstdCodec(level=1), Crc32cCodec())],
+        decision=zarrext.from_plan(plan),
+    )
+    z[:] = 5
+    headers = np.zeros_like(plan)
+    prefix = "c" + encoding[1] if encoding[0] == "default" else ""
+    for i, j in grid(3, 2):
+        key = f"{prefix}{i}{encoding[1]}{j}"
+        headers[i, j] = (tmp_path / "g" / "a" / key).read_bytes()[0]
+    np.testing.assert_array_equal(headers, plan)
+    np.testing.assert_array_equal(
+        zarr.open_array(tmp_path, path="g/a")[:], np.full((6, 4), 5, "u1")
+    )
+
+
+def test_concurrent_chunks_get_their_own_index(tmp_path: Path) -> None:
+    """Many chunks encoded concurrently: each header matches its own plan entry."""
+    plan = np.random.default_rng(1).integers(0, 8, size=(8, 8), dtype=np.uint8)
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(64, 64),
+        chunks=(8, 8),
+        dtype="<f4",
+        compressors=[
+            conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1), GzipCodec(level=1))
+        ],
+        decision=zarrext.from_plan(plan),
+    )
+    data = np.random.default_rng(2).random((64, 64), dtype=np.float32)
+    z[:] = data
+    headers = np.array(
+        [[(tmp_path / "c" / str(i) / str(j)).read_bytes()[0] for j in range(8)] for i in range(8)]
+    )
+    np.testing.assert_array_equal(headers, plan)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+
+
+# -- inside sharding_indexed ------------------------------------------------------------------
+
+
+def inner_chunks_of_shard(shard: bytes, n_inner: int) -> list[bytes | None]:
+    """Split a shard (index at the end, crc32c-protected) into its inner chunks, C order."""
+    index_size = n_inner * 16 + 4
+    index = np.frombuffer(shard[-index_size:-4], dtype="<u8").reshape(n_inner, 2)
+    out: list[bytes | None] = []
+    for offset, nbytes in index:
+        if offset == nbytes == 2**64 - 1:
+            out.append(None)
+        else:
+            out.append(shard[int(offset) : int(offset) + int(nbytes)])
+    return out
+
+
+def test_chunk_index_inside_shards_is_array_wide(tmp_path: Path) -> None:
+    rec = Recorder()
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(12, 10),
+        chunks=(4, 5),
+        shards=(8, 10),
+        dtype="<i4",
+        compressors=[conditional()],
+        decision=rec,
+    )
+    z[:] = 7
+    assert rec.indices() == grid(3, 2)  # 3x2 inner chunks over 2x1 shards
+    rec.seen.clear()
+    z[8:12, 5:10] = 1
+    assert rec.indices() == {(2, 1)}
+    rec.seen.clear()
+    z[5, :] = 2  # second row of inner chunks, first shard
+    assert rec.indices() == {(1, 0), (1, 1)}
+
+
+def test_from_plan_inside_shards_reads_headers(tmp_path: Path) -> None:
+    """Plan over the array-wide inner grid; headers read back from the shard files."""
+    inner_grid = (4, 6)
+    plan = np.random.default_rng(5).integers(0, 4, size=inner_grid, dtype=np.uint8)
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(8, 12),
+        chunks=(2, 2),
+        shards=(4, 6),
+        dtype="<u2",
+        compressors=[conditional(ShuffleCodec(element_size=2), ZstdCodec(level=1)), Crc32cCodec()],
+        decision=zarrext.from_plan(plan),
+    )
+    data = np.arange(96, dtype="<u2").reshape(8, 12)
+    z[:] = data
+    headers = np.zeros(inner_grid, dtype=np.uint8)
+    for si, sj in grid(2, 2):
+        inner = inner_chunks_of_shard((tmp_path / "c" / str(si) / str(sj)).read_bytes(), 6)
+        for k, chunk in enumerate(inner):
+            assert chunk is not None
+            li, lj = divmod(k, 3)
+            headers[si * 2 + li, sj * 3 + lj] = chunk[0]
+    np.testing.assert_array_equal(headers, plan)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+
+
+def test_conditional_inside_and_outside_shards(tmp_path: Path) -> None:
+    """Outer conditional sees shard indices; inner one sees array-wide inner-chunk indices."""
+    rec = Recorder(answer=True)
+    sharding = ShardingCodec(
+        chunk_shape=(2, 2), codecs=[BytesCodec(), conditional(ZstdCodec(level=1))]
+    )
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(8, 4),
+        chunks=(4, 4),
+        dtype="u1",
+        serializer=sharding,
+        compressors=[conditional(GzipCodec(level=1))],
+        decision=rec,
+    )
+    data = np.arange(32, dtype="u1").reshape(8, 4)
+    z[:] = data
+    assert rec.indices("zstd") == grid(4, 2)
+    assert rec.indices("gzip") == grid(2, 1)
+    assert (tmp_path / "c" / "1" / "0").read_bytes()[0] == 1
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+
+
+def test_nested_shards(tmp_path: Path) -> None:
+    rec = Recorder(answer=True)
+    inner = ShardingCodec(chunk_shape=(2,), codecs=[BytesCodec(), conditional()])
+    outer = ShardingCodec(chunk_shape=(4,), codecs=[inner])
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(16,),
+        chunks=(16,),
+        dtype="u1",
+        serializer=outer,
+        compressors=None,
+        decision=rec,
+    )
+    z[:] = np.arange(16, dtype="u1")
+    assert rec.indices() == grid(8)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], np.arange(16, dtype="u1"))
+
+
+def test_runtime_sharding_codec_equals_stock(tmp_path: Path) -> None:
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(4,),
+        chunks=(2,),
+        shards=(4,),
+        dtype="u1",
+        compressors=[conditional()],
+        decision="always_apply",
+    )
+    (bound,) = z.metadata.codecs  # type: ignore[union-attr]
+    assert isinstance(bound, RuntimeShardingCodec)
+    assert isinstance(z._async_array.codec_pipeline, ZarrextCodecPipeline)
+    stock = zarr.open_array(tmp_path).metadata
+    assert bound == stock.codecs[0]  # type: ignore[union-attr]
+    assert z.metadata.to_dict() == stock.to_dict()
+    assert z.metadata == stock
+    assert hash(bound) == hash(stock.codecs[0])  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "sel", [np.s_[:], np.s_[3:9, 1:11], np.s_[11, :], np.s_[::3, ::4], np.s_[0, 0]]
+)
+def test_reads_through_zarrext_pipeline(tmp_path: Path, sel: Any) -> None:
+    data = np.arange(120, dtype="<f8").reshape(12, 10)
+    zarrext.create_array(
+        tmp_path,
+        shape=(12, 10),
+        chunks=(4, 5),
+        shards=(8, 10),
+        dtype="<f8",
+        compressors=[conditional(ShuffleCodec(element_size=8), ZstdCodec())],
+        decision="compress_if_smaller",
+    )[:] = data
+    np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[sel], data[sel])
+    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[sel], data[sel])
+
+
+# -- runtime settings never reach zarr.json -----------------------------------------------------
+
+
+def test_create_array_metadata_same_as_stock(tmp_path: Path) -> None:
+    kwargs: dict[str, Any] = {
+        "shape": (8, 8),
+        "chunks": (4, 4),
+        "dtype": "<f4",
+        "compressors": [conditional(ShuffleCodec(element_size=4), ZstdCodec()), Crc32cCodec()],
+    }
+    zarr.create_array(tmp_path / "stock", **kwargs)
+    zarrext.create_array(
+        tmp_path / "runtime",
+        decision=lambda chunk_index, codec, unencoded_chunk, trial: True,
+        trial_encode=True,
+        **kwargs,
+    )
+    stock = (tmp_path / "stock" / "zarr.json").read_bytes()
+    assert (tmp_path / "runtime" / "zarr.json").read_bytes() == stock
+    assert "decision" not in stock.decode()
+    assert "trial" not in stock.decode()
+
+
+def test_open_array_does_not_change_zarr_json(tmp_path: Path) -> None:
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(8, 8),
+        chunks=(4, 4),
+        dtype="<f4",
+        compressors=[conditional(ShuffleCodec(element_size=4), ZstdCodec())],
+    )
+    z[:] = 1.5
+    path = tmp_path / "zarr.json"
+    before, mtime = path.read_bytes(), path.stat().st_mtime_ns
+    for decision, trial in [
+        ("compress_if_smaller", None),
+        (lambda a, b, c, d: True, True),
+        (0b11, None),
+    ]:
+        zx = zarrext.open_array(tmp_path, mode="r+", decision=decision, trial_encode=trial)
+        zx[:] = np.arange(64, dtype="<f4").reshape(8, 8)
+        assert (
+            zx.metadata == zarr.open_array(tmp_path).metadata
+        )  # runtime settings: not in equality
+    assert path.read_bytes() == before
+    assert path.stat().st_mtime_ns == mtime
+    assert (tmp_path / "c" / "0" / "0").read_bytes()[0] == 0b11
+
+
+def test_open_array_modes(tmp_path: Path) -> None:
+    zarr.create_array(tmp_path, shape=(4,), chunks=(2,), dtype="u1", compressors=[conditional()])
+    for mode in ("w", "w-", "x"):
+        with pytest.raises(ValueError, match=f"mode {mode!r} would replace it"):
+            zarrext.open_array(tmp_path, mode=mode)
+    assert zarrext.open_array(tmp_path, mode="a", decision="always_apply").shape == (4,)
+    z = zarrext.open_array(tmp_path, mode="r")
+    with pytest.raises(Exception, match=r"read-only|read only"):
+        z[:] = 1
+
+
+def test_decision_without_conditional_codec_is_refused(tmp_path: Path) -> None:
+    zarr.create_array(tmp_path, shape=(4,), chunks=(2,), dtype="u1")
+    with pytest.raises(ValueError, match="has no conditional codec"):
+        zarrext.open_array(tmp_path, decision="always_apply")
+    # Without a decision the array opens; writes and reads are unchanged.
+    z = zarrext.open_array(tmp_path)
+    z[:] = 3
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], [3, 3, 3, 3])
+
+
+def test_with_runtime_rejects_v2(tmp_path: Path) -> None:
+    z = zarr.create_array(tmp_path, shape=(4,), chunks=(2,), dtype="u1", zarr_format=2)
+    with pytest.raises(ValueError, match="Zarr format 3"):
+        zarrext.with_runtime(z)
+
+
+def test_with_runtime_keeps_codec_decision_when_none(tmp_path: Path) -> None:
+    codec = ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply")
+    z = zarr.create_array(tmp_path, shape=(4,), chunks=(4,), dtype="u1", compressors=[codec])
+    zx = zarrext.with_runtime(z)
+    zx[:] = 1
+    assert (tmp_path / "c" / "0").read_bytes()[0] == 1
+    zarrext.with_runtime(z, decision="never_apply")[:] = 2
+    assert (tmp_path / "c" / "0").read_bytes() == b"\x00" + bytes([2] * 4)
+
+
+def test_stock_zarr_writes_raw(tmp_path: Path) -> None:
+    """Opened without zarrext's runtime API, the codec applies nothing (spec default)."""
+    zarrext.create_array(
+        tmp_path,
+        shape=(4,),
+        chunks=(4,),
+        dtype="u1",
+        compressors=[conditional()],
+        decision="always_apply",
+    )
+    zarr.open_array(tmp_path, mode="r+")[:] = 9
+    assert (tmp_path / "c" / "0").read_bytes() == b"\x00" + bytes([9] * 4)
+    assert json.loads((tmp_path / "zarr.json").read_text())["codecs"][1]["name"] == "conditional"
+
+
+def test_inner_index_unknown_behind_array_array_codec(tmp_path: Path) -> None:
+    """Behind a transpose, shard-local coordinates are not array-wide: report None.
+
+    Shard-local indices would collide across shards and silently misapply a plan.
+    """
+    rec = Recorder()
+    sharding = ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec(), conditional()])
+    kwargs: dict[str, Any] = {
+        "shape": (8, 4),
+        "chunks": (4, 4),
+        "dtype": "u1",
+        "filters": [TransposeCodec(order=(1, 0))],
+        "serializer": sharding,
+        "compressors": None,
+    }
+    zarrext.create_array(tmp_path / "a", decision=rec, **kwargs)[:] = 1
+    assert rec.indices() == {None}
+    z = zarrext.create_array(
+        tmp_path / "b", decision=zarrext.from_plan(np.zeros((4, 2), int)), **kwargs
+    )
+    with pytest.raises(ValueError, match="needs the chunk index"):
+        z[:] = 1
+
+
+def test_failed_decision_leaves_shard_unchanged(tmp_path: Path) -> None:
+    data = np.arange(64, dtype="u1").reshape(8, 8)
+    zarrext.create_array(
+        tmp_path,
+        shape=(8, 8),
+        chunks=(2, 2),
+        shards=(4, 8),
+        dtype="u1",
+        compressors=[conditional()],
+        decision="always_apply",
+    )[:] = data
+    shard = tmp_path / "c" / "1" / "0"
+    before = shard.read_bytes()
+
+    def decide(chunk_index, codec, unencoded_chunk):  # type: ignore[no-untyped-def]
+        if chunk_index == (3, 2):
+            raise RuntimeError("analysis failed")
+        return True
+
+    z = zarrext.open_array(tmp_path, decision=decide)
+    with pytest.raises(
+        ValueError, match=r"raised RuntimeError for chunk \(3, 2\).*analysis failed"
+    ):
+        z[4:, :] = 5
+    assert shard.read_bytes() == before
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+
+
+def test_read_error_names_inner_chunk(tmp_path: Path) -> None:
+    """A bad header inside a shard: zarrext's reader names the array-wide inner chunk."""
+    zarrext.create_array(
+        tmp_path,
+        shape=(8, 8),
+        chunks=(2, 2),
+        shards=(4, 8),
+        dtype="u1",
+        compressors=[conditional()],
+        decision="never_apply",
+    )[:] = np.arange(64, dtype="u1").reshape(8, 8)
+    shard_path = tmp_path / "c" / "1" / "0"
+    shard = bytearray(shard_path.read_bytes())
+    index = np.frombuffer(bytes(shard[-(8 * 16 + 4) : -4]), dtype="<u8").reshape(2, 4, 2)
+    offset = int(index[1, 3, 0])  # inner chunk (1, 3) of shard (1, 0) = array-wide (3, 3)
+    assert shard[offset] == 0
+    shard[offset] = 0b10
+    shard_path.write_bytes(bytes(shard))
+    with pytest.raises(ValueError, match=r"chunk \(3, 3\): header sets bit 1"):
+        zarrext.open_array(tmp_path, mode="r")[:]
+    with pytest.raises(ValueError, match=r"header sets bit 1"):
+        zarr.open_array(tmp_path, mode="r")[:]
+    np.testing.assert_array_equal(
+        zarr.open_array(tmp_path, mode="r")[:6], np.arange(48, dtype="u1").reshape(6, 8)
+    )
+
+
+@pytest.mark.parametrize("shards", [None, (8,)])
+def test_pickled_array_keeps_decision(tmp_path: Path, shards: tuple[int, ...] | None) -> None:
+    """Arrays travel pickled (dask); the bound decision must travel with them."""
+    z = zarrext.create_array(
+        tmp_path,
+        shape=(8,),
+        chunks=(4,),
+        shards=shards,
+        dtype="u1",
+        compressors=[conditional()],
+        decision="always_apply",
+    )
+    clone = pickle.loads(pickle.dumps(z))
+    assert clone.metadata == z.metadata
+    clone[:] = 5
+    stored = (tmp_path / "c" / "0").read_bytes()
+    if shards is None:
+        assert stored[0] == 1
+    else:
+        first = int(np.frombuffer(stored[-(2 * 16 + 4) : -4], "<u8")[0])
+        assert stored[first] == 1
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], np.full(8, 5, "u1"))

@@ -1,0 +1,88 @@
+"""shard_report / render_shard_table: layout guess, bytes used, file size, empty chunks."""
+
+from __future__ import annotations
+
+from io import StringIO
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from rich.console import Console
+from zarr.codecs import BytesCodec, ShardingCodec
+
+import zarrext
+from zarrext.sharding import ShardLayoutError, render_shard_table, shard_report
+
+RAW = 8 * 8 * 4
+ISZ = 16 * 16 + 4
+
+
+def _create(path: Path, layout: str | None, location: str = "end") -> zarr.Array:
+    return zarrext.create_array(
+        str(path), shape=(32, 64), chunks=(32, 32), dtype="i4", fill_value=0, compressors=None,
+        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec()], index_location=location),
+        shard_layout=layout,
+    )
+
+
+def test_report_fixed_slot_append_dense(tmp_path: Path) -> None:
+    fixed = _create(tmp_path / "f", "fixed-slot")
+    fixed[:8, :8] = 1  # one of 16 chunks in shard c/0/0; shard c/0/1 not stored
+    (info,) = shard_report(fixed)
+    assert info.key == "c/0/0"
+    assert (info.layout, info.empty_chunks, info.n_chunks) == ("fixed-slot", 15, 16)
+    assert info.bytes_used == RAW + ISZ
+    assert info.file_size == 16 * RAW + ISZ
+    assert info.in_place and not info.pending
+
+    append = _create(tmp_path / "a", "append")
+    append[:8, :8] = 1
+    append[:8, :8] = 2  # the old copy and the old index become dead bytes
+    (info,) = shard_report(append)
+    assert info.layout == "append"
+    assert info.file_size == 2 * RAW + 3 * ISZ  # empty shard, then twice chunk + index
+    assert info.bytes_used == RAW + ISZ
+
+    zarrext.compact(append)
+    (info,) = shard_report(append)
+    assert info.layout == "dense" and info.file_size == info.bytes_used
+
+
+def test_read_only_and_corrupt(tmp_path: Path) -> None:
+    array = _create(tmp_path / "a", "fixed-slot", "start")
+    array[:, :] = 3
+    shard = tmp_path / "a" / "c" / "0" / "1"
+    shard.write_bytes(b"\x00" * shard.stat().st_size)  # index checksum now fails
+    report = shard_report(zarr.open_array(str(tmp_path / "a"), mode="r"))
+    assert [i.layout for i in report] == ["fixed-slot", "unknown"]
+    assert not report[0].in_place  # opened read-only
+
+
+def test_render_table(tmp_path: Path) -> None:
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:8, :8] = 1
+    out = StringIO()
+    render_shard_table(shard_report(array), Console(file=out, width=200))
+    text = out.getvalue()
+    assert "c/0/0" in text and "fixed-slot" in text and "15/16" in text and "in place" in text
+
+
+def test_not_sharded(tmp_path: Path) -> None:
+    array = zarr.create_array(str(tmp_path / "p"), shape=(4,), chunks=(2,), dtype="i4")
+    with pytest.raises(ShardLayoutError, match="not sharded"):
+        shard_report(array)
+    assert np.all(array[:] == 0)
+
+
+def test_zarrext_inspect_shows_shards(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from zarrext.cli import app
+
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:8, :8] = 1
+    result = CliRunner().invoke(app, ["inspect", str(tmp_path / "a")], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "shards of" in result.output and "fixed-slot" in result.output
+    assert "15/16" in result.output

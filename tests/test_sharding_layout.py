@@ -1,0 +1,296 @@
+"""Shard layouts: slot bounds, in-place writes, fallbacks, zarr-python reads them."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given
+from hypothesis import strategies as st
+from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.dtype import Int32
+from zarr.storage import MemoryStore
+
+import zarrext
+from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.decisions import FixedMask
+from zarrext.sharding import ShardLayoutError, shard_report, slot_bound, writer
+from zarrext.sharding.layout import LayoutShardingCodec
+
+INNER = (8, 8)
+SHARD = (32, 32)
+RAW = 8 * 8 * 4
+
+
+def spec(shape: tuple[int, ...] = INNER) -> ArraySpec:
+    return ArraySpec(
+        shape=shape,
+        dtype=Int32(),
+        fill_value=np.int32(0),
+        config=ArrayConfig.from_dict({}),
+        prototype=default_buffer_prototype(),
+    )
+
+
+def make(
+    path: Path,
+    *,
+    layout: str | None = "fixed-slot",
+    location: str = "end",
+    codecs: list | None = None,
+    decision: object = None,
+    shape: tuple[int, int] = (64, 64),
+) -> zarr.Array:
+    return zarrext.create_array(
+        str(path),
+        shape=shape,
+        chunks=SHARD,
+        dtype="i4",
+        fill_value=-1,
+        compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=INNER,
+            codecs=codecs or [BytesCodec()],
+            index_location=location,
+        ),
+        shard_layout=layout,
+        decision=decision,
+    )
+
+
+def conditional_codecs() -> list:
+    return [BytesCodec(), ConditionalCodec(codecs=[ZstdCodec(level=1)]), Crc32cCodec()]
+
+
+def fresh(path: Path) -> np.ndarray:
+    return zarr.open_array(str(path), mode="r")[:]
+
+
+# -- slot bound ------------------------------------------------------------------------
+
+
+def test_slot_bound_fixed_size_codecs() -> None:
+    assert slot_bound((BytesCodec(),), spec()) == RAW
+    assert slot_bound((BytesCodec(), Crc32cCodec()), spec()) == RAW + 4
+
+
+def test_slot_bound_conditional_adds_header_and_later_fixed_codecs() -> None:
+    codecs = (
+        BytesCodec(),
+        ConditionalCodec(codecs=[ZstdCodec()], decision="compress_if_smaller"),
+        Crc32cCodec(),
+    )
+    assert slot_bound(codecs, spec()) == RAW + 1 + 4
+
+
+def test_slot_bound_refuses_unbounded_codecs() -> None:
+    with pytest.raises(ShardLayoutError, match="zstd"):
+        slot_bound((BytesCodec(), ZstdCodec()), spec())
+    inflating = ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply")
+    with pytest.raises(ShardLayoutError, match="conditional"):
+        slot_bound((BytesCodec(), inflating), spec())
+
+
+def test_fixed_slot_without_bound_fails_at_open(tmp_path: Path) -> None:
+    make(tmp_path / "a", layout=None, codecs=[BytesCodec(), ZstdCodec()])
+    with pytest.raises(ShardLayoutError, match="no bound"):
+        zarrext.open_array(str(tmp_path / "a"), shard_layout="fixed-slot")
+    make(tmp_path / "b", layout=None, codecs=conditional_codecs())
+    with pytest.raises(ShardLayoutError, match="no bound"):
+        zarrext.open_array(str(tmp_path / "b"), shard_layout="fixed-slot", decision="always_apply")
+    # the append layout needs no bound
+    array = zarrext.open_array(str(tmp_path / "a"), shard_layout="append")
+    assert isinstance(array.metadata.codecs[0], LayoutShardingCodec)
+
+
+def test_layout_errors(tmp_path: Path) -> None:
+    zarr.create_array(str(tmp_path / "plain"), shape=(4,), chunks=(2,), dtype="i4")
+    with pytest.raises(ShardLayoutError, match="sharded"):
+        zarrext.open_array(str(tmp_path / "plain"), shard_layout="fixed-slot")
+    make(tmp_path / "a", layout=None)
+    with pytest.raises(ShardLayoutError, match="must be one of"):
+        zarrext.open_array(str(tmp_path / "a"), shard_layout="sideways")
+
+
+def test_layout_is_not_in_metadata(tmp_path: Path) -> None:
+    make(tmp_path / "plain", layout=None)
+    make(tmp_path / "slots", layout="fixed-slot")
+    meta = [json.loads((tmp_path / n / "zarr.json").read_text()) for n in ("plain", "slots")]
+    assert meta[0] == meta[1]
+    array = zarrext.open_array(str(tmp_path / "slots"), shard_layout="append")
+    array[:8, :8] = 1
+    assert json.loads((tmp_path / "slots" / "zarr.json").read_text()) == meta[0]
+
+
+# -- writes read back with zarr-python ------------------------------------------------------
+
+writes = st.lists(
+    st.tuples(
+        st.integers(0, 63), st.integers(0, 63), st.integers(1, 20), st.integers(1, 20),
+        st.integers(-1, 3),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+@pytest.mark.parametrize("layout", ["fixed-slot", "append"])
+@given(ops=writes)
+def test_random_writes_read_back_with_zarr(
+    tmp_path_factory: pytest.TempPathFactory, layout: str, location: str, ops: list
+) -> None:
+    path = tmp_path_factory.mktemp("w") / "a"
+    array = make(path, layout=layout, location=location, codecs=conditional_codecs(),
+                 decision="compress_if_smaller")
+    expected = np.full((64, 64), -1, dtype="i4")
+    rng = np.random.default_rng(len(ops))
+    for x, y, h, w, kind in ops:
+        region = (slice(x, min(x + h, 64)), slice(y, min(y + w, 64)))
+        shape = (region[0].stop - x, region[1].stop - y)
+        # -1 writes the fill value (chunks may become empty), 0 random, else constant
+        value = (
+            rng.integers(0, 1 << 30, shape).astype("i4") if kind == 0 else np.full(shape, kind, "i4")
+        )
+        array[region] = value
+        expected[region] = value
+    np.testing.assert_array_equal(fresh(path), expected)
+    np.testing.assert_array_equal(array[:], expected)
+    assert zarrext.check(array) == []
+
+
+def _file_bytes(path: Path) -> bytes:
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_inner_write_touches_only_its_slot_and_index(tmp_path: Path, location: str) -> None:
+    array = make(tmp_path / "a", location=location)
+    full = np.arange(64 * 64, dtype="i4").reshape(64, 64)
+    array[:32, :32] = full[:32, :32]
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    before = _file_bytes(shard)
+    isz = 16 * 16 + 4
+    data_start = isz if location == "start" else 0
+    # the first write went to the slots: the file is index + 16 slots, chunk i at its slot
+    assert len(before) == isz + 16 * RAW
+    flat = 5  # inner chunk (1, 1)
+    assert before[data_start + flat * RAW : data_start + (flat + 1) * RAW] == full[8:16, 8:16].tobytes()
+    # update chunk 5 twice: first to the spare area (its slot is live), then back home
+    array[8:16, 8:16] = 7
+    after = _file_bytes(shard)
+    index_range = (0, isz) if location == "start" else (len(before) - isz, len(before))
+    changed = [
+        i for i in range(len(before))
+        if before[i] != after[i] and not index_range[0] <= i < index_range[1]
+    ]
+    assert changed == [] or min(changed) >= data_start + 16 * RAW
+    array[8:16, 8:16] = 9
+    again = _file_bytes(shard)
+    assert again[data_start + flat * RAW : data_start + (flat + 1) * RAW] == np.full(
+        (8, 8), 9, "i4"
+    ).tobytes()
+    # no other slot changed through both updates
+    for other in range(16):
+        if other != flat:
+            lo = data_start + other * RAW
+            assert again[lo : lo + RAW] == before[lo : lo + RAW]
+    expected = full.copy()
+    expected[32:, :] = -1
+    expected[:, 32:] = -1
+    expected[8:16, 8:16] = 9
+    np.testing.assert_array_equal(fresh(tmp_path / "a"), expected)
+
+
+def test_oversized_chunk_goes_elsewhere_and_spares_neighbours(tmp_path: Path) -> None:
+    make(tmp_path / "a", layout=None, codecs=conditional_codecs())
+    honest = zarrext.open_array(str(tmp_path / "a"), shard_layout="fixed-slot")
+    honest[:32, :32] = 3
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    before = shard.read_bytes()
+    slot = RAW + 1 + 4
+    # A decision that claims no inflation but always compresses random data (inflates).
+    liar = FixedMask(1, "lying_always")
+    liar.guarantees_no_inflation = True
+    lying = zarrext.open_array(str(tmp_path / "a"), shard_layout="fixed-slot", decision=liar)
+    noise = np.random.default_rng(1).integers(-(1 << 31), 1 << 31, (8, 8), dtype="i4")
+    lying[8:16, 8:16] = noise
+    after = shard.read_bytes()
+    for other in range(16):
+        if other != 5:
+            assert after[other * slot : (other + 1) * slot] == before[other * slot : (other + 1) * slot]
+    expected = np.full((64, 64), -1, "i4")
+    expected[:32, :32] = 3
+    expected[8:16, 8:16] = noise
+    np.testing.assert_array_equal(fresh(tmp_path / "a"), expected)
+    report = shard_report(lying)
+    assert report[0].file_size > 16 * slot + 16 * 16 + 4
+
+
+def test_memory_store_falls_back_and_inspect_says_so() -> None:
+    store = MemoryStore()
+    array = zarrext.create_array(
+        store, shape=(16, 16), chunks=(16, 16), dtype="i4", fill_value=0, compressors=None,
+        serializer=ShardingCodec(chunk_shape=(8, 8)), shard_layout="fixed-slot",
+    )
+    array[:8, :8] = 4
+    array[8:, 8:] = 5
+    np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:8, :8], np.full((8, 8), 4))
+    (info,) = shard_report(array)
+    assert info.in_place is False
+    assert info.empty_chunks == 2
+    assert info.layout == "dense"  # zarr-python's rewrite packs chunks
+
+
+def test_concurrent_threads_same_shard(tmp_path: Path) -> None:
+    make(tmp_path / "a", location="start", codecs=conditional_codecs(),
+         decision="compress_if_smaller")
+    rng = np.random.default_rng(0)
+    data = rng.integers(0, 50, (64, 64)).astype("i4")
+
+    def write(flat: int) -> None:
+        own = zarrext.open_array(str(tmp_path / "a"), shard_layout="fixed-slot",
+                                 decision="compress_if_smaller")
+        i, j = divmod(flat, 8)
+        own[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8] = data[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8]
+
+    with ThreadPoolExecutor(8) as pool:
+        list(pool.map(write, range(64)))
+    np.testing.assert_array_equal(fresh(tmp_path / "a"), data)
+    assert zarrext.check(zarr.open_array(str(tmp_path / "a"))) == []
+
+
+def test_same_chunk_concurrently_ends_as_one_write(tmp_path: Path) -> None:
+    array = make(tmp_path / "a")
+    values = list(range(1, 25))
+
+    def write(v: int) -> None:
+        array[:8, :8] = np.full((8, 8), v, "i4")
+
+    with ThreadPoolExecutor(6) as pool:
+        list(pool.map(write, values))
+    chunk = fresh(tmp_path / "a")[:8, :8]
+    assert len(np.unique(chunk)) == 1
+    assert int(chunk[0, 0]) in values
+
+
+def test_fixed_slot_file_is_sparse_slots_after_index(tmp_path: Path) -> None:
+    array = make(tmp_path / "a", location="start")
+    array[0, 0] = 1
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    assert shard.stat().st_size == 16 * 16 + 4 + 16 * RAW
+    digest = hashlib.sha256(shard.read_bytes()).hexdigest()
+    array[0, 0] = 1  # same value again: rewritten to the spare area, not in place
+    assert hashlib.sha256(shard.read_bytes()).hexdigest() != digest
+    assert fresh(tmp_path / "a")[0, 0] == 1
+    # only the shard and its inactive journal: no stale temporary file
+    assert sorted(os.listdir(shard.parent)) == ["0", "0.zarrext-journal"]
+    assert not writer.journal_pending(shard)
