@@ -9,6 +9,7 @@ not touched: the same array opened with plain zarr-python reads the same values.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 import zarr
@@ -20,36 +21,49 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.codecs.pad import PadCodec, PaddingFunction
 from zarrext.decisions import DecisionLike
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
 
 __all__ = ["create_array", "open_array", "with_runtime"]
 
 
-def _bind_codec(codec: Any, decision: DecisionLike, trial_encode: bool | None) -> Any:
-    if isinstance(codec, ConditionalCodec):
-        return codec if decision is None else codec.with_decision(decision, trial_encode)
+def _map_codecs(codec: Any, leaf: Callable[[Any], Any]) -> Any:
+    """Apply ``leaf`` to ``codec`` and to every codec nested in it, at any depth."""
     if isinstance(codec, ShardingCodec):
         return RuntimeShardingCodec(
             chunk_shape=codec.chunk_shape,
-            codecs=[_bind_codec(c, decision, trial_encode) for c in codec.codecs],
+            codecs=[_map_codecs(c, leaf) for c in codec.codecs],
             index_codecs=codec.index_codecs,
             index_location=codec.index_location,
             subchunk_write_order=codec.subchunk_write_order,
         )
     rebind = getattr(codec, "map_nested_codecs", None)
     if rebind is not None:
-        return rebind(lambda c: _bind_codec(c, decision, trial_encode))
-    return codec
+        codec = rebind(lambda c: _map_codecs(c, leaf))
+    return leaf(codec)
 
 
-def _contains_conditional(codec: Any) -> bool:
-    if isinstance(codec, ConditionalCodec):
+def _runtime_binder(
+    decision: DecisionLike, trial_encode: bool | None, padding: PaddingFunction | None
+) -> Callable[[Any], Any]:
+    def bind(codec: Any) -> Any:
+        if isinstance(codec, ConditionalCodec) and decision is not None:
+            return codec.with_decision(decision, trial_encode)
+        if isinstance(codec, PadCodec) and padding is not None:
+            return codec.with_padding(padding)
+        return codec
+
+    return bind
+
+
+def _contains(codec: Any, kind: type) -> bool:
+    if isinstance(codec, kind):
         return True
     nested: list[Any] = []
     for attr in ("codecs", "mask_codecs", "data_codecs"):
         nested.extend(getattr(codec, attr, ()) or ())
-    return any(_contains_conditional(c) for c in nested)
+    return any(_contains(c, kind) for c in nested)
 
 
 def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
@@ -83,6 +97,7 @@ def with_runtime(
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
     shard_layout: str | None = None,
+    padding: PaddingFunction | None = None,
 ) -> zarr.Array:
     """The same array, with runtime settings attached.
 
@@ -99,6 +114,12 @@ def with_runtime(
         How shards are written (see :mod:`zarrext.sharding`): inner chunks go into
         local shard files in place instead of rewriting whole shards. ``None``
         keeps zarr-python's whole-shard rewrite.
+    padding : callable, optional
+        Padding function for every ``pad`` codec of the array,
+        ``padding(encoded_chunk, chunk_index, chunk_shape) -> bytes`` (e.g.
+        :func:`zarrext.formats.tiff.dynamic_header`). ``None`` keeps what the
+        codecs carry (a freshly opened array's pad codecs write their stored
+        ``padding``, or zeros).
 
     Returns
     -------
@@ -110,11 +131,14 @@ def with_runtime(
     metadata = async_array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError("zarrext runtime settings need a Zarr format 3 array")
-    if decision is not None and not any(_contains_conditional(c) for c in metadata.codecs):
+    if decision is not None and not any(_contains(c, ConditionalCodec) for c in metadata.codecs):
         raise ValueError(
             f"array {array.path!r} has no conditional codec, so a decision has nothing to decide"
         )
-    codecs = tuple(_bind_codec(c, decision, trial_encode) for c in metadata.codecs)
+    if padding is not None and not any(_contains(c, PadCodec) for c in metadata.codecs):
+        raise ValueError(f"array {array.path!r} has no pad codec to give a padding function")
+    bind = _runtime_binder(decision, trial_encode, padding)
+    codecs = tuple(_map_codecs(c, bind) for c in metadata.codecs)
     if shard_layout is not None:
         from zarrext.sharding.layout import bind_layout
 
@@ -133,6 +157,7 @@ def open_array(
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
     shard_layout: str | None = None,
+    padding: PaddingFunction | None = None,
     **kwargs: Any,
 ) -> zarr.Array:
     """Open an existing array, with runtime settings, without changing ``zarr.json``.
@@ -143,7 +168,7 @@ def open_array(
         As for ``zarr.open_array``.
     mode : str
         ``"r+"`` (default) or ``"r"``, ``"a"``.
-    decision, trial_encode, shard_layout
+    decision, trial_encode, shard_layout, padding
         See :func:`with_runtime`.
     **kwargs
         Passed to ``zarr.open_array``.
@@ -164,7 +189,8 @@ def open_array(
 
         recover_array(array)
     return with_runtime(
-        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout
+        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
+        padding=padding,
     )
 
 
@@ -174,6 +200,7 @@ def create_array(
     decision: DecisionLike = None,
     trial_encode: bool | None = None,
     shard_layout: str | None = None,
+    padding: PaddingFunction | None = None,
     **kwargs: Any,
 ) -> zarr.Array:
     """``zarr.create_array`` plus zarrext's runtime settings.
@@ -182,7 +209,7 @@ def create_array(
     ----------
     store : StoreLike
         As for ``zarr.create_array``.
-    decision, trial_encode, shard_layout
+    decision, trial_encode, shard_layout, padding
         See :func:`with_runtime`.
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
@@ -190,5 +217,6 @@ def create_array(
     """
     array = zarr.create_array(store, **kwargs)
     return with_runtime(
-        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout
+        array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
+        padding=padding,
     )

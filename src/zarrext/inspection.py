@@ -21,6 +21,7 @@ from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.core.sync import sync
 
 from zarrext._context import _chunk_index
@@ -170,6 +171,19 @@ def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]
             yield coords, key
 
 
+def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingCodec | None]:
+    """Shape of one stored object (chunk or shard), and the sharding codec if any.
+
+    Read from the metadata: zarr-python's ``Array.shards`` is ``None`` whenever
+    codecs follow the sharding codec, though the array is still sharded.
+    """
+    grid = metadata.chunk_grid
+    if not isinstance(grid, RegularChunkGridMetadata):
+        raise ValueError("zarrext inspection needs a regular chunk grid")
+    sharding = next((c for c in metadata.codecs if isinstance(c, ShardingCodec)), None)
+    return tuple(grid.chunk_shape), sharding
+
+
 def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
     return ArraySpec(
         shape=shape,
@@ -180,13 +194,18 @@ def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
     )
 
 
-def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
-    for codec in reversed(placement.after):
+def _decode_chain(codecs: tuple[Any, ...], data: Buffer, spec: ArraySpec) -> Buffer:
+    """Undo bytes->bytes ``codecs`` (last applied first)."""
+    for codec in reversed(codecs):
         if _codec_supports_sync(codec):
-            data = codec._decode_sync(data, spec)  # type: ignore[attr-defined]
+            data = codec._decode_sync(data, spec)
         else:
             data = sync(codec._decode_single(data, spec))
-    return placement.codec.read_mask(data)
+    return data
+
+
+def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
+    return placement.codec.read_mask(_decode_chain(placement.after, data, spec))
 
 
 def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
@@ -208,9 +227,10 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     placement = conditional_placement(metadata)
     store = array.store_path.store
     prototype = default_buffer_prototype()
-    chunk_shape = tuple(array.chunks)
-    sharding = next((c for c in metadata.codecs if isinstance(c, ShardingCodec)), None)
-    outer_shape = tuple(array.shards) if array.shards is not None else chunk_shape
+    outer_shape, sharding = storage_block(metadata)
+    chunk_shape = sharding.chunk_shape if sharding is not None else outer_shape
+    # bytes->bytes codecs applied to whole shards, undone before reading the index
+    outer_after = metadata.codecs[metadata.codecs.index(sharding) + 1 :] if sharding else ()
     grid_shape = tuple(-(-s // c) for s, c in zip(metadata.shape, chunk_shape, strict=True))
     result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
     inner_spec = _spec(chunk_shape, metadata)
@@ -235,6 +255,7 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         shard = sync(store.get(key, prototype))
         if shard is None:
             continue
+        shard = _decode_chain(outer_after, shard, _spec(outer_shape, metadata))
         per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
             index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))

@@ -22,7 +22,7 @@ from zarr.storage import LocalStore
 
 from zarrext.api import with_runtime
 from zarrext.decisions import DecisionLike
-from zarrext.inspection import ArrayInventory, inventory, stored_chunk_keys
+from zarrext.inspection import ArrayInventory, inventory, storage_block, stored_chunk_keys
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -88,7 +88,7 @@ def _region(
 
 def _rewrite(array: zarr.Array, units: Sequence[tuple[int, ...]]) -> int:
     """Read and write back each unit (chunk or shard) of ``array``; returns the count."""
-    block = tuple(array.shards) if array.shards is not None else tuple(array.chunks)
+    block, _ = storage_block(array.metadata)  # type: ignore[arg-type]
     for coords in units:
         region = _region(coords, block, array.shape)
         array[region] = array[region]
@@ -101,7 +101,7 @@ def _runtime_array(
     # Unsharded: keep chunks that hold only the fill value stored, so the set of
     # stored chunks does not change. Sharded: inner chunks absent from a shard read
     # as fill and must stay absent, which write_empty_chunks=False gives.
-    write_empty = array.shards is None
+    write_empty = storage_block(array.metadata)[1] is None  # type: ignore[arg-type]
     return with_runtime(
         array.with_config({"write_empty_chunks": write_empty}),
         decision=decision,

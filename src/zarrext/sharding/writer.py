@@ -344,23 +344,17 @@ class _Intervals:
         i = np.searchsorted(self.starts, hi, side="left") - 1
         return (i >= 0) & (self.reach[np.maximum(i, 0)] > lo)
 
-    def add(self, lo: int, hi: int) -> _Intervals:
-        return _Intervals(np.append(self.starts, lo), np.append(self.ends, hi))
-
-    def first_fit(self, length: int, lo: int, hi: int) -> int | None:
-        """First offset in ``[lo, hi)`` with ``length`` free bytes, if any."""
-        if not self.starts.size:
-            return lo if hi - lo >= length else None
+    def gaps(self, lo: int, hi: int) -> list[list[int]]:
+        """Free ``[start, end)`` ranges within ``[lo, hi)``, in order."""
         keep = self.ends > lo
         starts, ends = self.starts[keep], self.ends[keep]
         if not starts.size:
-            return lo if hi - lo >= length else None
+            return [[lo, hi]] if hi > lo else []
         reach = np.maximum(np.maximum.accumulate(ends), lo)
         gap_starts = np.concatenate(([lo], reach))
-        gap_ends = np.concatenate((starts, [hi]))
-        gap_ends = np.minimum(gap_ends, hi)
-        fits = np.flatnonzero(gap_ends - gap_starts >= length)
-        return int(gap_starts[fits[0]]) if fits.size else None
+        gap_ends = np.minimum(np.concatenate((starts, [hi])), hi)
+        free = gap_ends > gap_starts
+        return [[int(a), int(b)] for a, b in zip(gap_starts[free], gap_ends[free], strict=True)]
 
 
 def _allocate(
@@ -392,18 +386,20 @@ def _allocate(
                 np.concatenate((busy.ends, homes[free] + slot)),
             )
     eof = max([state.size, *(offsets[f] + lengths[f] for f in offsets)])
+    rest = [(f, n) for f, n in lengths.items() if f not in offsets]
     # Gaps must stay before a trailing index, which is live until the new one is out.
     gap_end = state.index_offset if geometry.index_location == "end" else state.size
-    for flat, length in lengths.items():
-        if flat in offsets:
-            continue
+    gaps = busy.gaps(geometry.slots_end, gap_end) if rest and layout == "fixed-slot" else []
+    for flat, length in rest:
         off = None
-        if layout == "fixed-slot":
-            off = busy.first_fit(length, geometry.slots_end, gap_end)
+        for gap in gaps:  # first fit
+            if gap[1] - gap[0] >= length:
+                off = gap[0]
+                gap[0] += length
+                break
         if off is None:
             off, eof = eof, eof + length
         offsets[flat] = off
-        busy = busy.add(off, off + length)
     return offsets, eof
 
 
@@ -457,6 +453,47 @@ def _write_runs(fd: int, pieces: list[tuple[int, Any]]) -> None:
             total += written
 
 
+def _create_with(
+    path: Path,
+    codec: ShardingCodec,
+    geometry: ShardGeometry,
+    layout: str,
+    datas: Mapping[int, bytes | Buffer | None],
+) -> bool:
+    """Create a missing shard holding ``datas`` (temp file + link); False if it exists."""
+    if all(v is None or not len(v) for v in datas.values()):
+        return True  # all empty: like zarr-python, store no shard at all
+    path.parent.mkdir(parents=True, exist_ok=True)
+    size = geometry.empty_file_size(layout)
+    empty = np.full((geometry.n_chunks, 2), EMPTY, dtype="<u8")
+    if geometry.index_location == "start":
+        state = ShardState(size, 0, b"", empty)
+    else:  # no index yet: data from 0 (or the slots), the index after it
+        size -= geometry.index_size
+        state = ShardState(size, size, b"", empty)
+    lengths = {f: len(v) for f, v in sorted(datas.items()) if v is not None and len(v)}
+    offsets, eof = _allocate(state, geometry, lengths, layout)
+    table = empty.copy()
+    for flat, off in offsets.items():
+        table[flat] = (off, lengths[flat])
+    index_offset = 0 if geometry.index_location == "start" else eof
+    tmp = temp_path(path)
+    fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
+        os.pwrite(fd, encode_index(codec, geometry, table), index_offset)
+    finally:
+        os.close(fd)
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        return False
+    finally:
+        os.unlink(tmp)
+    return True
+
+
 def write_chunks(
     path: Path,
     codec: ShardingCodec,
@@ -470,6 +507,8 @@ def write_chunks(
     rewritten, and a crash at any point leaves the shard as it was before the call.
     """
     datas: dict[int, bytes | Buffer | None] = {_flat(c, geometry): v for c, v in updates.items()}
+    if not path.exists() and _create_with(path, codec, geometry, layout, datas):
+        return
     with locked_shard(path, create=(codec, geometry, layout)) as fd:
         assert fd is not None
         state = load_state(fd, codec, geometry, path)
