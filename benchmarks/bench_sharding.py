@@ -20,6 +20,7 @@ Usage: ``python benchmarks/bench_sharding.py [--quick] [--dir DIR]``
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import statistics
 import tempfile
@@ -34,7 +35,10 @@ import zarrext
 
 
 def timed(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
+    """Median seconds of ``fn()``; dirty pages are flushed first so earlier phases'
+    writeback does not throttle this one."""
     best = []
+    os.sync()
     for _ in range(repeat):
         t0 = time.perf_counter()
         fn()
@@ -52,6 +56,25 @@ def create(path: Path, shape: tuple[int, int], shard: int, inner: int) -> None:
         compressors=None,
         serializer=ShardingCodec(chunk_shape=(inner, inner), codecs=[BytesCodec()]),
     )
+
+
+def interleaved(a, b, repeat: int = 3) -> tuple[float, float]:  # type: ignore[no-untyped-def]
+    """Best seconds of ``a()`` and ``b()``, run alternately: on a shared machine the
+    minimum of interleaved runs is what is least disturbed by other load."""
+    ta, tb = [], []
+    for _ in range(repeat):
+        ta.append(timed(a))
+        tb.append(timed(b))
+    return min(ta), min(tb)
+
+
+def read_ratio(fixed_path: Path, compacted_path: Path) -> tuple[float, float]:
+    """Seconds to read each whole array with a fresh zarr-python array (page cache warm)."""
+    read_fixed = zarr.open_array(str(fixed_path), mode="r")
+    read_compacted = zarr.open_array(str(compacted_path), mode="r")
+    read_fixed[:]
+    read_compacted[:]
+    return interleaved(lambda: read_fixed[:], lambda: read_compacted[:], repeat=4)
 
 
 def report(name: str, ours: float, builtin: float, goal: float, unit: str = "s") -> None:
@@ -78,7 +101,8 @@ def main() -> None:
     rng = np.random.default_rng(0)
     tile = rng.integers(0, 1 << 32, (inner, inner), dtype="u4")
     print(f"array {shape} uint32 = {side * side * 4 / 2**20:.0f} MiB, shards {shard}^2 = "
-          f"{shard * shard * 4 / 2**20:.0f} MiB, inner {inner}^2 = {inner * inner * 4 / 1024:.0f} KiB"
+          f"{shard * shard * 4 / 2**20:.0f} MiB, "
+          f"inner {inner}^2 = {inner * inner * 4 / 1024:.0f} KiB"
           f", {chunks_per_shard} inner chunks/shard; scratch {root}")
     try:
         # -- 2. streaming, fixed-slot (builds the array used below) ------------------------
@@ -94,6 +118,13 @@ def main() -> None:
 
         t_stream_fixed = timed(stream_fixed)
 
+        # -- 5a. read the freshly ingested fixed-slot array vs a compacted copy -------------
+        pristine_path = root / "pristine-compacted"
+        shutil.copytree(fixed_path, pristine_path)
+        zarrext.compact(zarr.open_array(str(pristine_path), mode="r+"))
+        t_read_pristine = read_ratio(fixed_path, pristine_path)
+        shutil.rmtree(pristine_path)
+
         # -- 2. streaming, built-in: single-chunk writes at sampled fill levels -------------
         probe_path = root / "probe"
         create(probe_path, (shard, shard), shard, inner)
@@ -107,7 +138,9 @@ def main() -> None:
                 probe[: rows * inner, :] = np.tile(tile, (rows, per_side))
             samples = []
             for j in range(3):
-                region = (slice(rows * inner, (rows + 1) * inner), slice(j * inner, (j + 1) * inner))
+                region = (
+                    slice(rows * inner, (rows + 1) * inner), slice(j * inner, (j + 1) * inner)
+                )
                 samples.append(timed(lambda r=region: probe.__setitem__(r, tile)))
             per_level.append(statistics.mean(samples))
         t_stream_builtin = statistics.mean(per_level) * n_inner
@@ -145,20 +178,28 @@ def main() -> None:
 
         # -- 3. shard-sized writes ---------------------------------------------------------
         shard_fixed_path, shard_builtin_path = root / "shard-fixed", root / "shard-builtin"
-        create(shard_fixed_path, shape, shard, inner)
-        create(shard_builtin_path, shape, shard, inner)
-        sf = zarrext.open_array(str(shard_fixed_path), shard_layout="fixed-slot")
-        sb = zarr.open_array(str(shard_builtin_path), mode="r+")
         s = side // shard
 
-        def shards_into(array: zarr.Array) -> None:
+        def shards_into(path: Path, layout: str | None) -> None:
+            shutil.rmtree(path, ignore_errors=True)  # a fresh array each time (untimed)
+            create(path, shape, shard, inner)
+            array = (
+                zarrext.open_array(str(path), shard_layout=layout)
+                if layout
+                else zarr.open_array(str(path), mode="r+")
+            )
+            os.sync()
+            t0 = time.perf_counter()
             for i in range(s):
                 for j in range(s):
                     array[i * shard : (i + 1) * shard, j * shard : (j + 1) * shard] = full_shard
+            times[layout].append(time.perf_counter() - t0)
 
-        t_sb = timed(lambda: shards_into(sb))
-        t_sf = timed(lambda: shards_into(sf))
-        report(f"{s * s} shard-sized writes", t_sf, t_sb, 1.0)
+        times: dict[str | None, list[float]] = {None: [], "fixed-slot": []}
+        for _ in range(3):  # alternately; the best of each
+            shards_into(shard_builtin_path, None)
+            shards_into(shard_fixed_path, "fixed-slot")
+        report(f"{s * s} shard-sized writes", min(times["fixed-slot"]), min(times[None]), 1.0)
         shutil.rmtree(shard_fixed_path)
         shutil.rmtree(shard_builtin_path)
 
@@ -194,16 +235,17 @@ def main() -> None:
               f"shutil.copyfile {t_copy:.3g} s, ratio {ratio:.2f}x (goal >= 0.5x)")
 
         # -- 5. reading fixed-slot vs compacted with zarr-python ---------------------------
-        read_fixed = zarr.open_array(str(fixed_path), mode="r")
-        read_compacted = zarr.open_array(str(compacted_path), mode="r")
-        read_fixed[:]  # warm the page cache for both
-        read_compacted[:]
-        t_rf = timed(lambda: read_fixed[:], repeat=3)
-        t_rc = timed(lambda: read_compacted[:], repeat=3)
+        t_rf, t_rc = t_read_pristine
         ratio = t_rc / t_rf
-        print(f"[{'OK ' if ratio >= 0.9 else 'MISS'}] read whole array with zarr-python: "
-              f"fixed-slot {t_rf:.3g} s, compacted {t_rc:.3g} s, ratio {ratio:.2f}x (goal >= 0.9x)")
-        np.testing.assert_array_equal(read_fixed[:inner, :inner], tile)
+        print(f"[{'OK ' if ratio >= 0.9 else 'MISS'}] read whole array with zarr-python, as "
+              f"ingested: fixed-slot {t_rf:.3g} s, compacted {t_rc:.3g} s, ratio {ratio:.2f}x "
+              "(goal >= 0.9x)")
+        t_rf, t_rc = read_ratio(fixed_path, compacted_path)
+        ratio = t_rc / t_rf
+        print(f"[{'OK ' if ratio >= 0.9 else 'MISS'}] read whole array with zarr-python, after "
+              f"updating 10% of the chunks: fixed-slot {t_rf:.3g} s, compacted {t_rc:.3g} s, "
+              f"ratio {ratio:.2f}x (goal >= 0.9x)")
+        np.testing.assert_array_equal(zarr.open_array(str(fixed_path))[:inner, :inner], tile)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -32,7 +32,8 @@ def _array(path: Path, location: str = "start") -> zarr.Array:
 
 
 def _digest(path: Path) -> str:
-    return hashlib.sha256(b"".join(p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file())).hexdigest()
+    files = sorted(p for p in path.rglob("*") if p.is_file())
+    return hashlib.sha256(b"".join(p.name.encode() + p.read_bytes() for p in files)).hexdigest()
 
 
 def _table(shard: Path) -> np.ndarray:
@@ -76,11 +77,13 @@ def test_out_of_bounds_and_overlap_reported_then_repaired(tmp_path: Path) -> Non
     digest = _digest(tmp_path / "a")
     (finding,) = zarrext.check(array)
     text = " ".join(finding.problems)
-    assert "inner chunk 3" in text and "past end" in text
+    assert "inner chunk 3" in text
+    assert "past end" in text
     assert "6 and 7 overlap" in text
     assert _digest(tmp_path / "a") == digest
     (finding,) = zarrext.check(array, repair=True)
-    assert finding.ok and len(finding.repaired) == 2
+    assert finding.ok
+    assert len(finding.repaired) == 2
     assert zarrext.check(array) == []
     values = zarr.open_array(str(tmp_path / "a"))[:]
     expected = np.arange(32 * 32, dtype="i4").reshape(32, 32)
@@ -132,7 +135,8 @@ def test_stale_temp_file_removed_only_on_repair(tmp_path: Path) -> None:
     assert dead.exists()
     assert any(dead.name in p for p in finding.problems)
     zarrext.check(array, repair=True)
-    assert not dead.exists() and alive.exists()
+    assert not dead.exists()
+    assert alive.exists()
 
 
 def test_cli_check_and_compact(tmp_path: Path) -> None:
@@ -144,9 +148,11 @@ def test_cli_check_and_compact(tmp_path: Path) -> None:
     shard = tmp_path / "a" / "c" / "0" / "0"
     writer.journal_path(shard).write_bytes(b"torn")
     result = runner.invoke(app, ["check", str(tmp_path / "a")])
-    assert result.exit_code == 1 and "torn journal" in result.output
+    assert result.exit_code == 1
+    assert "torn journal" in result.output
     result = runner.invoke(app, ["check", str(tmp_path / "a"), "--repair"])
-    assert result.exit_code == 0 and "repaired" in result.output
+    assert result.exit_code == 0
+    assert "repaired" in result.output
     array[:8, :8] = 1  # moves a chunk out of its slot
     size = shard.stat().st_size
     result = runner.invoke(app, ["compact", str(tmp_path / "a")])

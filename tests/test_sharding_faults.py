@@ -36,38 +36,40 @@ GRID = 8  # inner chunks per axis (4 shards of 4x4 inner chunks)
 INNER = 8
 WRITERS = 2
 
+ROOT = Path(__file__).resolve().parents[1]
+
 WORKER = r"""
 import os, sys
-import numpy as np
+sys.path.insert(0, sys.argv[6])
 import zarrext
+from tests.test_sharding_faults import value
 path, layout, writer, cycle, log = sys.argv[1:6]
 writer, cycle = int(writer), int(cycle)
 array = zarrext.open_array(path, shard_layout=layout, decision="compress_if_smaller")
 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 os.write(fd, b"R\n")
-rng = np.random.default_rng([cycle, writer])
 step = 0
 while True:
-    row = int(rng.integers(0, 4)) * 2 + writer  # writer w owns rows w, w+2, ...
-    col = int(rng.integers(0, 4)) * 2  # two neighbouring inner chunks per call
+    row = int(value(cycle, writer, step, pick=4)) * 2 + writer  # writer w owns rows w, w+2..
+    col = int(value(cycle, writer, step, pick=4, salt=1)) * 2  # two neighbouring chunks
     os.write(fd, f"B {step} {row} {col}\n".encode())
     array[row * 8:(row + 1) * 8, col * 8:(col + 2) * 8] = value(cycle, writer, step)
     os.write(fd, f"E {step}\n".encode())
     step += 1
 """
 
-VALUE = r"""
-def value(cycle, writer, step):
-    import numpy as np
-    rng = np.random.default_rng([cycle, writer, step, 7])
+
+def value(cycle: int, writer: int, step: int, pick: int = 0, salt: int = 0) -> np.ndarray:
+    """What a writer writes at a step (``pick``: a random int below it instead)."""
+    rng = np.random.default_rng([cycle, writer, step, 7 + salt])
+    if pick:
+        return rng.integers(0, pick)
     kind = step % 3
     if kind == 0:
         return rng.integers(-(1 << 31), 1 << 31, (8, 16), dtype="i4")  # incompressible
     if kind == 1:
         return np.full((8, 16), step, dtype="i4")  # compresses well
     return rng.integers(0, 4, (8, 16)).astype("i4")
-"""
-exec(VALUE)  # the same value() for the parent
 
 
 def _digest(root: Path) -> str:
@@ -91,7 +93,7 @@ def _parse(log: Path) -> tuple[list[tuple[int, int, int]], tuple[int, int, int] 
             done.append((step, *begun.pop(step)))
     inflight = None
     if begun:
-        (step, (row, col)), = begun.items()
+        ((step, (row, col)),) = begun.items()
         inflight = (step, row, col)
     return done, inflight
 
@@ -120,7 +122,6 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
     for loc, path in arrays.items():
         _create(path, loc)
         expected[loc] = np.full((GRID * INNER, GRID * INNER), -7, dtype="i4")
-    script = VALUE + WORKER
     kills = cycles = interrupted = completed = 0
     started = time.monotonic()
     while kills < 56 or cycles < 24:
@@ -135,7 +136,10 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
         logs = [tmp_path / f"log_{cycles}_{w}" for w in range(WRITERS)]
         procs = [
             subprocess.Popen(
-                [sys.executable, "-c", script, str(path), layout, str(w), str(cycles), str(log)],
+                [
+                    sys.executable, "-c", WORKER,
+                    str(path), layout, str(w), str(cycles), str(log), str(ROOT),
+                ],
                 env=env,
             )
             for w, log in enumerate(logs)

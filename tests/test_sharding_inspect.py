@@ -21,7 +21,9 @@ ISZ = 16 * 16 + 4
 def _create(path: Path, layout: str | None, location: str = "end") -> zarr.Array:
     return zarrext.create_array(
         str(path), shape=(32, 64), chunks=(32, 32), dtype="i4", fill_value=0, compressors=None,
-        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec()], index_location=location),
+        serializer=ShardingCodec(
+            chunk_shape=(8, 8), codecs=[BytesCodec()], index_location=location
+        ),
         shard_layout=layout,
     )
 
@@ -34,7 +36,8 @@ def test_report_fixed_slot_append_dense(tmp_path: Path) -> None:
     assert (info.layout, info.empty_chunks, info.n_chunks) == ("fixed-slot", 15, 16)
     assert info.bytes_used == RAW + ISZ
     assert info.file_size == 16 * RAW + ISZ
-    assert info.in_place and not info.pending
+    assert info.in_place
+    assert not info.pending
 
     append = _create(tmp_path / "a", "append")
     append[:8, :8] = 1
@@ -46,7 +49,8 @@ def test_report_fixed_slot_append_dense(tmp_path: Path) -> None:
 
     zarrext.compact(append)
     (info,) = shard_report(append)
-    assert info.layout == "dense" and info.file_size == info.bytes_used
+    assert info.layout == "dense"
+    assert info.file_size == info.bytes_used
 
 
 def test_read_only_and_corrupt(tmp_path: Path) -> None:
@@ -65,7 +69,10 @@ def test_render_table(tmp_path: Path) -> None:
     out = StringIO()
     render_shard_table(shard_report(array), Console(file=out, width=200))
     text = out.getvalue()
-    assert "c/0/0" in text and "fixed-slot" in text and "15/16" in text and "in place" in text
+    assert "c/0/0" in text
+    assert "fixed-slot" in text
+    assert "15/16" in text
+    assert "in place" in text
 
 
 def test_not_sharded(tmp_path: Path) -> None:
@@ -84,5 +91,6 @@ def test_zarrext_inspect_shows_shards(tmp_path: Path) -> None:
     array[:8, :8] = 1
     result = CliRunner().invoke(app, ["inspect", str(tmp_path / "a")], env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.output
-    assert "shards of" in result.output and "fixed-slot" in result.output
+    assert "shards of" in result.output
+    assert "fixed-slot" in result.output
     assert "15/16" in result.output

@@ -158,7 +158,9 @@ def test_random_writes_read_back_with_zarr(
         shape = (region[0].stop - x, region[1].stop - y)
         # -1 writes the fill value (chunks may become empty), 0 random, else constant
         value = (
-            rng.integers(0, 1 << 30, shape).astype("i4") if kind == 0 else np.full(shape, kind, "i4")
+            rng.integers(0, 1 << 30, shape).astype("i4")
+            if kind == 0
+            else np.full(shape, kind, "i4")
         )
         array[region] = value
         expected[region] = value
@@ -183,7 +185,8 @@ def test_inner_write_touches_only_its_slot_and_index(tmp_path: Path, location: s
     # the first write went to the slots: the file is index + 16 slots, chunk i at its slot
     assert len(before) == isz + 16 * RAW
     flat = 5  # inner chunk (1, 1)
-    assert before[data_start + flat * RAW : data_start + (flat + 1) * RAW] == full[8:16, 8:16].tobytes()
+    home = slice(data_start + flat * RAW, data_start + (flat + 1) * RAW)
+    assert before[home] == full[8:16, 8:16].tobytes()
     # update chunk 5 twice: first to the spare area (its slot is live), then back home
     array[8:16, 8:16] = 7
     after = _file_bytes(shard)
@@ -226,7 +229,8 @@ def test_oversized_chunk_goes_elsewhere_and_spares_neighbours(tmp_path: Path) ->
     after = shard.read_bytes()
     for other in range(16):
         if other != 5:
-            assert after[other * slot : (other + 1) * slot] == before[other * slot : (other + 1) * slot]
+            neighbour = slice(other * slot, (other + 1) * slot)
+            assert after[neighbour] == before[neighbour]
     expected = np.full((64, 64), -1, "i4")
     expected[:32, :32] = 3
     expected[8:16, 8:16] = noise
@@ -294,3 +298,30 @@ def test_fixed_slot_file_is_sparse_slots_after_index(tmp_path: Path) -> None:
     # only the shard and its inactive journal: no stale temporary file
     assert sorted(os.listdir(shard.parent)) == ["0", "0.zarrext-journal"]
     assert not writer.journal_pending(shard)
+
+
+def test_runtime_rebinding_keeps_the_layout(tmp_path: Path) -> None:
+    array = make(tmp_path / "a", codecs=conditional_codecs())
+    rebound = zarrext.with_runtime(array, decision="compress_if_smaller")
+    codec = rebound.metadata.codecs[0]
+    assert isinstance(codec, LayoutShardingCodec)
+    assert codec.shard_layout == "fixed-slot"
+    with pytest.raises(ShardLayoutError, match="no bound"):
+        zarrext.with_runtime(array, decision="always_apply")
+
+
+def test_whole_shard_rewrite_keeps_chunks_in_their_slots(tmp_path: Path) -> None:
+    array = make(tmp_path / "a", location="start")
+    array[:32, :32] = 1
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    inode, size = shard.stat().st_ino, shard.stat().st_size
+    array[:32, :32] = np.arange(32 * 32, dtype="i4").reshape(32, 32)
+    # swapped in whole (new inode), same size: no chunk went to the spare area
+    assert shard.stat().st_ino != inode
+    assert shard.stat().st_size == size
+    (info,) = shard_report(array)
+    assert info.layout == "fixed-slot"
+    assert info.bytes_used == info.file_size
+    np.testing.assert_array_equal(
+        fresh(tmp_path / "a")[:32, :32], np.arange(32 * 32, dtype="i4").reshape(32, 32)
+    )

@@ -25,33 +25,37 @@ OWN = 400
 GRID = 16  # inner chunks per axis: 4 shards of 8x8 inner chunks
 CONTENDED = [(0, 0), (0, 9), (9, 0), (9, 9), (3, 4), (12, 12), (7, 8), (8, 7)]
 
-PLAN = r"""
-def plan(proc):
-    import numpy as np
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def plan(proc: int) -> list[tuple[int, int]]:
+    """The inner chunk each write of process ``proc`` goes to."""
     rng = np.random.default_rng([proc, 99])
-    owned = [(i, j) for i in range(16) for j in range(16)
-             if (i * 16 + j) % 4 == proc and (i, j) not in CONTENDED]
+    owned = [
+        (i, j)
+        for i in range(GRID)
+        for j in range(GRID)
+        if (i * GRID + j) % PROCS == proc and (i, j) not in CONTENDED
+    ]
     steps = []
-    for step in range(500):
-        if step < 400:
-            chunk = owned[int(rng.integers(len(owned)))]
-        else:
-            chunk = CONTENDED[int(rng.integers(len(CONTENDED)))]
-        steps.append(chunk)
+    for step in range(WRITES):
+        pool = owned if step < OWN else CONTENDED
+        steps.append(pool[int(rng.integers(len(pool)))])
     return steps
 
-def value(proc, step):
-    import numpy as np
+
+def value(proc: int, step: int) -> np.ndarray:
     rng = np.random.default_rng([proc, step])
     if step % 2:
         return rng.integers(-(1 << 31), 1 << 31, (8, 8), dtype="i4")
     return np.full((8, 8), proc * 1000 + step, dtype="i4")
-"""
-exec(PLAN)  # plan() and value() for the parent
+
 
 WORKER = r"""
 import sys
+sys.path.insert(0, sys.argv[3])
 import zarrext
+from tests.test_sharding_stress import plan, value
 path, proc = sys.argv[1], int(sys.argv[2])
 array = zarrext.open_array(path, shard_layout="fixed-slot", decision="compress_if_smaller")
 for step, (i, j) in enumerate(plan(proc)):
@@ -76,9 +80,9 @@ def test_four_processes_same_shards(tmp_path: Path, location: str) -> None:
             index_location=location,
         ),
     )
-    script = f"CONTENDED = {CONTENDED!r}\n" + PLAN + WORKER
     procs = [
-        subprocess.Popen([sys.executable, "-c", script, str(path), str(p)]) for p in range(PROCS)
+        subprocess.Popen([sys.executable, "-c", WORKER, str(path), str(p), str(ROOT)])
+        for p in range(PROCS)
     ]
     for proc in procs:
         assert proc.wait(timeout=300) == 0

@@ -113,7 +113,8 @@ def with_runtime(
     shard_layout : {"fixed-slot", "append"}, optional
         How shards are written (see :mod:`zarrext.sharding`): inner chunks go into
         local shard files in place instead of rewriting whole shards. ``None``
-        keeps zarr-python's whole-shard rewrite.
+        keeps the layout ``array`` already has (zarr-python's whole-shard rewrite
+        for a plain array).
     padding : callable, optional
         Padding function for every ``pad`` codec of the array,
         ``padding(encoded_chunk, chunk_index, chunk_shape) -> bytes`` (e.g.
@@ -138,6 +139,10 @@ def with_runtime(
     if padding is not None and not any(_contains(c, PadCodec) for c in metadata.codecs):
         raise ValueError(f"array {array.path!r} has no pad codec to give a padding function")
     bind = _runtime_binder(decision, trial_encode, padding)
+    if shard_layout is None:  # keep the layout the array was opened with
+        shard_layout = next(
+            (c.shard_layout for c in metadata.codecs if hasattr(c, "shard_layout")), None
+        )
     codecs = tuple(_map_codecs(c, bind) for c in metadata.codecs)
     if shard_layout is not None:
         from zarrext.sharding.layout import bind_layout

@@ -6,14 +6,21 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+import zarr
 from rich.console import Console
 
 
-def _sharded_arrays(path: Path, mode: str) -> list:  # type: ignore[type-arg]
+def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
+    from zarr.core.metadata import ArrayV3Metadata
+
     from zarrext.cli.stores import iter_arrays
     from zarrext.sharding.layout import sharding_codec_of
 
-    return [a for a in iter_arrays(path, mode=mode) if sharding_codec_of(a.metadata) is not None]
+    return [
+        a
+        for a in iter_arrays(path, mode=mode)
+        if isinstance(a.metadata, ArrayV3Metadata) and sharding_codec_of(a.metadata) is not None
+    ]
 
 
 def register(app: typer.Typer) -> None:

@@ -17,6 +17,7 @@ SECTIONS: tuple[str, ...] = (
     "quantize",
     "tiff",
     "nullable",
+    "sharding",
 )
 
 

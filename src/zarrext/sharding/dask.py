@@ -41,7 +41,7 @@ class _ArrayRef:
 def _runtime_of(array: zarr.Array) -> tuple[str | None, Decision | None]:
     layout = None
     decision = None
-    for codec in array.metadata.codecs:
+    for codec in getattr(array.metadata, "codecs", ()):
         if isinstance(codec, LayoutShardingCodec):
             layout = codec.shard_layout
         for inner in getattr(codec, "codecs", ()):
@@ -55,7 +55,9 @@ def _write_block(ref: _ArrayRef, block: np.ndarray, region: tuple[slice, ...]) -
     return int(block.nbytes)
 
 
-def _check_aligned(chunks: tuple[tuple[int, ...], ...], inner: tuple[int, ...], shape: tuple[int, ...]) -> None:
+def _check_aligned(
+    chunks: tuple[tuple[int, ...], ...], inner: tuple[int, ...], shape: tuple[int, ...]
+) -> None:
     for axis, (sizes, step, extent) in enumerate(zip(chunks, inner, shape, strict=True)):
         edges = np.cumsum((0, *sizes))
         bad = [int(e) for e in edges[1:-1] if e % step]

@@ -154,10 +154,13 @@ def render_shard_table(
     """Print ``report`` as a rich table on ``console`` (and return the table)."""
     table = Table(title=title)
     for name in ("shard", "layout", "used", "file size", "used %", "empty chunks", "writes"):
-        table.add_column(name, justify="left" if name in ("shard", "layout", "writes") else "right")
+        left = name in ("shard", "layout", "writes")
+        table.add_column(name, justify="left" if left else "right")
     for info in report:
         pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
-        writes = "in place" if info.in_place else "whole-shard rewrite (store cannot write in place)"
+        writes = (
+            "in place" if info.in_place else "whole-shard rewrite (store cannot write in place)"
+        )
         if info.pending:
             writes += ", interrupted write pending: run zarrext check --repair"
         table.add_row(

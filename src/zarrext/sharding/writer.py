@@ -20,6 +20,10 @@ Scheme (one *transaction* per shard per write call)
    the end when the file did not grow), else appended after the new data.
 7. Commit: zero the journal's magic (the file stays for the next transaction); unlock.
 
+A fixed-slot write that replaces every inner chunk of a shard skips the journal:
+the new shard is built in a temporary file and swapped in with ``os.replace``
+(under the lock), so all chunks stay in their slots.
+
 Recovery (under the same lock, by the next writer, by ``zarrext check --repair``
 or on opening the array for writing): a journal whose checksum fails was torn
 before step 5 and nothing else was touched, so it is only cleared. A valid journal is
@@ -39,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import random
 import signal
 import struct
 import uuid
@@ -103,7 +108,7 @@ _FAULTS = _parse_faults(os.environ.get("ZARREXT_SHARDING_FAULT"))
 
 def _fault(point: str) -> bool:
     prob = _FAULTS.get(point)
-    return prob is not None and bool(np.random.random() < prob)
+    return prob is not None and random.random() < prob
 
 
 def _die() -> None:
@@ -191,14 +196,17 @@ def locked_shard(
 # -- journal -----------------------------------------------------------------------
 
 
-def _write_journal(path: Path, old_size: int, index_offset: int, index: bytes) -> None:
+def _put_journal(jfd: int, old_size: int, index_offset: int, index: bytes) -> None:
     body = _JOURNAL_HEAD.pack(_JOURNAL_MAGIC, old_size, index_offset, len(index)) + index
-    record = body + google_crc32c.value(body).to_bytes(4, "little")
+    os.pwrite(jfd, body + google_crc32c.value(body).to_bytes(4, "little"), 0)
+
+
+def _write_journal(path: Path, old_size: int, index_offset: int, index: bytes) -> None:
     # The journal file stays between transactions (creating and unlinking a file
     # costs more than the rest of a small write); a zeroed magic marks it inactive.
     fd = os.open(journal_path(path), os.O_RDWR | os.O_CREAT, 0o644)
     try:
-        os.pwrite(fd, record, 0)
+        _put_journal(fd, old_size, index_offset, index)
     finally:
         os.close(fd)
 
@@ -438,7 +446,7 @@ def _write_runs(fd: int, pieces: list[tuple[int, Any]]) -> None:
     while i < len(pieces):
         start = pieces[i][0]
         end = start
-        run = []
+        run: list[memoryview] = []
         while i < len(pieces) and pieces[i][0] == end and len(run) < 512:
             data = pieces[i][1]
             view = memoryview(data if isinstance(data, bytes) else data.as_numpy_array())
@@ -453,17 +461,14 @@ def _write_runs(fd: int, pieces: list[tuple[int, Any]]) -> None:
             total += written
 
 
-def _create_with(
-    path: Path,
+def _build_file(
+    tmp: Path,
     codec: ShardingCodec,
     geometry: ShardGeometry,
     layout: str,
     datas: Mapping[int, bytes | Buffer | None],
-) -> bool:
-    """Create a missing shard holding ``datas`` (temp file + link); False if it exists."""
-    if all(v is None or not len(v) for v in datas.values()):
-        return True  # all empty: like zarr-python, store no shard at all
-    path.parent.mkdir(parents=True, exist_ok=True)
+) -> None:
+    """Write a complete new shard holding ``datas`` to ``tmp``."""
     size = geometry.empty_file_size(layout)
     empty = np.full((geometry.n_chunks, 2), EMPTY, dtype="<u8")
     if geometry.index_location == "start":
@@ -477,14 +482,31 @@ def _create_with(
     for flat, off in offsets.items():
         table[flat] = (off, lengths[flat])
     index_offset = 0 if geometry.index_location == "start" else eof
-    tmp = temp_path(path)
     fd = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.ftruncate(fd, size)
         _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
         os.pwrite(fd, encode_index(codec, geometry, table), index_offset)
-    finally:
+    except BaseException:
         os.close(fd)
+        tmp.unlink(missing_ok=True)
+        raise
+    os.close(fd)
+
+
+def _create_with(
+    path: Path,
+    codec: ShardingCodec,
+    geometry: ShardGeometry,
+    layout: str,
+    datas: Mapping[int, bytes | Buffer | None],
+) -> bool:
+    """Create a missing shard holding ``datas`` (temp file + link); False if it exists."""
+    if all(v is None or not len(v) for v in datas.values()):
+        return True  # all empty: like zarr-python, store no shard at all
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temp_path(path)
+    _build_file(tmp, codec, geometry, layout, datas)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -511,27 +533,39 @@ def write_chunks(
         return
     with locked_shard(path, create=(codec, geometry, layout)) as fd:
         assert fd is not None
+        if layout == "fixed-slot" and len(datas) == geometry.n_chunks:
+            # Every chunk is replaced: a fresh shard swapped in atomically (readers
+            # see the old shard or the new one) keeps every chunk in its slot,
+            # where a transaction would have to move each one to the spare area.
+            tmp = temp_path(path)
+            _build_file(tmp, codec, geometry, layout, datas)
+            os.replace(tmp, path)  # waiting writers see the new inode and reopen
+            return
         state = load_state(fd, codec, geometry, path)
         lengths = {f: len(v) for f, v in sorted(datas.items()) if v is not None and len(v)}
         offsets, eof = _allocate(state, geometry, lengths, layout)
         table = state.table.copy()
-        for flat, value in datas.items():
+        for flat in datas:
             table[flat] = (offsets[flat], lengths[flat]) if flat in offsets else (EMPTY, EMPTY)
         if geometry.index_location == "start":
             new_index_offset = 0
         else:
             new_index_offset = eof if eof > state.size else state.index_offset
-        _write_journal(path, state.size, state.index_offset, state.index_bytes)
-        if _fault("journal"):
-            _die()
-        _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
-        if _fault("data"):
-            _die()
         index = encode_index(codec, geometry, table)
-        if _fault("index"):
-            os.pwrite(fd, index[: len(index) // 2], new_index_offset)
-            _die()
-        os.pwrite(fd, index, new_index_offset)
-        if _fault("published"):
-            _die()
-        _clear_journal(path)
+        jfd = os.open(journal_path(path), os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            _put_journal(jfd, state.size, state.index_offset, state.index_bytes)
+            if _fault("journal"):
+                _die()
+            _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
+            if _fault("data"):
+                _die()
+            if _fault("index"):
+                os.pwrite(fd, index[: len(index) // 2], new_index_offset)
+                _die()
+            os.pwrite(fd, index, new_index_offset)
+            if _fault("published"):
+                _die()
+            os.pwrite(jfd, _INACTIVE, 0)  # commit
+        finally:
+            os.close(jfd)
