@@ -23,7 +23,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from zarr.core.buffer import default_buffer_prototype
 
 from zarrext.sharding import writer
 from zarrext.sharding.layout import ArrayShards, ShardLayoutError, shards_of
@@ -131,22 +130,12 @@ def _check_one(shards: ArrayShards, key: str, repair: bool) -> ShardCheck | None
             if repair:
                 writer.recover(path, fd)
                 result.repaired.append("rolled back the interrupted write")
-        size = os.fstat(fd).st_size
-        isz = geometry.index_size
-        if size < isz:
-            result.problems.append(f"file is {size} bytes, shorter than its {isz}-byte index")
-            return result
-        offset = 0 if geometry.index_location == "start" else size - isz
-        raw = os.pread(fd, isz, offset)
         try:
-            index = codec._decode_shard_index_sync(
-                default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
-            )
-        except ValueError as e:
-            result.problems.append(f"index does not decode (checksum?): {e}")
+            size, offset, raw, table = writer.read_index(fd, codec, geometry, key)
+        except writer.ShardCorruptError as e:
+            result.problems.append(str(e))
             return result
-        table = np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
-        problems, drop = _entry_problems(table, size, (offset, offset + isz))
+        problems, drop = _entry_problems(table, size, (offset, offset + geometry.index_size))
         result.problems.extend(problems)
         if repair and drop:
             table[drop] = writer.EMPTY

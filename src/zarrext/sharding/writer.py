@@ -298,14 +298,22 @@ class ShardState:
         return np.asarray(self.table[:, 0] != EMPTY)
 
 
-def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any) -> ShardState:
-    """Read and decode the index of the open shard ``fd``.
+def read_index(
+    fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any
+) -> tuple[int, int, bytes, np.ndarray]:
+    """Read and decode the index of the open shard ``fd``, entries unchecked.
+
+    Returns
+    -------
+    tuple
+        File size, index offset, raw index bytes, and the ``(n, 2)`` table of
+        offsets and lengths.
 
     Raises
     ------
     ShardCorruptError
         When the file is shorter than its index or the index fails to decode
-        (e.g. checksum mismatch), or an entry points outside the file.
+        (e.g. checksum mismatch).
     """
     size = os.fstat(fd).st_size
     isz = geometry.index_size
@@ -321,7 +329,19 @@ def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: An
         )
     except ValueError as e:
         raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
-    table = np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
+    return size, offset, raw, np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
+
+
+def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any) -> ShardState:
+    """Read and decode the index of the open shard ``fd``.
+
+    Raises
+    ------
+    ShardCorruptError
+        When the file is shorter than its index or the index fails to decode
+        (e.g. checksum mismatch), or an entry points outside the file.
+    """
+    size, offset, raw, table = read_index(fd, codec, geometry, where)
     present = table[:, 0] != EMPTY
     ends = table[present, 0] + table[present, 1]
     if ends.size and int(ends.max()) > size:
