@@ -11,21 +11,8 @@ import tifffile
 import zarr
 
 import zarrext
+from tests.test_tiff import DTYPES
 from zarrext.formats import tiff
-
-DTYPES = [
-    "uint8",
-    "int8",
-    "uint16",
-    "int16",
-    "uint32",
-    "int32",
-    "uint64",
-    "int64",
-    "float16",
-    "float32",
-    "float64",
-]
 
 
 def sample(shape: tuple[int, int], dtype: str, seed: int = 0) -> np.ndarray:
