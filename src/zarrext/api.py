@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import zarr
@@ -68,12 +69,8 @@ def _contains(codec: Any, kind: type) -> bool:
 
 def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
     """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline."""
-    pipeline = ZarrextCodecPipeline.from_codecs(metadata.codecs)
-    pipeline = pipeline.__class__(
-        array_array_codecs=pipeline.array_array_codecs,
-        array_bytes_codec=pipeline.array_bytes_codec,
-        bytes_bytes_codecs=pipeline.bytes_bytes_codecs,
-        batch_size=pipeline.batch_size,
+    pipeline = replace(
+        ZarrextCodecPipeline.from_codecs(metadata.codecs),
         array_path=array_path,
         chunk_key_encoding=metadata.chunk_key_encoding,
     )

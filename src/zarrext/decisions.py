@@ -158,6 +158,12 @@ def _all_bits(n: int) -> int:
     return (1 << n) - 1
 
 
+def lowest_bit_beyond(mask: int, n_codecs: int) -> int | None:
+    """The lowest bit of ``mask`` at or above ``n_codecs``, or ``None`` if there is none."""
+    extra = mask >> n_codecs
+    return n_codecs + (extra & -extra).bit_length() - 1 if extra else None
+
+
 def check_mask(mask: int, n_codecs: int, where: str) -> int:
     """Refuse masks that set bits beyond the configured codecs."""
     if isinstance(mask, bool) or not isinstance(mask, int | np.integer):
@@ -165,9 +171,8 @@ def check_mask(mask: int, n_codecs: int, where: str) -> int:
     mask = int(mask)
     if mask < 0:
         raise DecisionError(f"{where}: mask must be >= 0, got {mask}")
-    extra = mask >> n_codecs
-    if extra:
-        bit = n_codecs + (extra & -extra).bit_length() - 1
+    bit = lowest_bit_beyond(mask, n_codecs)
+    if bit is not None:
         raise DecisionError(
             f"{where}: mask {mask:#b} sets bit {bit}, but only {n_codecs} nested codecs "
             "are configured"
@@ -188,8 +193,8 @@ class FixedMask(Decision):
             check_mask(self.mask, n_codecs, f"decision {self.name!r}")
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
-        n = len(chunk.codecs)
-        mask = _all_bits(n) if self.mask is None else check_mask(self.mask, n, chunk.where())
+        # Bits beyond the codecs were refused by check(); the codec checks the result too.
+        mask = _all_bits(len(chunk.codecs)) if self.mask is None else self.mask
         return mask, chunk.apply(mask)
 
 
@@ -303,7 +308,8 @@ class Plan(Decision):
             raise DecisionError(
                 f"{chunk.where()} is outside the plan, whose shape is {self.masks.shape}"
             )
-        mask = check_mask(int(self.masks[index]), len(chunk.codecs), chunk.where())
+        # check() refused bits beyond the codecs; the codec checks the result too.
+        mask = int(self.masks[index])
         return mask, chunk.apply(mask)
 
 

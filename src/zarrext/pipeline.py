@@ -27,7 +27,7 @@ from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.abc.codec import Codec, GetResult
+    from zarr.abc.codec import GetResult
     from zarr.abc.store import ByteGetter, ByteSetter
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
@@ -51,10 +51,6 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     array_path: str = ""
     chunk_key_encoding: ChunkKeyEncoding | None = None
-
-    @classmethod
-    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
-        return super().from_codecs(codecs, batch_size=batch_size)
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         evolved = super().evolve_from_array_spec(array_spec)

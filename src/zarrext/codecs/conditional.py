@@ -31,6 +31,7 @@ from zarrext.decisions import (
     Decision,
     DecisionLike,
     check_mask,
+    lowest_bit_beyond,
     resolve_decision,
 )
 
@@ -243,19 +244,18 @@ class ConditionalCodec(BytesBytesCodec):
 
     def read_mask(self, chunk_bytes: Buffer) -> int:
         """The mask stored in an encoded chunk's header, validated."""
-        where = describe_chunk(current_chunk_index())
         n = self.header_nbytes
         if len(chunk_bytes) < n:
             raise ConditionalCodecError(
-                f"{self.name} codec, {where}: {len(chunk_bytes)} bytes is shorter than the "
-                f"{n}-byte header"
+                f"{self.name} codec, {describe_chunk(current_chunk_index())}: "
+                f"{len(chunk_bytes)} bytes is shorter than the {n}-byte header"
             )
         mask = int.from_bytes(chunk_bytes[:n].to_bytes(), "little")
-        extra = mask >> len(self.codecs)
-        if extra:
-            bit = len(self.codecs) + (extra & -extra).bit_length() - 1
+        bit = lowest_bit_beyond(mask, len(self.codecs))
+        if bit is not None:
             raise ConditionalCodecError(
-                f"{self.name} codec, {where}: header sets bit {bit}, but only "
+                f"{self.name} codec, {describe_chunk(current_chunk_index())}: header sets bit "
+                f"{bit}, but only "
                 f"{len(self.codecs)} nested codecs are configured (bits 0-{len(self.codecs) - 1}); "
                 "the chunk was written with codecs this metadata does not list"
             )
