@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from math import prod
 from pathlib import Path
 from typing import Annotated
 
@@ -34,14 +35,11 @@ def inventory_table(inv: ArrayInventory) -> Table:
     table.add_column("raw bytes", justify="right")
     table.add_column("ratio", justify="right")
     table.add_column("masks (chunks)")
-    total = 1
-    for g in inv.grid_shape:
-        total *= g
     masks = ", ".join(f"{m:#06b}: {n}" for m, n in sorted(inv.mask_counts.items()))
     ratio = inv.raw_bytes / inv.stored_bytes if inv.stored_bytes else float("nan")
     table.add_row(
         str(len(inv.chunks)),
-        str(total),
+        str(prod(inv.grid_shape)),
         f"{inv.stored_bytes:,}",
         f"{inv.raw_bytes:,}",
         f"{ratio:.2f}",
@@ -101,14 +99,14 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
+        from zarrext.sharding.inspect import render_sharded
+
         console = Console()
         inventories = []
         for array in iter_arrays(path):
             inv = inventory(array)
             inventories.append(inv)
             console.print(inventory_table(inv))
-            from zarrext.sharding.inspect import render_sharded
-
             render_sharded(array, console)
         if not inventories:
             console.print(f"no arrays under {path}")
