@@ -5,12 +5,11 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
-# Specs, schemas and interop data live beside the repository, read-only.
-SHARED = Path(os.environ.get("ZARREXT_SHARED", ROOT.parent / "shared"))
+# Schemas and arrays written by other implementations (see tests/data/README.md).
+DATA = ROOT / "tests" / "data"
 
 settings.register_profile(
     "default",
@@ -21,10 +20,3 @@ settings.register_profile(
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-
-@pytest.fixture
-def shared() -> Path:
-    """The shared specs/interop directory; tests that need it skip loudly if absent."""
-    if not SHARED.is_dir():
-        pytest.fail(f"shared data directory {SHARED} is missing")
-    return SHARED

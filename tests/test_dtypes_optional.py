@@ -29,10 +29,10 @@ from zarr.core.dtype import (
 from zarr.errors import DataTypeValidationError
 
 import zarrext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from zarrext import OptionalDType, as_optional_array, from_arrow, from_masked, to_arrow, to_masked
 
-DTYPE_SCHEMA = json.loads((SHARED / "interop" / "optional-dtype.schema.json").read_text())
+DTYPE_SCHEMA = json.loads((DATA / "optional-dtype.schema.json").read_text())
 
 INNERS = [
     Bool(), UInt8(), Int16(), Float32(), Float64(), VariableLengthUTF8(),

@@ -25,7 +25,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from zarrext.codecs.n5_default import (
     N5DefaultCodec,
     N5DefaultCodecError,
@@ -79,7 +79,7 @@ BYTES_SCHEMA = {
 
 @pytest.fixture(scope="module")
 def validator() -> jsonschema.protocols.Validator:
-    schema = json.loads((SHARED / "interop" / "n5_default.schema.json").read_text())
+    schema = json.loads((DATA / "n5_default.schema.json").read_text())
     # The registry schema writes ``"items": {"type": "#/$defs/codec"}``, which is
     # not a JSON Schema type; it means a reference, so validate with one.
     items = schema["properties"]["configuration"]["properties"]["codecs"]["items"]
@@ -320,17 +320,18 @@ def n5_array(tmp_path: Path) -> Path:
     [
         (struct.pack(">HHII", 1, 2, 2, 3) + b"\0" * 4 + b"x" * 12, r"mode is 1 \(varlength\)"),
         (
-            struct.pack(">HHI", 0, 1, 6) + gzip.compress(b"\0" * 12),
+            struct.pack(">HHI", 0, 1, 6) + gzip.compress(b"\0" * 12, mtime=0),
             "has 1 dimensions, the array has 2",
         ),
         (
-            struct.pack(">HHII", 0, 2, 2, 3) + gzip.compress(b"\0" * 10),
+            struct.pack(">HHII", 0, 2, 2, 3) + gzip.compress(b"\0" * 10, mtime=0),
             r"block shape \(2, 3\) \(12 bytes of int16\).*decompressed data is 10 bytes",
         ),
         (struct.pack(">HHII", 0xFFFF, 2, 2, 3), "mode is 65535"),
         (b"\0\0\0", "too short"),
         (struct.pack(">HH", 0, 2) + b"\0\0\0\0", "shorter than the 12-byte header"),
     ],
+    ids=["varlength", "wrong-ndim", "short-data", "unknown-mode", "no-header", "short-header"],
 )
 def test_bad_block_errors_name_the_block(n5_array: Path, stored: bytes, message: str) -> None:
     (n5_array / "1" / "0").write_bytes(stored)

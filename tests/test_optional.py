@@ -39,11 +39,11 @@ from zarr.core.dtype import (
 from zarr.registry import register_codec
 
 import zarrext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from zarrext import ConditionalCodec, OptionalCodec, OptionalDType, PackBitsCodec
 from zarrext.codecs.optional import OptionalCodecError
 
-CODEC_SCHEMA = json.loads((SHARED / "interop" / "optional-codec.schema.json").read_text())
+CODEC_SCHEMA = json.loads((DATA / "optional-codec.schema.json").read_text())
 PROTO = default_buffer_prototype()
 
 

@@ -18,7 +18,7 @@ from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import parse_dtype
 
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from zarrext.codecs.packbits import PackBitsCodec, PackBitsCodecError
 
 # name -> (bits per component, components, signed)
@@ -205,7 +205,7 @@ def test_both_spellings_read_and_written_back(
 
 
 def test_python_built_codecs_validate_against_schema() -> None:
-    schema = json.loads((SHARED / "interop" / "packbits.schema.json").read_text())
+    schema = json.loads((DATA / "packbits.schema.json").read_text())
     for codec in (PackBitsCodec(), PackBitsCodec(padding_encoding="first_byte"),
                   PackBitsCodec(padding_encoding="last_byte", first_bit=2, last_bit=9)):
         jsonschema.validate(codec.to_dict(), schema)

@@ -20,7 +20,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 from zarrext.codecs.pad import PadCodec, PadCodecError
 
 SPEC_TIFF_PADDING = (
@@ -45,7 +45,7 @@ def buf(data: bytes):
 
 @pytest.fixture(scope="module")
 def pad_schema() -> dict:
-    return json.loads((SHARED / "interop" / "pad.schema.json").read_text())
+    return json.loads((DATA / "pad.schema.json").read_text())
 
 
 # -- metadata -----------------------------------------------------------------

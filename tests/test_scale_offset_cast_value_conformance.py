@@ -1,6 +1,6 @@
 """Conformance of zarr-python's ``scale_offset`` and ``cast_value`` with the spec.
 
-Spec: /work/shared/seeds/002_2cf47e79892cacc7.txt (zarr-extensions#43). Every
+Spec: the registry's ``scale_offset``/``cast_value`` proposal (zarr-extensions#43). Every
 expected value below is computed from the spec's rules with numpy (or plain Python
 integers), never taken from the codecs' own output. Tests go through real arrays
 (``zarr.create_array(filters=...)`` on a local store, then the chunk file's bytes)

@@ -14,9 +14,9 @@ import pytest
 import zarr
 
 import zarrext
-from tests.conftest import SHARED
+from tests.conftest import DATA
 
-DATA = SHARED / "interop" / "zarrs-optional"
+DATA = DATA / "zarrs-optional"
 FLAT = "array_optional.zarr/array"
 NESTED = "array_optional_nested.zarr/array"
 
@@ -56,7 +56,7 @@ def _expected(table: list[list[object]], nested: bool) -> np.ndarray:
 
 
 def _schema(name: str) -> dict[str, object]:
-    return json.loads((SHARED / "interop" / name).read_text())
+    return json.loads((DATA / name).read_text())
 
 
 def _codec_dicts(codecs: list[dict[str, object]]) -> list[dict[str, object]]:
