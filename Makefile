@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint bench clean
+.PHONY: demo test test-slow lint bench clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -17,7 +17,11 @@ demo: $(STAMP)
 	$(VENV)/bin/zarrext demo
 
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -n 2 -q
+	$(VENV)/bin/python -m pytest -n 2 -q -m "not slow"
+
+# Fault injection and stress runs (minutes); CI runs them after `make test`.
+test-slow: $(STAMP)
+	$(VENV)/bin/python -m pytest -n 2 -q -m slow
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

@@ -16,7 +16,7 @@ import zarr
 import zarrext
 from tests.conftest import DATA
 
-DATA = DATA / "zarrs-optional"
+ZARRS_ARRAYS = DATA / "zarrs-optional"
 FLAT = "array_optional.zarr/array"
 NESTED = "array_optional_nested.zarr/array"
 
@@ -73,7 +73,7 @@ def _codec_dicts(codecs: list[dict[str, object]]) -> list[dict[str, object]]:
                                                         (NESTED, NESTED_VALUES, True)])
 def test_zarrs_arrays_read_as_readme_says(path: str, table: list[list[object]], nested: bool
                                           ) -> None:
-    z = zarr.open_array(DATA / path, mode="r")
+    z = zarr.open_array(ZARRS_ARRAYS / path, mode="r")
     got = z[...]
     expected = _expected(table, nested)
     np.testing.assert_array_equal(got["valid"], expected["valid"])
@@ -84,7 +84,7 @@ def test_zarrs_arrays_read_as_readme_says(path: str, table: list[list[object]], 
 
 
 def test_nested_fill_value_is_present_null() -> None:
-    z = zarr.open_array(DATA / NESTED, mode="r")
+    z = zarr.open_array(ZARRS_ARRAYS / NESTED, mode="r")
     fill = z.metadata.fill_value
     assert bool(fill["valid"])
     assert not bool(fill["value"]["valid"])
@@ -97,7 +97,7 @@ def test_nested_fill_value_is_present_null() -> None:
 
 @pytest.mark.parametrize("path", [FLAT, NESTED])
 def test_rewrite_is_byte_identical(path: str, tmp_path: Path) -> None:
-    src = DATA / path
+    src = ZARRS_ARRAYS / path
     values = zarr.open_array(src, mode="r")[...]
     dst = tmp_path / "array"
     dst.mkdir()
@@ -113,7 +113,7 @@ def test_rewrite_is_byte_identical(path: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("path", [FLAT, NESTED])
 def test_rewrite_with_masked_array_and_create_array(path: str, tmp_path: Path) -> None:
     """Same metadata through zarr.create_array, values written as a MaskedArray."""
-    src = zarr.open_array(DATA / path, mode="r")
+    src = zarr.open_array(ZARRS_ARRAYS / path, mode="r")
     values = src[...]
     meta = src.metadata
     z = zarr.create_array(
@@ -122,7 +122,7 @@ def test_rewrite_with_masked_array_and_create_array(path: str, tmp_path: Path) -
     )
     z[...] = zarrext.to_masked(values)
     for key in ("c/0/0", "c/0/1"):
-        assert (tmp_path / "a" / key).read_bytes() == (DATA / path / key).read_bytes()
+        assert (tmp_path / "a" / key).read_bytes() == (ZARRS_ARRAYS / path / key).read_bytes()
 
 
 @pytest.mark.parametrize("path", [FLAT, NESTED])
@@ -130,7 +130,7 @@ def test_metadata_validates_against_registry_schemas(path: str, tmp_path: Path) 
     dtype_schema = _schema("optional-dtype.schema.json")
     codec_schema = _schema("optional-codec.schema.json")
     packbits_schema = _schema("packbits.schema.json")
-    src = zarr.open_array(DATA / path, mode="r")
+    src = zarr.open_array(ZARRS_ARRAYS / path, mode="r")
     # what we write back for the same array
     z = zarr.create_array(
         tmp_path / "a", shape=(4, 4), chunks=(2, 2), dtype=src.metadata.data_type,
@@ -147,7 +147,7 @@ def test_metadata_validates_against_registry_schemas(path: str, tmp_path: Path) 
         for mask_codec in codec["configuration"]["mask_codecs"]:
             jsonschema.validate(mask_codec, packbits_schema)
     assert z.metadata.data_type == src.metadata.data_type
-    assert written["fill_value"] == json.loads((DATA / path / "zarr.json").read_text())[
+    assert written["fill_value"] == json.loads((ZARRS_ARRAYS / path / "zarr.json").read_text())[
         "fill_value"]
 
 
@@ -155,7 +155,7 @@ def test_fresh_process_reads_through_entry_points() -> None:
     """No `import zarrext`: the data type and codecs come from entry points."""
     code = (
         "import zarr, sys\n"
-        f"z = zarr.open_array({str(DATA / FLAT)!r}, mode='r')\n"
+        f"z = zarr.open_array({str(ZARRS_ARRAYS / FLAT)!r}, mode='r')\n"
         "a = z[...]\n"
         "print(a['valid'].astype(int).tolist(), a['value'][a['valid']].tolist())\n"
         "print(type(z.metadata.codecs[0]).__module__)\n"
