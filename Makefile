@@ -27,7 +27,9 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
 
+# The bench extra adds the peers bench_peers.py measures against (zarrs-python).
 bench: $(STAMP)
+	$(VENV)/bin/pip install --quiet -e ".[bench]"
 	$(VENV)/bin/python benchmarks/run_all.py
 
 clean:

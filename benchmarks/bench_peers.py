@@ -1,0 +1,226 @@
+"""zarrext against the fastest readers and writers: tensorstore, zarr-python, zarrs-python.
+
+In one run, on the same data (a float32 field, zstd level 3, best of ``--repeat``):
+
+* Read. Contenders read the array stored with stock codecs ``[bytes, zstd]``:
+  tensorstore, zarr-python (its default pipeline) and zarrs-python (the Rust
+  ``zarrs.ZarrsCodecPipeline``, strict: no fallback to zarr-python). zarrext
+  (``zarrext.open_array``) reads the same data stored with its own codecs:
+  ``conditional(zstd)``, ``pad`` (a TIFF header in front of every zstd chunk),
+  ``optional`` (float32 values, no nulls, zstd) and fixed-slot shards of
+  ``conditional(zstd)`` chunks. Goal: each >= 0.9x zarrs-python and ahead of tensorstore.
+* Write. ``compress_if_smaller`` through zarrext against the stock zstd write of
+  each contender. Goal: >= 1.0x tensorstore.
+
+Throughput is MiB of float32 values per second. Contenders alternate within each
+repeat, so load on the (shared) machine hits all alike. Needs the ``bench`` extra
+(``pip install -e ".[bench]"``). Full size: 8192 x 8192 (256 MiB), chunks 512 x 512;
+``--quick``: 2048 x 2048 (16 MiB), chunks 256 x 256.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import tensorstore as ts
+import zarr
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+import zarrext
+from zarrext.formats import tiff
+
+LEVEL = 3
+ZARRS = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}
+
+
+def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:
+    """A smooth float32 field with some noise: compressible, not trivially so."""
+    rng = np.random.default_rng(seed)
+    out = np.empty(shape, np.float32)
+    x = np.arange(shape[1], dtype=np.float32)
+    for start in range(0, shape[0], 1024):  # row blocks: bounded temporaries
+        y = np.arange(start, min(start + 1024, shape[0]), dtype=np.float32)[:, None]
+        smooth = np.sin(x / 50) * np.cos(y / 70) * 100
+        out[start : start + y.shape[0]] = smooth + rng.normal(0, 0.01, smooth.shape)
+    return out
+
+
+def best_of(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, float]:
+    """Best seconds of each function, the functions run in turn ``repeat`` times."""
+    best = dict.fromkeys(fns, float("inf"))
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.perf_counter()
+            fn()
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return best
+
+
+def ts_spec(path: Path, data: np.ndarray, chunk: int) -> dict[str, Any]:
+    return {
+        "driver": "zarr3",
+        "kvstore": {"driver": "file", "path": str(path)},
+        "metadata": {
+            "shape": list(data.shape),
+            "data_type": "float32",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk, chunk]}},
+            "codecs": [
+                {"name": "bytes", "configuration": {"endian": "little"}},
+                {"name": "zstd", "configuration": {"level": LEVEL, "checksum": False}},
+            ],
+            "fill_value": 0,
+        },
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="16 MiB array, 256x256 chunks")
+    parser.add_argument("--repeat", type=int, default=None, help="runs of each (best kept)")
+    parser.add_argument("--dir", type=Path, default=None, help="scratch directory")
+    args = parser.parse_args()
+    side, chunk = (2048, 256) if args.quick else (8192, 512)
+    repeat = args.repeat or (3 if args.quick else 4)
+    data = field((side, side))
+    mib = data.nbytes / 2**20
+    print(f"data: {side}x{side} float32 ({mib:.0f} MiB), chunks {chunk}x{chunk}, "
+          f"zstd level {LEVEL}, best of {repeat}")
+    root = Path(tempfile.mkdtemp(prefix="bench-peers-", dir=args.dir))
+    zstd = [ZstdCodec(level=LEVEL)]
+    common: dict[str, Any] = dict(shape=data.shape, dtype="float32", fill_value=0)
+    try:
+        # -- the stored arrays -----------------------------------------------------------
+        stock = root / "stock.zarr"
+        zarr.create_array(str(stock), chunks=(chunk, chunk), compressors=zstd, **common)[:] = data
+        cond = root / "conditional.zarr"
+        zarrext.create_array(
+            str(cond), chunks=(chunk, chunk), serializer=BytesCodec(),
+            compressors=[zarrext.ConditionalCodec(zstd)], decision="compress_if_smaller",
+            **common,
+        )[:] = data
+        padded = root / "pad.zarr"
+        zarrext.create_array(
+            str(padded), shape=data.shape, fill_value=0,
+            **tiff.create_kwargs((chunk, chunk), "float32", compression="zstd", level=LEVEL),
+        )[:] = data
+        optional = root / "optional.zarr"
+        zarrext.create_array(
+            str(optional), shape=data.shape, chunks=(chunk, chunk), fill_value=None,
+            dtype=zarrext.OptionalDType("float32"),
+            serializer=zarrext.OptionalCodec(
+                mask_codecs=[zarrext.PackBitsCodec()], data_codecs=[BytesCodec(), *zstd]
+            ),
+        )[:] = np.ma.MaskedArray(data, mask=False)
+        fixed = root / "fixed-slot.zarr"
+        shard = min(side, 4 * chunk)
+        zarr.create_array(
+            str(fixed), chunks=(shard, shard),
+            serializer=ShardingCodec(
+                chunk_shape=(chunk, chunk),
+                codecs=[BytesCodec(), zarrext.ConditionalCodec(zstd)],
+            ),
+            compressors=None, **common,
+        )
+        # Slots need a bound on each chunk's size: compress_if_smaller gives it.
+        fixed_w = zarrext.open_array(
+            str(fixed), shard_layout="fixed-slot", decision="compress_if_smaller"
+        )
+        for i in range(0, side, chunk):  # inner chunk by inner chunk, into their slots
+            fixed_w[i : i + chunk, :] = data[i : i + chunk, :]
+
+        # -- read --------------------------------------------------------------------------
+        ts_read = ts.open(ts_spec(stock, data, chunk)).result()
+        zarr_read = zarr.open_array(str(stock), mode="r")
+        with zarr.config.set(ZARRS):
+            zarrs_read = zarr.open_array(str(stock), mode="r")
+        ours = {
+            "conditional(zstd)": zarrext.open_array(str(cond), mode="r"),
+            "pad (TIFF header) + zstd": zarrext.open_array(str(padded), mode="r"),
+            "optional (float32, zstd)": zarrext.open_array(str(optional), mode="r"),
+            "fixed-slot shards of conditional(zstd)": zarrext.open_array(str(fixed), mode="r"),
+        }
+        for name, array in ours.items():
+            back = array[:]
+            values = back["value"] if name.startswith("optional") else back
+            assert np.array_equal(values, data), name
+        assert np.array_equal(zarrs_read[:], data)
+        assert np.array_equal(ts_read.read().result(), data)
+        reads: dict[str, Callable[[], Any]] = {
+            "tensorstore": lambda: ts_read.read().result(),
+            "zarr-python": lambda: zarr_read[:],
+            "zarrs-python": lambda: zarrs_read[:],
+        }
+        reads |= {f"zarrext, {name}": (lambda a=a: a[:]) for name, a in ours.items()}
+        t_read = best_of(reads, repeat)
+
+        # -- write -------------------------------------------------------------------------
+        def target(name: str) -> str:
+            path = root / "w" / name
+            shutil.rmtree(path, ignore_errors=True)
+            return str(path)
+
+        def ts_write() -> None:
+            spec = ts_spec(Path(target("ts")), data, chunk)
+            ts.open(spec, create=True).result().write(data).result()
+
+        def zarr_write() -> None:
+            z = zarr.create_array(target("zarr"), chunks=(chunk, chunk), compressors=zstd,
+                                  **common)
+            z[:] = data
+
+        def zarrs_write() -> None:
+            with zarr.config.set(ZARRS):
+                z = zarr.create_array(target("zarrs"), chunks=(chunk, chunk), compressors=zstd,
+                                      **common)
+            z[:] = data
+
+        def zarrext_write() -> None:
+            z = zarrext.create_array(
+                target("zarrext"), chunks=(chunk, chunk), serializer=BytesCodec(),
+                compressors=[zarrext.ConditionalCodec(zstd)], decision="compress_if_smaller",
+                **common,
+            )
+            z[:] = data
+
+        t_write = best_of(
+            {
+                "tensorstore": ts_write,
+                "zarr-python": zarr_write,
+                "zarrs-python": zarrs_write,
+                "zarrext, conditional(zstd) compress_if_smaller": zarrext_write,
+            },
+            repeat,
+        )
+        assert np.array_equal(zarr.open_array(str(root / "w" / "zarrext"))[:], data)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+    def table(title: str, times: dict[str, float], bar: str) -> None:
+        print(f"{title:<52} {'MiB/s':>8} {'/ zarrs':>8} {'/ tensorstore':>14}")
+        for name, t in times.items():
+            print(f"  {name:<50} {mib / t:8.0f} {times[bar] / t:8.2f} "
+                  f"{times['tensorstore'] / t:14.2f}")
+
+    table("read (stock [bytes, zstd] unless zarrext)", t_read, "zarrs-python")
+    table("write (stock [bytes, zstd] unless zarrext)", t_write, "zarrs-python")
+    print("goals:")
+    for name in ours:
+        t = t_read[f"zarrext, {name}"]
+        to_zarrs, to_ts = t_read["zarrs-python"] / t, t_read["tensorstore"] / t
+        ok = to_zarrs >= 0.9 and to_ts > 1.0
+        print(f"  [{'OK ' if ok else 'MISS'}] read {name}: {to_zarrs:.2f}x zarrs-python "
+              f"(goal >= 0.9x), {to_ts:.2f}x tensorstore (goal > 1.0x)")
+    w = t_write["tensorstore"] / t_write["zarrext, conditional(zstd) compress_if_smaller"]
+    print(f"  [{'OK ' if w >= 1.0 else 'MISS'}] write compress_if_smaller: {w:.2f}x "
+          "tensorstore's stock zstd write (goal >= 1.0x)")
+
+
+if __name__ == "__main__":
+    main()
