@@ -6,6 +6,7 @@ import itertools
 import json
 import pickle
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -484,3 +485,88 @@ def test_pickled_array_keeps_decision(tmp_path: Path, shards: tuple[int, ...] | 
         first = int(np.frombuffer(stored[-(2 * 16 + 4) : -4], "<u8")[0])
         assert stored[first] == 1
     np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], np.full(8, 5, "u1"))
+
+
+# -- codec work in threads ----------------------------------------------------------------------
+
+
+class ThreadRecorder(Recorder):
+    """A Recorder that also notes which thread asked, per chunk."""
+
+    def __init__(self, answer: bool = False) -> None:
+        super().__init__(answer)
+        self.threads: dict[Any, str] = {}
+
+    def __call__(self, chunk_index, codec, unencoded_chunk):  # type: ignore[no-untyped-def]
+        with self._lock:
+            self.threads[chunk_index] = threading.current_thread().name
+        return super().__call__(chunk_index, codec, unencoded_chunk)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_threaded_writes_keep_each_chunks_index(tmp_path: Path, workers: int) -> None:
+    """Chunk jobs run in the codec threads; each sees its own chunk index there."""
+    rec = ThreadRecorder(answer=True)
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.create_array(
+            tmp_path, shape=(40, 30), chunks=(4, 5), dtype="<f4",
+            compressors=[conditional()], decision=rec,
+        )
+        assert isinstance(z._async_array.codec_pipeline, ZarrextCodecPipeline)
+        assert z._async_array.codec_pipeline.transform is not None  # the threaded path
+        data = np.random.default_rng(3).random((40, 30), dtype=np.float32)
+        z[:] = data
+    assert set(rec.threads) == grid(10, 6)
+    names = set(rec.threads.values())
+    assert threading.current_thread().name not in names  # never on the caller's thread
+    if workers > 1:
+        assert all(n.startswith("zarrext-codec") for n in names)
+    for i, j in grid(10, 6):  # every chunk was compressed (mask 1), as decided for it
+        assert (tmp_path / "c" / str(i) / str(j)).read_bytes()[0] == 1
+    np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
+
+
+@pytest.mark.parametrize("workers", [1, 4])
+def test_threaded_read_error_names_chunk(tmp_path: Path, workers: int) -> None:
+    """A bad header read in a codec thread: the error names that chunk."""
+    zarrext.create_array(
+        tmp_path, shape=(8, 8), chunks=(2, 2), dtype="u1",
+        compressors=[conditional()], decision="never_apply",
+    )[:] = np.arange(64, dtype="u1").reshape(8, 8)
+    chunk = tmp_path / "c" / "2" / "3"
+    chunk.write_bytes(b"\x02" + chunk.read_bytes()[1:])
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.open_array(tmp_path, mode="r")
+        with pytest.raises(ValueError, match=r"chunk \(2, 3\): header sets bit 1"):
+            z[:]
+        np.testing.assert_array_equal(z[:4], np.arange(32, dtype="u1").reshape(4, 8))
+
+
+def test_threaded_path_matches_batched_path(tmp_path: Path) -> None:
+    """Partial writes, empty chunks and reads: the same stored bytes and values as
+    zarr-python's batched path (a pipeline without its synchronous transform)."""
+    rng = np.random.default_rng(4)
+    data = rng.integers(0, 5, (30, 20)).astype("<i2")
+    arrays = []
+    for name in ("threaded", "batched"):
+        z = zarrext.create_array(
+            tmp_path / name, shape=(30, 20), chunks=(7, 6), dtype="<i2", fill_value=0,
+            compressors=[conditional(ShuffleCodec(element_size=2), ZstdCodec(level=1))],
+            decision="compress_if_smaller",
+        )
+        if name == "batched":
+            pipeline = z._async_array.codec_pipeline
+            object.__setattr__(z._async_array, "codec_pipeline", replace(pipeline, transform=None))
+        z[:] = data
+        z[3:9, 2:15] = 0  # partial chunks, read-modify-write
+        z[14:21, 6:12] = 0  # one whole chunk of fill: deleted
+        arrays.append(z)
+    files = [
+        {p.relative_to(tmp_path / n): p.read_bytes() for p in (tmp_path / n / "c").rglob("*")
+         if p.is_file()}
+        for n in ("threaded", "batched")
+    ]
+    assert files[0] == files[1]
+    assert Path("2/1") not in files[0]
+    for sel in (np.s_[:], np.s_[5, :], np.s_[2:25:3, 7], np.s_[[1, 29], 3:4]):
+        np.testing.assert_array_equal(arrays[0][sel], arrays[1][sel])

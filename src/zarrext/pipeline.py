@@ -3,8 +3,17 @@
 zarr-python gives codecs no chunk coordinates, but the spec's decision functions
 take the chunk index. :class:`ZarrextCodecPipeline` reads each chunk's coordinates
 from its store key (or, inside a shard, from the inner chunk's position) and runs
-that chunk's work in a task of its own with :mod:`zarrext._context` set, so every
-codec below it can ask :func:`zarrext._context.current_chunk_index`.
+that chunk's work with :mod:`zarrext._context` set, so every codec below it can
+ask :func:`zarrext._context.current_chunk_index`.
+
+When every codec has a synchronous path and the store synchronous IO (a local or
+memory store, a shard's inner chunks), each chunk's whole job (fetch, decode and
+scatter into the output; or merge, encode and store) runs as one task in a thread
+pool, in a copy of the caller's context with the chunk's index set: compressors
+such as numcodecs' zstd release the GIL, so chunks decode and encode in parallel
+instead of one at a time through the event loop. Other pipelines take zarr-python's
+batched path. The pool has ``codec_pipeline.max_workers`` threads (zarr's config;
+else ``threading.max_workers``; else one per CPU).
 
 :class:`RuntimeShardingCodec` is zarr-python's ``ShardingCodec`` with this pipeline
 for its inner chunks: same metadata, same bytes, same reader.
@@ -12,15 +21,23 @@ for its inner chunks: same metadata, same bytes, same reader.
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
+import os
+import threading
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from zarr.abc.store import SyncByteGetter, SyncByteSetter, _store_supports_sync_io
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
+from zarr.core.chunk_utils import ChunkTransform, decode_and_scatter_chunk, merge_and_encode_chunk
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
+from zarr.storage import StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 
@@ -34,6 +51,50 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
 
     Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def codec_workers() -> int:
+    """Threads that run codec work: zarr's ``codec_pipeline.max_workers``, else
+    ``threading.max_workers``, else one per CPU."""
+    for key in ("codec_pipeline.max_workers", "threading.max_workers"):
+        value = config.get(key, None)
+        if value is not None:
+            return max(1, int(value))
+    return os.cpu_count() or 1
+
+
+def codec_pool(workers: int) -> ThreadPoolExecutor:
+    """The shared pool of codec threads, grown to at least ``workers`` threads.
+
+    A grown pool replaces the old one without shutting it down: a caller may be
+    about to submit to it; it ends once its work is done and nothing refers to it.
+    """
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="zarrext-codec")
+            _pool_size = workers
+        return _pool
+
+
+def _forget_pool() -> None:
+    # A forked child inherits the pool object but none of its threads.
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_pool)
+
+
+def _sync_io(holder: object, *, write: bool) -> bool:
+    """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
+    if isinstance(holder, StorePath):
+        return _store_supports_sync_io(holder.store)
+    return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
 
 
 @dataclass(frozen=True)
@@ -51,11 +112,21 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     array_path: str = ""
     chunk_key_encoding: ChunkKeyEncoding | None = None
+    # The codecs as one synchronous chain, when all of them have a synchronous
+    # path; set by evolve_from_array_spec (a pipeline not evolved yet has none).
+    transform: ChunkTransform | None = field(default=None, compare=False, repr=False)
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         evolved = super().evolve_from_array_spec(array_spec)
+        try:
+            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(evolved))
+        except TypeError:  # a codec without a synchronous path
+            transform = None
         return replace(
-            evolved, array_path=self.array_path, chunk_key_encoding=self.chunk_key_encoding
+            evolved,
+            array_path=self.array_path,
+            chunk_key_encoding=self.chunk_key_encoding,
+            transform=transform,
         )
 
     def chunk_index_of(self, key_holder: object) -> ChunkIndex | None:
@@ -109,6 +180,109 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         return await concurrent_map(
             [(item,) for item in batch], one, config.get("async.concurrency")
         )
+
+    # -- chunk jobs in threads ------------------------------------------------------
+
+    def _in_context(self, item: Any) -> contextvars.Context:
+        """A copy of the caller's context with ``item``'s chunk index set."""
+        context = contextvars.copy_context()
+        index = self.chunk_index_of(item[0])
+        origin = self._inner_origin_for(index, item[1])
+        context.run(_chunk_index.set, index)
+        context.run(_inner_origin.set, origin)
+        return context
+
+    async def _run_chunk_jobs(self, job: Callable[..., Any], batch: Batch, *args: Any) -> list[Any]:
+        """``job(item, *args)`` for every chunk of ``batch``, in the codec threads."""
+        # Contexts are made here, before any job runs: a job sets the variables
+        # its chunk's codecs read, and must not see another chunk's.
+        contexts = [self._in_context(item) for item in batch]
+        workers = codec_workers()
+        if workers == 1 or len(batch) == 1:
+
+            def run_all() -> list[Any]:
+                return [c.run(job, item, *args) for c, item in zip(contexts, batch, strict=True)]
+
+            return await asyncio.to_thread(run_all)
+        loop = asyncio.get_running_loop()
+        pool = codec_pool(workers)
+        futures = [
+            loop.run_in_executor(pool, c.run, job, item, *args)
+            for c, item in zip(contexts, batch, strict=True)
+        ]
+        try:
+            return await asyncio.gather(*futures)
+        except BaseException:
+            # Chunk jobs not yet started are dropped; running ones end on their own.
+            for f in futures:
+                f.cancel()
+            raise
+
+    def _read_chunk(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
+        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
+        assert self.transform is not None
+        return decode_and_scatter_chunk(
+            byte_getter.get_sync(prototype=chunk_spec.prototype),
+            out,
+            chunk_spec=chunk_spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            drop_axes=drop_axes,
+            decode=self.transform.decode_chunk,
+        )
+
+    def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
+        byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
+        assert self.transform is not None
+        existing = None if is_complete else byte_setter.get_sync(prototype=chunk_spec.prototype)
+        encoded = merge_and_encode_chunk(
+            existing,
+            value,
+            chunk_spec=chunk_spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            is_complete=is_complete,
+            drop_axes=drop_axes,
+            decode=self.transform.decode_chunk,
+            encode=self.transform.encode_chunk,
+        )
+        if encoded is None:
+            byte_setter.delete_sync()
+        else:
+            byte_setter.set_sync(encoded)
+
+    def _threaded(self, batch: Batch, *, write: bool) -> bool:
+        """Whether ``batch`` takes the thread-pool path (else zarr's batched one)."""
+        if self.transform is None or not batch:
+            return False
+        # A codec that reads or writes parts of a chunk (sharding) does its own IO.
+        partial = self.supports_partial_encode if write else self.supports_partial_decode
+        return not partial and _sync_io(batch[0][0], write=write)
+
+    async def read(
+        self,
+        batch_info: Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        out: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> tuple[GetResult, ...]:
+        batch = list(batch_info)
+        if not self._threaded(batch, write=False):
+            return await super().read(batch, out, drop_axes)
+        return tuple(await self._run_chunk_jobs(self._read_chunk, batch, out, drop_axes))
+
+    async def write(
+        self,
+        batch_info: Iterable[tuple[ByteSetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
+        value: NDBuffer,
+        drop_axes: tuple[int, ...] = (),
+    ) -> None:
+        batch = list(batch_info)
+        if not self._threaded(batch, write=True):
+            await super().write(batch, value, drop_axes)
+            return
+        await self._run_chunk_jobs(self._write_chunk, batch, value, drop_axes)
+
+    # -- zarr's batched path (codecs without a synchronous path, other stores) --------
 
     async def write_batch(
         self,
