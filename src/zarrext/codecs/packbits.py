@@ -9,10 +9,12 @@ byte, before (``first_byte``) or after (``last_byte``) the stream, holding the
 number of padding bits. Decoding shifts the bits back to ``first_bit`` and
 sign-extends signed integers (zero-extends everything else).
 
-The registry's README spells the options ``first_byte``/``last_byte`` and
-``first_bit``/``last_bit``; its JSON schema spells them ``start_byte``/``end_byte``
-and ``start_bit``/``end_bit``. Both spellings are read. A codec writes back the
-spelling it was read with; a codec built in Python writes the schema's spelling.
+The registry's README (the normative text) spells the options
+``first_byte``/``last_byte`` and ``first_bit``/``last_bit``, as zarrs does; its JSON
+schema spells them ``start_byte``/``end_byte`` and ``start_bit``/``end_bit``. Both
+spellings are read. A codec built in Python writes the README's spelling (zarrs
+refuses the schema's); a codec read from metadata writes back the spelling it was
+read with, so rewriting someone else's ``zarr.json`` does not change it.
 
 zarr-python 3.4.2 has no sub-byte data types (int2, int4, float4, ...), so the
 supported types are bool, the 8- to 64-bit integers, float16/32/64 and
@@ -21,7 +23,7 @@ complex64/128 (the spec's ``complex_float32``/``complex_float64``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal
 
 import numpy as np
@@ -144,8 +146,9 @@ class PackBitsCodec(ArrayBytesCodec):
     first_bit, last_bit : int, optional
         Inclusive range of bits (0 = least significant) kept of each component.
         Defaults: all bits.
-    spelling : {"start_end", "first_last"}
-        Which of the registry's two spellings ``to_dict`` writes.
+    spelling : {"first_last", "start_end"}
+        Which of the registry's two spellings ``to_dict`` writes: the README's
+        ``first_*``/``last_*`` (default) or the JSON schema's ``start_*``/``end_*``.
     """
 
     is_fixed_size = True
@@ -153,7 +156,8 @@ class PackBitsCodec(ArrayBytesCodec):
     padding_encoding: PaddingEncoding = "none"
     first_bit: int | None = None
     last_bit: int | None = None
-    spelling: Spelling = "start_end"
+    # How the metadata is spelled, not what it means: no part of equality.
+    spelling: Spelling = field(default="first_last", compare=False)
 
     def __init__(
         self,
@@ -161,7 +165,7 @@ class PackBitsCodec(ArrayBytesCodec):
         padding_encoding: str = "none",
         first_bit: int | None = None,
         last_bit: int | None = None,
-        spelling: Spelling = "start_end",
+        spelling: Spelling = "first_last",
     ) -> None:
         if spelling not in _BIT_KEYS:
             raise PackBitsCodecError(f"packbits: unknown spelling {spelling!r}")
@@ -195,7 +199,7 @@ class PackBitsCodec(ArrayBytesCodec):
                 "packbits: configuration mixes the first_*/last_* and start_*/end_* spellings: "
                 f"{data.get('configuration')!r}"
             )
-        spelling: Spelling = "first_last" if "first_last" in spellings else "start_end"
+        spelling: Spelling = "start_end" if "start_end" in spellings else "first_last"
         first_key, last_key = _BIT_KEYS[spelling]
         first = configuration.pop(first_key, None)
         last = configuration.pop(last_key, None)
