@@ -15,6 +15,10 @@ instead of one at a time through the event loop. Other pipelines take zarr-pytho
 batched path. The pool has ``codec_pipeline.max_workers`` threads (zarr's config;
 else ``threading.max_workers``; else one per CPU).
 
+In those jobs zstd decodes into memory each thread keeps (:class:`_ScratchZstdCodec`):
+a fresh buffer per chunk would make the allocator hand memory back to the system
+and fault it in again for every chunk, which costs about a third of a read's time.
+
 :class:`RuntimeShardingCodec` is zarr-python's ``ShardingCodec`` with this pipeline
 for its inner chunks: same metadata, same bytes, same reader.
 """
@@ -30,7 +34,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import imagecodecs
+import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter, _store_supports_sync_io
+from zarr.codecs import ZstdCodec
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarr.core.chunk_utils import ChunkTransform, decode_and_scatter_chunk, merge_and_encode_chunk
@@ -40,14 +47,15 @@ from zarr.core.config import config
 from zarr.storage import StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
+from zarrext.codecs.conditional import ConditionalCodec
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.abc.codec import GetResult
+    from zarr.abc.codec import BytesBytesCodec, GetResult
     from zarr.abc.store import ByteGetter, ByteSetter
     from zarr.core.array_spec import ArraySpec
-    from zarr.core.buffer import NDBuffer
+    from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.indexing import SelectorTuple
 
     Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
@@ -90,6 +98,73 @@ def _forget_pool() -> None:
 os.register_at_fork(after_in_child=_forget_pool)
 
 
+# Decoded chunks up to this size go to a thread's scratch memory (two buffers of at
+# most this size per thread); larger ones to fresh buffers, as zarr-python does.
+SCRATCH_MAX_BYTES = 16 << 20
+# Room beyond the chunk's array bytes for what codecs before zstd add (headers).
+_SCRATCH_SLACK = 4096
+_scratch = threading.local()
+
+
+def _scratch_for(nbytes: int, source: np.ndarray) -> np.ndarray:
+    """``nbytes`` of this thread's scratch memory, not overlapping ``source``.
+
+    A decode reads its input while writing its output, and the input may be the
+    previous stage's output (a scratch view): two buffers per thread, used in turn.
+    """
+    buffers: list[np.ndarray] | None = getattr(_scratch, "buffers", None)
+    if buffers is None:
+        buffers = _scratch.buffers = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
+    k = 1 if np.may_share_memory(buffers[0], source) else 0
+    if buffers[k].nbytes < nbytes:
+        buffers[k] = np.empty(nbytes, np.uint8)
+    return buffers[k][:nbytes]
+
+
+def _decoded_bound(chunk_spec: ArraySpec) -> int | None:
+    """Most bytes a bytes->bytes stage of a fixed-size chunk decodes to, if scratch fits."""
+    dtype = chunk_spec.dtype.to_native_dtype()
+    if dtype.hasobject or dtype.kind == "T":  # variable-size elements
+        return None
+    bound = int(np.prod(chunk_spec.shape)) * dtype.itemsize + _SCRATCH_SLACK
+    return bound if bound <= SCRATCH_MAX_BYTES else None
+
+
+@dataclass(frozen=True)
+class _ScratchZstdCodec(ZstdCodec):
+    """zarr's ``zstd`` whose decode writes into the calling thread's scratch memory.
+
+    Only for the pipeline's chunk jobs: the decoded bytes stay valid until the
+    thread decodes again, and a job copies them out (scatter into the output, or
+    the merge of a partial write) before it ends.
+    """
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = _decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_bytes, chunk_spec)
+        source = chunk_bytes.as_numpy_array()
+        try:
+            decoded = imagecodecs.zstd_decode(source, out=memoryview(_scratch_for(bound, source)))
+        except imagecodecs.ZstdError:
+            # Bigger than the bound, or not zstd at all: zarr's decoder, its errors.
+            return super()._decode_sync(chunk_bytes, chunk_spec)
+        return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, np.uint8))
+
+
+def _scratch_codecs(codecs: Iterable[BytesBytesCodec]) -> tuple[BytesBytesCodec, ...]:
+    """Bytes->bytes codecs with each zstd (also nested in ``conditional``) decoding
+    into scratch memory."""
+    out: list[BytesBytesCodec] = []
+    for codec in codecs:
+        if type(codec) is ZstdCodec:
+            codec = _ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
+        elif isinstance(codec, ConditionalCodec):
+            codec = replace(codec, codecs=_scratch_codecs(codec.codecs))
+        out.append(codec)
+    return tuple(out)
+
+
 def _sync_io(holder: object, *, write: bool) -> bool:
     """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
     if isinstance(holder, StorePath):
@@ -119,7 +194,13 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         evolved = super().evolve_from_array_spec(array_spec)
         try:
-            transform: ChunkTransform | None = ChunkTransform(codecs=tuple(evolved))
+            transform: ChunkTransform | None = ChunkTransform(
+                codecs=(
+                    *evolved.array_array_codecs,
+                    evolved.array_bytes_codec,
+                    *_scratch_codecs(evolved.bytes_bytes_codecs),
+                )
+            )
         except TypeError:  # a codec without a synchronous path
             transform = None
         return replace(
@@ -193,30 +274,43 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         return context
 
     async def _run_chunk_jobs(self, job: Callable[..., Any], batch: Batch, *args: Any) -> list[Any]:
-        """``job(item, *args)`` for every chunk of ``batch``, in the codec threads."""
+        """``job(item, *args)`` for every chunk of ``batch``, in the codec threads.
+
+        Each thread takes the next chunk when done with one: no event-loop round
+        trip per chunk. The first error stops the taking and is raised.
+        """
         # Contexts are made here, before any job runs: a job sets the variables
         # its chunk's codecs read, and must not see another chunk's.
         contexts = [self._in_context(item) for item in batch]
-        workers = codec_workers()
-        if workers == 1 or len(batch) == 1:
+        results: list[Any] = [None] * len(batch)
+        todo = iter(range(len(batch)))
+        take = threading.Lock()
+        failed = threading.Event()
 
-            def run_all() -> list[Any]:
-                return [c.run(job, item, *args) for c, item in zip(contexts, batch, strict=True)]
+        def worker() -> None:
+            while not failed.is_set():
+                with take:
+                    k = next(todo, None)
+                if k is None:
+                    return
+                try:
+                    results[k] = contexts[k].run(job, batch[k], *args)
+                except BaseException:
+                    failed.set()
+                    raise
 
-            return await asyncio.to_thread(run_all)
+        threads = min(codec_workers(), len(batch))
+        if threads == 1:
+            await asyncio.to_thread(worker)
+            return results
         loop = asyncio.get_running_loop()
-        pool = codec_pool(workers)
-        futures = [
-            loop.run_in_executor(pool, c.run, job, item, *args)
-            for c, item in zip(contexts, batch, strict=True)
-        ]
+        pool = codec_pool(threads)
+        futures = [loop.run_in_executor(pool, worker) for _ in range(threads)]
         try:
-            return await asyncio.gather(*futures)
-        except BaseException:
-            # Chunk jobs not yet started are dropped; running ones end on their own.
-            for f in futures:
-                f.cancel()
-            raise
+            await asyncio.gather(*futures)
+        finally:
+            failed.set()  # cancelled or failed: the other threads stop taking chunks
+        return results
 
     def _read_chunk(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
         byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
