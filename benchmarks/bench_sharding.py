@@ -5,8 +5,11 @@ Figures (each a ratio on the same data and machine; goal in brackets):
 1. update one inner chunk in a full shard: fixed-slot vs built-in        [>= 100x]
 2. stream the array in inner-chunk-sized writes: fixed-slot vs built-in  [>= 20x]
 3. shard-sized writes: fixed-slot vs built-in                            [>= 1.0x]
-4. compaction vs shutil.copyfile of the same shard files                 [>= 0.5x]
+4. compaction vs shutil.copyfile of the same shard files                 [>= 0.8x]
+   (for context: vs copying each shard to a temporary file and ``os.replace``-ing
+   the original with it, which also pays for freeing the old shard's blocks)
 5. reading fixed-slot vs compacted shards with zarr-python               [>= 0.9x]
+   (after updating 10 % of the inner chunks                              [>= 0.95x])
 
 Full size: a 1 GiB uint32 array, 64 MiB shards of 64 KiB inner chunks. The
 built-in streaming write rewrites the whole shard for every inner chunk, so its
@@ -220,6 +223,19 @@ def main() -> None:
                 shutil.copyfile(p, target)
 
         t_copy = timed(copy_all)
+        shutil.rmtree(copy_root)
+        replaced_root = root / "replaced"
+        shutil.copytree(fixed_path, replaced_root)
+        replaced = [replaced_root / p.relative_to(fixed_path) for p in files]
+
+        def copy_replace_all() -> None:
+            for p in replaced:
+                tmp = p.with_name(p.name + ".tmp")
+                shutil.copyfile(p, tmp)
+                os.replace(tmp, p)
+
+        t_copy_replace = timed(copy_replace_all)
+        shutil.rmtree(replaced_root)
         compacted_path = root / "compacted"
         shutil.copytree(fixed_path, compacted_path)
         compacted = zarr.open_array(str(compacted_path), mode="r+")
@@ -230,9 +246,11 @@ def main() -> None:
             and p.is_file()
         )
         ratio = t_copy / t_compact
-        print(f"[{'OK ' if ratio >= 0.5 else 'MISS'}] compaction {t_compact:.3g} s "
+        print(f"[{'OK ' if ratio >= 0.8 else 'MISS'}] compaction {t_compact:.3g} s "
               f"({size_before / 2**20:.0f} -> {size_after / 2**20:.0f} MiB), "
-              f"shutil.copyfile {t_copy:.3g} s, ratio {ratio:.2f}x (goal >= 0.5x)")
+              f"shutil.copyfile {t_copy:.3g} s, ratio {ratio:.2f}x (goal >= 0.8x)")
+        print(f"       copyfile to a temporary + os.replace of the original "
+              f"{t_copy_replace:.3g} s, ratio {t_copy_replace / t_compact:.2f}x")
 
         # -- 5. reading fixed-slot vs compacted with zarr-python ---------------------------
         t_rf, t_rc = t_read_pristine
@@ -242,9 +260,9 @@ def main() -> None:
               "(goal >= 0.9x)")
         t_rf, t_rc = read_ratio(fixed_path, compacted_path)
         ratio = t_rc / t_rf
-        print(f"[{'OK ' if ratio >= 0.9 else 'MISS'}] read whole array with zarr-python, after "
+        print(f"[{'OK ' if ratio >= 0.95 else 'MISS'}] read whole array with zarr-python, after "
               f"updating 10% of the chunks: fixed-slot {t_rf:.3g} s, compacted {t_rc:.3g} s, "
-              f"ratio {ratio:.2f}x (goal >= 0.9x)")
+              f"ratio {ratio:.2f}x (goal >= 0.95x)")
         np.testing.assert_array_equal(zarr.open_array(str(fixed_path))[:inner, :inner], tile)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -250,7 +250,8 @@ class ConditionalCodec(BytesBytesCodec):
                 f"{self.name} codec, {describe_chunk(current_chunk_index())}: "
                 f"{len(chunk_bytes)} bytes is shorter than the {n}-byte header"
             )
-        mask = int.from_bytes(chunk_bytes[:n].to_bytes(), "little")
+        # Through numpy: a Buffer slice per chunk costs more than the rest of this.
+        mask = int.from_bytes(chunk_bytes.as_numpy_array()[:n].tobytes(), "little")
         bit = lowest_bit_beyond(mask, len(self.codecs))
         if bit is not None:
             raise ConditionalCodecError(
