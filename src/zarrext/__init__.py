@@ -24,6 +24,7 @@ from zarrext.dtypes.optional import (
     to_arrow,
     to_masked,
 )
+from zarrext.formats import tiff as _tiff  # noqa: F401  (registers the TIFF pad template)
 from zarrext.inspection import inventory
 from zarrext.recompression import RecompressReport, recompress
 from zarrext.sharding import check, compact, expand, write_dask

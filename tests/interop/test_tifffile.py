@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -71,9 +74,12 @@ def test_compressed_chunks_are_tiffs(
     root = tmp_path / "a.zarr"
     data = write(root, dtype, endian, compression)
     meta = json.loads((root / "zarr.json").read_text())
+    template = tiff.header((32, 20), dtype, endian=endian, compression=compression,
+                           strip_byte_count=0)
     assert meta["codecs"][-1] == {
         "name": "pad",
-        "configuration": {"location": "start", "nbytes": tiff.header_nbytes(dtype)},
+        "configuration": {"location": "start", "nbytes": tiff.header_nbytes(dtype),
+                          "padding": base64.b64encode(template).decode()},
     }
     sizes = set()
     for i in range(3):
@@ -89,3 +95,60 @@ def test_compressed_chunks_are_tiffs(
     assert len(sizes) > 1  # the header really follows each chunk's compressed size
     # A reader that knows nothing of the header function still reads the array.
     np.testing.assert_array_equal(zarr.open_array(root)[:], data)
+
+
+def _assert_chunks_are_tiffs(root: Path, data: np.ndarray, tag: int) -> None:
+    for i in range(3):
+        for j in range(3):
+            path = root / "c" / str(i) / str(j)
+            with tifffile.TiffFile(path) as tf:
+                assert tf.pages[0].compression == tag
+                assert tf.pages[0].databytecounts[0] == path.stat().st_size - 110
+                image = tf.asarray()
+            np.testing.assert_array_equal(image, chunk_of(data, i, j))
+
+
+# Each writer runs in a fresh process that never imports zarrext: the pad codec
+# comes from zarr's entry points, with nothing but zarr.json to go on.
+WRITERS = {
+    "zarr": "import zarr; zarr.open_array(path, mode='r+')[:] = data",
+    "xarray-region": (
+        "import xarray as xr\n"
+        "ds = xr.Dataset({'img': (('y', 'x'), data)})\n"
+        "ds.to_zarr(root, region='auto', mode='r+', consolidated=False)"
+    ),
+}
+
+
+@pytest.mark.parametrize("writer", sorted(WRITERS))
+@pytest.mark.parametrize(("compression", "tag"), [("zstd", 50000), ("deflate", 8)])
+def test_chunks_written_by_plain_zarr_and_xarray_are_tiffs(
+    tmp_path: Path, writer: str, compression: str, tag: int
+) -> None:
+    root = tmp_path / "g.zarr"
+    data = sample((70, 45), "uint16", seed=3)
+    group = zarr.open_group(root, mode="w")
+    kwargs = tiff.create_kwargs((32, 20), "uint16", compression=compression)
+    group.create_array("img", shape=data.shape, dimension_names=("y", "x"), **kwargs)
+    np.save(tmp_path / "data.npy", data)
+    code = (
+        "import sys, numpy as np\n"
+        f"root = {str(root)!r}; path = root + '/img'\n"
+        f"data = np.load({str(tmp_path / 'data.npy')!r})\n"
+        + WRITERS[writer] + "\n"
+        "assert 'zarrext.formats.tiff' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    _assert_chunks_are_tiffs(root / "img", data, tag)
+    np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
+
+
+def test_xarray_to_zarr_with_tiff_encoding_writes_tiffs(tmp_path: Path) -> None:
+    xr = pytest.importorskip("xarray")
+    data = sample((70, 45), "uint16", seed=4)
+    kwargs = tiff.create_kwargs((32, 20), "uint16", compression="zstd")
+    encoding = {"img": {"chunks": kwargs["chunks"], "serializer": kwargs["serializer"],
+                        "compressors": kwargs["compressors"]}}
+    xr.Dataset({"img": (("y", "x"), data)}).to_zarr(
+        tmp_path / "g.zarr", encoding=encoding, consolidated=False, zarr_format=3)
+    _assert_chunks_are_tiffs(tmp_path / "g.zarr" / "img", data, 50000)

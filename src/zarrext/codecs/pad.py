@@ -9,6 +9,11 @@ A writer may instead give a function that computes each chunk's padding from the
 encoded chunk (a TIFF header holding the compressed size, say). That function is
 a runtime setting: ``zarr.json`` keeps ``nbytes`` only, and the function takes no
 part in codec equality.
+
+A format may also register a *template*: static ``padding`` it recognises (a TIFF
+header, see :mod:`zarrext.formats.tiff`) and fills in per chunk from the encoded
+chunk alone. Such a codec, however the array was opened (plain ``zarr``, xarray),
+writes each chunk's filled-in padding; readers drop the padding as always.
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
 
-__all__ = ["PadCodec", "PadCodecError", "PaddingFunction"]
+__all__ = ["PadCodec", "PadCodecError", "PaddingFunction", "PaddingTemplate", "register_template"]
 
 Location = Literal["start", "end"]
 LOCATIONS: tuple[Location, ...] = ("start", "end")
 
 PaddingFunction = Callable[[bytes, ChunkIndex | None, tuple[int, ...]], bytes]
+PaddingTemplate = Callable[[bytes], PaddingFunction | None]
+"""``template(static_padding) -> padding function or None`` (not a template it knows)."""
 """``padding(encoded_chunk, chunk_index, chunk_shape) -> exactly nbytes bytes``.
 
 ``chunk_index`` is ``None`` when the array was not opened through zarrext (see
@@ -47,6 +54,23 @@ chunk as the codec pipeline sees it.
 
 class PadCodecError(ValueError):
     """A pad configuration, or a chunk, the pad codec cannot accept."""
+
+
+_TEMPLATES: list[PaddingTemplate] = []
+
+
+def register_template(template: PaddingTemplate) -> None:
+    """Let ``template`` turn static padding it recognises into a padding function."""
+    if template not in _TEMPLATES:
+        _TEMPLATES.append(template)
+
+
+def _template_function(padding: bytes) -> PaddingFunction | None:
+    for template in _TEMPLATES:
+        function = template(padding)
+        if function is not None:
+            return function
+    return None
 
 
 def parse_location(data: object) -> Location:
@@ -103,7 +127,10 @@ class PadCodec(BytesBytesCodec):
         :data:`PaddingFunction` computing each chunk's padding when writing (never
         written to ``zarr.json``). Default: ``nbytes`` zero bytes.
     padding_func : callable, optional
-        The same as a callable ``padding``; the field the function is kept in.
+        The same as a callable ``padding``; the field the function is kept in. With
+        static ``padding`` too, ``zarr.json`` records the static bytes and chunks
+        get the function's. Default: the function of a registered template that
+        recognises the static ``padding`` (:func:`register_template`), if any.
     """
 
     is_fixed_size = True
@@ -125,14 +152,15 @@ class PadCodec(BytesBytesCodec):
             if padding_func is not None:
                 raise PadCodecError("pad: pass one padding function, not two")
             padding, padding_func = None, padding
-        elif padding is not None and padding_func is not None:
-            raise PadCodecError("pad: pass either static padding or a padding function")
         if padding_func is not None and not callable(padding_func):
             raise PadCodecError(f"pad: padding_func must be callable, got {padding_func!r}")
         nbytes_parsed = parse_nbytes(nbytes)
+        static = parse_padding(padding, nbytes_parsed)
+        if padding_func is None and static is not None:
+            padding_func = _template_function(static)
         object.__setattr__(self, "location", parse_location(location))
         object.__setattr__(self, "nbytes", nbytes_parsed)
-        object.__setattr__(self, "padding", parse_padding(padding, nbytes_parsed))
+        object.__setattr__(self, "padding", static)
         object.__setattr__(self, "padding_func", padding_func)
 
     @classmethod

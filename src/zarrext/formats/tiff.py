@@ -9,6 +9,15 @@ per-chunk, so compressed arrays use a padding function (:func:`dynamic_header`).
 Codec order ``[bytes, <compressor>, pad(start)]`` puts the header outside the
 compressed stream, which is what a TIFF reader expects: header, IFD, then the
 strip, compressed as the IFD's Compression tag says.
+
+Chunks stay TIFFs whoever writes them through zarr-python (plain ``zarr``,
+``ds.to_zarr``): ``zarr.json`` records the header as ``pad``'s static
+``padding`` (strip byte count 0 when compressed), and this module registers it as
+a ``pad`` template (:func:`template_function`), so every ``pad`` codec built from
+that metadata writes each chunk's own strip byte count into the header, computed
+from the encoded chunk alone. A writer outside zarr-python that copies ``padding``
+literally writes a header whose strip byte count is 0 (compressed) or right
+(uncompressed); readers skip the header either way.
 """
 
 from __future__ import annotations
@@ -24,7 +33,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 
 from zarrext._context import ChunkIndex, describe_chunk
-from zarrext.codecs.pad import PadCodec, PaddingFunction
+from zarrext.codecs.pad import PadCodec, PaddingFunction, register_template
 
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
@@ -38,6 +47,7 @@ __all__ = [
     "header",
     "header_nbytes",
     "pad_codec",
+    "template_function",
 ]
 
 Endian = Literal["little", "big"]
@@ -214,6 +224,62 @@ def dynamic_header(
     return padding
 
 
+def _strip_byte_counts_at(padding: bytes) -> int | None:
+    """Offset of the StripByteCounts value in a one-strip TIFF header whose strip
+    starts right after it (what :func:`header` writes), else ``None``."""
+    if len(padding) < _TIFF_HEADER_NBYTES + 2 + 4 or padding[:2] not in (b"II", b"MM"):
+        return None
+    bo = "<" if padding[:2] == b"II" else ">"
+    magic, ifd = struct.unpack_from(f"{bo}HI", padding, 2)
+    if magic != 42 or ifd != _TIFF_HEADER_NBYTES:
+        return None
+    (n,) = struct.unpack_from(f"{bo}H", padding, ifd)
+    if len(padding) != ifd + 2 + 12 * n + 4:
+        return None
+    if struct.unpack_from(f"{bo}I", padding, len(padding) - 4)[0]:  # a next IFD
+        return None
+    tags: dict[int, tuple[int, int, int]] = {}
+    for i in range(n):
+        at = ifd + 2 + 12 * i
+        tag, kind, count = struct.unpack_from(f"{bo}HHI", padding, at)
+        tags[tag] = (kind, count, at + 8)
+    offsets, counts = tags.get(273), tags.get(279)
+    if offsets is None or counts is None or offsets[:2] != (_LONG, 1) or counts[:2] != (_LONG, 1):
+        return None
+    if struct.unpack_from(f"{bo}I", padding, offsets[2])[0] != len(padding):
+        return None
+    return counts[2]
+
+
+def template_function(padding: bytes) -> PaddingFunction | None:
+    """The padding function of a TIFF header template (``pad``'s static padding).
+
+    ``padding`` must be a one-strip TIFF header whose strip starts right after it,
+    as :func:`header` writes; the function returns it with the strip byte count set
+    to the encoded chunk's size. Anything else: ``None``.
+    """
+    at = _strip_byte_counts_at(padding)
+    if at is None:
+        return None
+    count_format = "<I" if padding[:2] == b"II" else ">I"
+    template = bytes(padding)
+
+    def padding_function(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
+        if len(encoded) > 0xFFFFFFFF:
+            raise TiffHeaderError(
+                f"tiff: strip of {len(encoded)} bytes does not fit a classic (32-bit) TIFF "
+                f"({describe_chunk(index)})"
+            )
+        out = bytearray(template)
+        struct.pack_into(count_format, out, at, len(encoded))
+        return bytes(out)
+
+    return padding_function
+
+
+register_template(template_function)
+
+
 def pad_codec(
     dtype: DTypeLike,
     *,
@@ -223,11 +289,17 @@ def pad_codec(
 ) -> PadCodec:
     """The ``pad`` codec that makes each chunk a TIFF file.
 
-    Uncompressed with a known ``chunk_shape``: a static header, stored in
-    ``zarr.json``. Otherwise: a header function (``zarr.json`` keeps ``nbytes``).
+    With a known ``chunk_shape``: the header, stored in ``zarr.json`` as static
+    ``padding`` (strip byte count 0 when compressed), which any zarr-python writer
+    fills in per chunk (:func:`template_function`). Without: a header function
+    only (``zarr.json`` keeps ``nbytes``; writers that open the array afresh write
+    zeros).
     """
-    if compression is None and chunk_shape is not None:
-        static = header(chunk_shape, dtype, endian=endian)
+    if chunk_shape is not None:
+        static = header(
+            chunk_shape, dtype, endian=endian, compression=compression,
+            strip_byte_count=None if compression is None else 0,
+        )
         return PadCodec(location="start", nbytes=len(static), padding=static)
     return PadCodec(
         location="start",
