@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
+import math
 import os
 import threading
 from collections.abc import Callable, Iterable
@@ -123,11 +125,21 @@ def _scratch_for(nbytes: int, source: np.ndarray) -> np.ndarray:
 
 def _decoded_bound(chunk_spec: ArraySpec) -> int | None:
     """Most bytes a bytes->bytes stage of a fixed-size chunk decodes to, if scratch fits."""
+    try:
+        return _cached_bound(chunk_spec)
+    except TypeError:  # a fill value that cannot be hashed
+        return _bound(chunk_spec)
+
+
+def _bound(chunk_spec: ArraySpec) -> int | None:
     dtype = chunk_spec.dtype.to_native_dtype()
     if dtype.hasobject or dtype.kind == "T":  # variable-size elements
         return None
-    bound = int(np.prod(chunk_spec.shape)) * dtype.itemsize + _SCRATCH_SLACK
+    bound = math.prod(chunk_spec.shape) * dtype.itemsize + _SCRATCH_SLACK
     return bound if bound <= SCRATCH_MAX_BYTES else None
+
+
+_cached_bound = functools.lru_cache(maxsize=256)(_bound)
 
 
 @dataclass(frozen=True)
