@@ -1,0 +1,204 @@
+"""zarrext against its peers: zarrs-python (strict) and tensorstore, both directions.
+
+For every zarrext codec and data type: a peer reads what zarrext writes, and
+zarrext reads what the peer writes. What a peer cannot do today is listed as
+``xfail(strict=True)`` with the reason, so a peer release that adds support fails
+here (XPASS) and the README's interop table gets updated.
+
+zarrs-python is a codec pipeline for zarr-python: zarr-python (with zarrext's
+entry points) parses ``zarr.json``, zarrs encodes and decodes every chunk. Strict
+mode makes it refuse what zarrs cannot do instead of falling back to zarr-python.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec
+
+import zarrext
+
+zarrs = pytest.importorskip("zarrs")
+ts = pytest.importorskip("tensorstore")
+
+ZARRS_STRICT = {"codec_pipeline.path": "zarrs.ZarrsCodecPipeline", "codec_pipeline.strict": True}
+SHAPE, CHUNKS = (10, 13), (4, 5)  # partial edge chunks in both dimensions
+
+
+def _ints(dtype: str, bits: int, shift: int = 0) -> Callable[[np.random.Generator], np.ndarray]:
+    """Values of ``dtype`` that fit ``bits`` bits, shifted left by ``shift``."""
+    def make(rng: np.random.Generator) -> np.ndarray:
+        signed = np.dtype(dtype).kind == "i"
+        low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
+        values = rng.integers(low, high, size=SHAPE, endpoint=True)
+        return (values * (1 << shift)).astype(dtype)
+    return make
+
+
+def _floats(dtype: str) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: (rng.standard_normal(SHAPE) * 100).astype(dtype)
+
+
+def _bools(rng: np.random.Generator) -> np.ndarray:
+    return rng.integers(0, 2, size=SHAPE).astype(bool)
+
+
+@dataclass(frozen=True)
+class Case:
+    dtype: Any
+    values: Callable[[np.random.Generator], np.ndarray]
+    serializer: Callable[[], Any] = BytesCodec
+    compressors: Callable[[], Any] = lambda: None
+    fill_value: Any = 0
+    # why each peer cannot, per direction: {"zarrs-read": reason, ...}
+    fails: dict[str, str] = field(default_factory=dict)
+
+
+def _lacks(codec: str, *peers: str) -> dict[str, str]:
+    directions = {"zarrs": ("zarrs-read", "zarrs-write"), "tensorstore": ("ts-read", "ts-write")}
+    return {d: f"{p} lacks codec {codec}" for p in peers for d in directions[p]}
+
+
+ZARRS_FIRST_BIT = "zarrs 0.23.8 mis-decodes packbits with first_bit > 0 (a zarrs bug)"
+ZARRS_SIGN = ("zarrs 0.23.8 sign-extends a 21-bit packbits int32 only to 24 bits: negative "
+              "values read as large positive ones (a zarrs bug)")
+
+CASES: dict[str, Case] = {
+    "packbits-u8-all": Case("uint8", _ints("uint8", 8), zarrext.PackBitsCodec,
+                            fails=_lacks("packbits", "tensorstore")),
+    "packbits-bool": Case("bool", _bools, zarrext.PackBitsCodec, fill_value=False,
+                          fails=_lacks("packbits", "tensorstore")),
+    "packbits-u32-0-11": Case(
+        "uint32", _ints("uint32", 12), lambda: zarrext.PackBitsCodec(first_bit=0, last_bit=11),
+        fails=_lacks("packbits", "tensorstore")),
+    "packbits-i16-0-9-first_byte": Case(
+        "int16", _ints("int16", 10),
+        lambda: zarrext.PackBitsCodec(padding_encoding="first_byte", first_bit=0, last_bit=9),
+        fails=_lacks("packbits", "tensorstore")),
+    "packbits-i32-0-20-last_byte": Case(
+        "int32", _ints("int32", 21),
+        lambda: zarrext.PackBitsCodec(padding_encoding="last_byte", last_bit=20),
+        fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_SIGN}),
+    "packbits-u32-3-12": Case(
+        "uint32", _ints("uint32", 10, shift=3),
+        lambda: zarrext.PackBitsCodec(first_bit=3, last_bit=12),
+        fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_FIRST_BIT}),
+    "packbits-f32": Case("float32", _floats("float32"), zarrext.PackBitsCodec,
+                         fails=_lacks("packbits", "tensorstore")),
+    "shuffle": Case("int32", _ints("int32", 20), BytesCodec,
+                    lambda: [zarrext.ShuffleCodec(element_size=4)],
+                    fails=_lacks("shuffle", "zarrs", "tensorstore")),
+    "conditional": Case(
+        "float64", _floats("float64"), BytesCodec,
+        lambda: [zarrext.ConditionalCodec([{"name": "zstd", "configuration": {"level": 1}}])],
+        fails=_lacks("conditional", "zarrs", "tensorstore")),
+    "pad": Case("uint16", _ints("uint16", 16), BytesCodec,
+                lambda: [zarrext.PadCodec(location="start", nbytes=7)],
+                fails=_lacks("pad", "zarrs", "tensorstore")),
+    "n5_default": Case(
+        "int32", _ints("int32", 30),
+        lambda: zarrext.N5DefaultCodec([{"name": "transpose", "configuration": {"order": [1, 0]}},
+                                        {"name": "bytes", "configuration": {"endian": "big"}}]),
+        fails=_lacks("n5_default", "zarrs", "tensorstore")),
+}
+
+
+def _failure(direction: str, reason: str) -> type[BaseException]:
+    """How each expected failure shows: a refusal, or (a peer's bug) wrong values."""
+    if "bug" in reason:
+        return AssertionError
+    if direction.startswith("zarrs"):
+        from zarrs.pipeline import UnsupportedMetadataError
+
+        return UnsupportedMetadataError
+    return ValueError  # tensorstore refuses the metadata
+
+
+def _params(direction: str) -> list[Any]:
+    out = []
+    for name, case in CASES.items():
+        reason = case.fails.get(direction)
+        marks = [pytest.mark.xfail(strict=True, reason=reason, raises=_failure(direction, reason))
+                 ] if reason else []
+        out.append(pytest.param(name, id=name, marks=marks))
+    return out
+
+
+def _expected(name: str) -> np.ndarray:
+    seed = sorted(CASES).index(name)  # deterministic per case
+    return CASES[name].values(np.random.default_rng(seed))
+
+
+def _create(path: Path, name: str) -> zarr.Array:
+    case = CASES[name]
+    return zarr.create_array(path, shape=SHAPE, chunks=CHUNKS, dtype=case.dtype,
+                             fill_value=case.fill_value, serializer=case.serializer(),
+                             compressors=case.compressors())
+
+
+def _zarrext_write(path: Path, name: str) -> np.ndarray:
+    values = _expected(name)
+    _create(path, name)[...] = values
+    return values
+
+
+def _assert_same(got: np.ndarray, expected: np.ndarray) -> None:
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+# -- zarrs ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", _params("zarrs-read"))
+def test_zarrs_reads_zarrext(tmp_path: Path, name: str) -> None:
+    expected = _zarrext_write(tmp_path / "a", name)
+    with zarr.config.set(ZARRS_STRICT):
+        z = zarr.open_array(tmp_path / "a", mode="r")
+        assert type(z.async_array.codec_pipeline).__module__.startswith("zarrs")
+        got = z[...]
+    _assert_same(got, expected)
+
+
+@pytest.mark.parametrize("name", _params("zarrs-write"))
+def test_zarrext_reads_zarrs(tmp_path: Path, name: str) -> None:
+    _create(tmp_path / "a", name)  # zarr.json only; zarrs encodes every chunk
+    expected = _expected(name)
+    with zarr.config.set(ZARRS_STRICT):
+        z = zarr.open_array(tmp_path / "a", mode="r+")
+        assert type(z.async_array.codec_pipeline).__module__.startswith("zarrs")
+        z[...] = expected
+    assert any((tmp_path / "a" / "c").rglob("*"))
+    _assert_same(zarrext.open_array(str(tmp_path / "a"), mode="r")[...], expected)
+
+
+# -- tensorstore ---------------------------------------------------------------
+
+
+def _ts_spec(path: Path) -> dict[str, Any]:
+    return {"driver": "zarr3", "kvstore": {"driver": "file", "path": str(path)}}
+
+
+@pytest.mark.parametrize("name", _params("ts-read"))
+def test_tensorstore_reads_zarrext(tmp_path: Path, name: str) -> None:
+    expected = _zarrext_write(tmp_path / "a", name)
+    store = ts.open(_ts_spec(tmp_path / "a"), open=True).result()
+    _assert_same(np.asarray(store.read().result()), expected)
+
+
+@pytest.mark.parametrize("name", _params("ts-write"))
+def test_zarrext_reads_tensorstore(tmp_path: Path, name: str) -> None:
+    # tensorstore creates the array from the metadata zarrext writes, then encodes.
+    _create(tmp_path / "meta", name)
+    metadata = json.loads((tmp_path / "meta" / "zarr.json").read_text())
+    expected = _expected(name)
+    store = ts.open({**_ts_spec(tmp_path / "a"), "metadata": metadata}, create=True).result()
+    store.write(expected).result()
+    _assert_same(zarrext.open_array(str(tmp_path / "a"), mode="r")[...], expected)
