@@ -295,8 +295,8 @@ def test_fixed_slot_file_is_sparse_slots_after_index(tmp_path: Path) -> None:
     array[0, 0] = 1  # same value again: rewritten to the spare area, not in place
     assert hashlib.sha256(shard.read_bytes()).hexdigest() != digest
     assert fresh(tmp_path / "a")[0, 0] == 1
-    # only the shard and its inactive journal: no stale temporary file
-    assert sorted(os.listdir(shard.parent)) == ["0", "0.zarrext-journal"]
+    # only the shard: the journal is deleted at commit, no stale temporary file
+    assert sorted(os.listdir(shard.parent)) == ["0"]
     assert not writer.journal_pending(shard)
 
 

@@ -4,25 +4,58 @@ The spec's "write fast, compress later" workflow. Only chunks that are stored ar
 touched; ``zarr.json`` is never written. Work is split by store object (a chunk,
 or a whole shard), run on a thread pool by default or on a Dask cluster when a
 ``dask.distributed`` client is given.
+
+On a local directory store each object is re-encoded under the writers' lock:
+
+- a shard goes through :func:`zarrext.sharding.transcode.transcode_shard`: the
+  same ``flock`` as zarrext's in-place writers, a killed writer's transaction
+  rolled back first, index and bytes read under the lock, the layout kept
+  (a fixed-slot shard stays fixed-slot), one atomic ``os.replace``;
+- an unsharded chunk file is locked (``flock``), read, re-encoded into a
+  temporary file named ``<chunk>.zarrext-tmp-<pid>-<id>`` and swapped in with
+  ``os.replace`` only if the chunk file is still the one that was read. A killed
+  job leaves at most such temporary files, which ``zarrext check --repair``
+  removes. zarr-python writers of unsharded chunks take no lock: a write that
+  replaces the chunk between that last check and the swap (microseconds) is lost.
+
+Other stores are rewritten through zarr-python (read, then write back), with no lock.
 """
 
 from __future__ import annotations
 
+import fcntl
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import numpy as np
 import zarr
 from rich.progress import Progress
 from rich.table import Table
+from zarr.codecs.sharding import ShardingCodec
+from zarr.core.buffer import Buffer, default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import LocalStore
 
+from zarrext._context import _chunk_index
 from zarrext.api import with_runtime
 from zarrext.decisions import DecisionLike
-from zarrext.inspection import ArrayInventory, inventory, storage_block, stored_chunk_keys
+from zarrext.inspection import (
+    ConditionalPlacement,
+    _mask_of,
+    conditional_placement,
+    inventory,
+    storage_block,
+    stored_chunk_keys,
+)
+from zarrext.sharding import writer
+from zarrext.sharding.layout import geometry_of, shard_spec_of
+from zarrext.sharding.transcode import transcode_shard
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -86,15 +119,6 @@ def _region(
     )
 
 
-def _rewrite(array: zarr.Array, units: Sequence[tuple[int, ...]]) -> int:
-    """Read and write back each unit (chunk or shard) of ``array``; returns the count."""
-    block, _ = storage_block(array.metadata)  # type: ignore[arg-type]
-    for coords in units:
-        region = _region(coords, block, array.shape)
-        array[region] = array[region]
-    return len(units)
-
-
 def _runtime_array(
     array: zarr.Array, decision: DecisionLike, trial_encode: bool | None
 ) -> zarr.Array:
@@ -109,12 +133,168 @@ def _runtime_array(
     )
 
 
+def _local_directory(array: zarr.Array) -> Path | None:
+    store = array.store_path.store
+    if not isinstance(store, LocalStore):
+        return None
+    path = array.store_path.path
+    return store.root / path if path else store.root
+
+
+@dataclass
+class _Stats:
+    """Sizes and masks of the chunks one batch re-encoded, before and after."""
+
+    chunks: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+    masks_before: Counter[int] = field(default_factory=Counter)
+    masks_after: Counter[int] = field(default_factory=Counter)
+
+    def add(self, other: _Stats) -> None:
+        self.chunks += other.chunks
+        self.bytes_before += other.bytes_before
+        self.bytes_after += other.bytes_after
+        self.masks_before.update(other.masks_before)
+        self.masks_after.update(other.masks_after)
+
+
+class _Rewriter:
+    """Re-encodes one store object (a chunk or a shard) of ``runtime`` at a time.
+
+    On a local store the chunks' sizes and masks are taken from the bytes read and
+    written under the lock (a separate inventory would race writers).
+    """
+
+    def __init__(self, runtime: zarr.Array) -> None:
+        self.runtime = runtime
+        metadata = runtime.metadata
+        assert isinstance(metadata, ArrayV3Metadata)
+        self.metadata = metadata
+        self.placement: ConditionalPlacement | None = conditional_placement(metadata)
+        self.block, self.sharding = storage_block(metadata)
+        self.directory = _local_directory(runtime)
+        self.spec = shard_spec_of(metadata)  # one stored object (chunk or shard)
+        self.mode = "zarr"
+        if self.directory is None:
+            return
+        if self.sharding is None:
+            transform = getattr(runtime._async_array.codec_pipeline, "transform", None)
+            if transform is not None:
+                self.transform, self.chunk_spec, self.mode = transform, self.spec, "chunk"
+        elif metadata.codecs[-1] is self.sharding:  # shards in place: no outer codecs
+            try:
+                self.transform = self.sharding._get_inner_chunk_transform(self.spec)
+            except TypeError:  # an inner codec without a synchronous path
+                return
+            self.chunk_spec = self.sharding._get_chunk_spec(self.spec)
+            self.geometry = geometry_of(self.sharding, self.spec)
+            if self.geometry.slot_size is None:
+                # Slots are placed by the bound writers use (raw size + header, for
+                # any decision that never inflates), whatever this job's decision.
+                bounded = with_runtime(runtime, decision="never_apply").metadata
+                assert isinstance(bounded, ArrayV3Metadata)
+                codec = next(c for c in bounded.codecs if isinstance(c, ShardingCodec))
+                self.geometry = geometry_of(codec, self.spec)
+            self.mode = "shard"
+
+    def _mask(self, data: Buffer) -> int | None:
+        if self.placement is None:
+            return None
+        return _mask_of(self.placement, data, self.chunk_spec)
+
+    def _reencode(self, coords: tuple[int, ...], data: Buffer, stats: _Stats) -> Buffer:
+        token = _chunk_index.set(coords)
+        try:
+            mask_before = self._mask(data)
+            decoded = self.transform.decode_chunk(data, self.chunk_spec)
+            encoded = self.transform.encode_chunk(decoded, self.chunk_spec)
+            if encoded is None:  # nothing to store: keep the chunk as it was
+                encoded = data
+            mask_after = self._mask(encoded)
+        finally:
+            _chunk_index.reset(token)
+        stats.chunks += 1
+        stats.bytes_before += len(data)
+        stats.bytes_after += len(encoded)
+        if mask_before is not None:
+            stats.masks_before[mask_before] += 1
+        if mask_after is not None:
+            stats.masks_after[mask_after] += 1
+        return encoded
+
+    def rewrite(self, coords: tuple[int, ...], stats: _Stats) -> None:
+        """Re-encode the stored object at grid position ``coords``."""
+        if self.mode == "zarr":
+            region = _region(coords, self.block, self.runtime.shape)
+            self.runtime[region] = self.runtime[region]
+            return
+        assert self.directory is not None
+        path = self.directory / self.metadata.encode_chunk_key(coords)
+        if self.mode == "chunk":
+            _rewrite_chunk_file(path, lambda data: self._reencode(coords, data, stats))
+            return
+        per_shard = self.geometry.chunks_per_shard
+        origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
+
+        def one(flat: int, data: Buffer) -> Buffer:
+            inner = np.unravel_index(flat, per_shard) if per_shard else ()
+            index = tuple(o + int(i) for o, i in zip(origin, inner, strict=True))
+            return self._reencode(index, data, stats)
+
+        assert self.sharding is not None
+        transcode_shard(path, self.sharding, self.geometry, one)
+
+
+def _rewrite_chunk_file(path: Path, reencode: Callable[[Buffer], Buffer]) -> None:
+    """Re-encode one chunk file under ``flock``, swapped in with ``os.replace``."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            return  # deleted meanwhile: nothing stored to rewrite
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            if not _same_file(path, fd):
+                continue  # replaced while we waited: read the new one
+            size = os.fstat(fd).st_size
+            data = os.pread(fd, size, 0)
+            encoded = reencode(default_buffer_prototype().buffer.from_bytes(data))
+            tmp = writer.temp_path(path)
+            try:
+                with open(tmp, "xb") as out:
+                    out.write(encoded.as_buffer_like())
+                if not _same_file(path, fd):
+                    continue  # a writer replaced it: its write wins, re-encode that
+                os.replace(tmp, path)
+            finally:
+                tmp.unlink(missing_ok=True)
+            return
+        finally:
+            os.close(fd)
+
+
+def _same_file(path: Path, fd: int) -> bool:
+    try:
+        return os.stat(path).st_ino == os.fstat(fd).st_ino
+    except FileNotFoundError:
+        return False
+
+
+def _rewrite(rewriter: _Rewriter, units: Sequence[tuple[int, ...]]) -> tuple[int, _Stats]:
+    """Re-encode each unit (chunk or shard); returns the count and the chunks' stats."""
+    stats = _Stats()
+    for coords in units:
+        rewriter.rewrite(coords, stats)
+    return len(units), stats
+
+
 def _rewrite_on_worker(
     root: str, path: str, decision: DecisionLike, trial_encode: bool | None,
     units: list[tuple[int, ...]],
-) -> int:
+) -> tuple[int, _Stats]:
     array = zarr.open_array(LocalStore(root), path=path, mode="r+")
-    return _rewrite(_runtime_array(array, decision, trial_encode), units)
+    return _rewrite(_Rewriter(_runtime_array(array, decision, trial_encode)), units)
 
 
 def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
@@ -159,18 +339,22 @@ def recompress(
     if not isinstance(array, zarr.Array):
         array = zarr.open_array(array, mode="r+")
     start_time = time.perf_counter()
-    before = inventory(array)
-    if before.placement is None:
+    if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
         raise ValueError(f"array {array.path!r} has no conditional codec to recompress")
     units = [coords for coords, _ in stored_chunk_keys(array)]
-    runtime = _runtime_array(array, decision, trial_encode)
+    rewriter = _Rewriter(_runtime_array(array, decision, trial_encode))
+    through_zarr = rewriter.mode == "zarr"
+    before = inventory(array) if through_zarr else None
+    stats = _Stats()
     batch_size = max(1, len(units) // 64)
     batches = list(_batches(units, batch_size))
 
     with Progress(disable=not progress, transient=True) as bar:
         task = bar.add_task(f"recompress {array.path or '/'}", total=len(units))
 
-        def advance(n: int) -> None:
+        def advance(result: tuple[int, _Stats]) -> None:
+            n, batch_stats = result
+            stats.add(batch_stats)
             bar.advance(task, n)
             if on_progress is not None:
                 on_progress(n)
@@ -196,17 +380,22 @@ def recompress(
         else:
             n_workers = workers or max(1, min(8, len(batches)))
             with ThreadPoolExecutor(n_workers) as pool:
-                for done in pool.map(lambda b: _rewrite(runtime, b), batches):
+                for done in pool.map(lambda b: _rewrite(rewriter, b), batches):
                     advance(done)
 
-    after: ArrayInventory = inventory(array)
+    if before is not None:
+        after = inventory(array)
+        stats = _Stats(
+            len(after.chunks), before.stored_bytes, after.stored_bytes,
+            before.mask_counts, after.mask_counts,
+        )
     return RecompressReport(
         path=array.path,
-        chunks=len(after.chunks),
+        chunks=stats.chunks,
         objects=len(units),
-        bytes_before=before.stored_bytes,
-        bytes_after=after.stored_bytes,
-        masks_before=before.mask_counts,
-        masks_after=after.mask_counts,
+        bytes_before=stats.bytes_before,
+        bytes_after=stats.bytes_after,
+        masks_before=stats.masks_before,
+        masks_after=stats.masks_after,
         seconds=time.perf_counter() - start_time,
     )

@@ -1,16 +1,29 @@
-"""Validate shard files and repair what an interrupted writer left behind.
+"""Validate chunk and shard files and repair what an interrupted writer left behind.
 
-:func:`check` reads every shard (under a shared lock, so it sees no write half
-done) and reports: index that does not decode (checksum), entries past the end of
-the file or over the index, entries that overlap, journals of interrupted writes
-and stale temporary files. It changes nothing unless ``repair=True``:
+:func:`check` works on any Zarr format 3 array in a local directory, sharded or
+not. It reads every shard under a shared lock (so it sees no write half done)
+and reports, once per store key:
+
+- a shard shorter than its index (a *truncated* file) apart from an index that
+  does not decode (a *checksum* error), entries past the end of the file or over
+  the index, entries that overlap;
+- journals of interrupted writes;
+- files that writers leave behind when killed: zarrext's temporary files
+  (``*.zarrext-tmp-<pid>-*``, stale once that process is gone) and zarr-python's
+  (``<key>.<hex>.partial``, stale once untouched for ``stale_after`` seconds);
+- with ``deep=True``, every stored chunk (every inner chunk of every shard) that
+  does not decode through the array's codecs (checksums, conditional headers,
+  optional lengths, ...), named by its chunk coordinates.
+
+It changes nothing unless ``repair=True``:
 
 - an interrupted write is rolled back from its journal (:func:`writer.recover`);
-- a temporary file whose writing process is gone is deleted;
+- stale temporary files are deleted;
 - entries that point outside the file or overlap are marked empty (the chunk
   reads as the fill value; the finding says which chunk was dropped);
-- an index that fails its checksum with no journal to explain it cannot be
-  rebuilt and is reported as unrepaired.
+- what cannot be repaired stays in :attr:`ShardCheck.remaining`: an index that
+  fails its checksum with no journal to explain it, a truncated shard, a chunk
+  whose bytes do not decode (its data is gone; rewrite it or delete it).
 """
 
 from __future__ import annotations
@@ -18,41 +31,79 @@ from __future__ import annotations
 import fcntl
 import os
 import re
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.metadata.v3 import RegularChunkGridMetadata
+from zarr.storage import LocalStore
 
+from zarrext._context import _chunk_index
 from zarrext.sharding import writer
-from zarrext.sharding.layout import ArrayShards, ShardLayoutError, shards_of
+from zarrext.sharding.geometry import EMPTY, ShardLayoutError
+from zarrext.sharding.layout import ArrayShards, shards_of
 
-__all__ = ["ShardCheck", "check", "recover_array"]
+__all__ = ["STALE_AFTER", "ShardCheck", "check", "recover_array"]
 
 _TMP_PID = re.compile(re.escape(writer.TMP_MARK) + r"(\d+)-")
+# zarr-python's LocalStore writes ``path.with_suffix(f".{uuid4().hex}.partial")``.
+_ZARR_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
+STALE_AFTER = 60.0
+"""Seconds after which an untouched zarr-python ``*.partial`` file counts as left behind."""
+
+# Errors a codec raises on bytes it cannot decode: zarr's and numcodecs' own are
+# ValueError/TypeError; some compressors raise RuntimeError (zstd), EOFError,
+# OSError (gzip's BadGzipFile), zlib.error, or fail on a short buffer (IndexError).
+_DECODE_ERRORS = (ValueError, TypeError, RuntimeError, EOFError, OSError, IndexError, KeyError)
 
 
 @dataclass
 class ShardCheck:
-    """What :func:`check` found in one shard.
+    """What :func:`check` found at one store key (a shard, or a chunk file).
 
     Attributes
     ----------
     key : str
-        The shard's store key.
+        The store key, relative to the array (e.g. ``"c/0/1"``).
     problems : list of str
-        Problems found (empty: the shard validates).
+        Problems found (empty: the key validates).
     repaired : list of str
         What ``repair=True`` did about them.
+    remaining : list of str
+        Problems still there afterwards (every problem, without ``repair``).
     """
 
     key: str
     problems: list[str] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)
+    remaining: list[str] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
-        return not self.problems or len(self.repaired) >= len(self.problems)
+        """Whether nothing is left to fix (after repair, if it ran)."""
+        return not self.remaining
+
+    def problem(self, text: str, *, fixed: str | None = None) -> None:
+        """Record a problem, and what was done about it (None: nothing)."""
+        self.problems.append(text)
+        if fixed is None:
+            self.remaining.append(text)
+        else:
+            self.repaired.append(fixed)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of this finding."""
+        return {
+            "key": self.key,
+            "ok": self.ok,
+            "problems": list(self.problems),
+            "repaired": list(self.repaired),
+            "remaining": list(self.remaining),
+        }
 
 
 def _pid_alive(pid: int) -> bool:
@@ -65,110 +116,282 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def _stale_temp(name: str) -> bool:
+def _leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | None:
+    """``(target name, description)`` of a file a killed writer left, if ``path`` is one."""
+    name = path.name
     match = _TMP_PID.search(name)
-    return match is not None and not _pid_alive(int(match.group(1)))
+    if match is not None:
+        if _pid_alive(int(match.group(1))):
+            return None
+        return name[: match.start()], f"stale temporary file {name} (its process is gone)"
+    if _ZARR_PARTIAL.search(name):
+        try:
+            age = now - path.stat().st_mtime
+        except FileNotFoundError:
+            return None
+        if age < stale_after:
+            return None  # a zarr-python writer may still be writing it
+        return name[: -len(".partial") - 33], (
+            f"stale temporary file {name} (zarr-python, untouched for {age:.0f} s)"
+        )
+    return None
 
 
 def _entry_problems(
     table: np.ndarray, size: int, index_range: tuple[int, int]
-) -> tuple[list[str], list[int]]:
-    """Problems of a decoded index table and the chunks to drop to fix them."""
-    problems: list[str] = []
+) -> list[tuple[str, int]]:
+    """Problems of a decoded index table, each with the inner chunk to drop to fix it."""
+    problems: list[tuple[str, int]] = []
     drop: set[int] = set()
-    present = np.flatnonzero(table[:, 0] != writer.EMPTY)
+    present = np.flatnonzero(table[:, 0] != EMPTY)
     starts = table[present, 0].astype(object)
     ends = starts + table[present, 1].astype(object)
     lo, hi = index_range
     for flat, start, end in zip(present.tolist(), starts, ends, strict=True):
         if end > size:
-            problems.append(f"inner chunk {flat}: bytes {start}-{end} past end of file ({size})")
+            problems.append((
+                f"inner chunk {flat}: bytes {start}-{end} past end of file ({size}; "
+                "the shard looks truncated)", flat
+            ))
             drop.add(flat)
         elif start < hi and end > lo:
-            problems.append(f"inner chunk {flat}: bytes {start}-{end} overlap the index")
+            problems.append((f"inner chunk {flat}: bytes {start}-{end} overlap the index", flat))
             drop.add(flat)
     order = sorted((s, e, f) for f, s, e in zip(present.tolist(), starts, ends, strict=True))
     reach_end, reach_flat = -1, -1
     for start, end, flat in order:
         if start < reach_end and flat not in drop and reach_flat not in drop:
-            problems.append(f"inner chunks {reach_flat} and {flat} overlap at byte {start}")
+            problems.append((f"inner chunks {reach_flat} and {flat} overlap at byte {start}", flat))
             drop.add(flat)
         if end > reach_end:
             reach_end, reach_flat = end, flat
-    return problems, sorted(drop)
+    return problems
 
 
-def _check_one(shards: ArrayShards, key: str, repair: bool) -> ShardCheck | None:
-    path = shards.path(key)
-    result = ShardCheck(key)
-    for tmp in path.parent.glob(path.name + writer.TMP_MARK + "*") if path.parent.exists() else ():
-        if _stale_temp(tmp.name):
-            result.problems.append(f"stale temporary file {tmp.name}")
-            if repair:
-                tmp.unlink(missing_ok=True)
-                result.repaired.append(f"deleted {tmp.name}")
-    journal = writer.journal_path(path)
-    if not path.exists():
-        if writer.journal_pending(path):
-            result.problems.append("journal of a shard that no longer exists")
-            if repair:
-                journal.unlink(missing_ok=True)
-                result.repaired.append("deleted the journal")
-        return result if result.problems else None
-    geometry, codec = shards.geometry, shards.codec
-    flags = os.O_RDWR if repair else os.O_RDONLY
-    fd = os.open(path, flags)
-    try:
+class _Decoder:
+    """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
+
+    def __init__(self, array: Any, shards: ArrayShards | None) -> None:
+        from zarrext.api import with_runtime
+        from zarrext.sharding.layout import shard_spec_of
+
+        metadata = array.metadata
+        self.shards = shards
+        if shards is not None:
+            self.spec = shards.codec._get_chunk_spec(shards.shard_spec)
+            self.transform = shards.codec._get_inner_chunk_transform(shards.shard_spec)
+        else:
+            self.spec = shard_spec_of(metadata)
+            pipeline = with_runtime(array)._async_array.codec_pipeline
+            self.transform = getattr(pipeline, "transform", None)
+
+    def problem(self, coords: tuple[int, ...], data: bytes) -> str | None:
+        """Why ``data`` does not decode as the chunk at ``coords``, or None."""
+        token = _chunk_index.set(coords)
+        try:
+            decoded = self.transform.decode_chunk(
+                default_buffer_prototype().buffer.from_bytes(data), self.spec
+            )
+            if tuple(decoded.shape) != tuple(self.spec.shape):
+                return f"decodes to shape {tuple(decoded.shape)}, not {tuple(self.spec.shape)}"
+        except _DECODE_ERRORS as e:
+            return f"{type(e).__name__}: {e}"
+        finally:
+            _chunk_index.reset(token)
+        return None
+
+
+def _open_locked(path: Path, repair: bool) -> int | None:
+    """``path`` opened and locked (exclusive for repair), the current file; None if gone."""
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR if repair else os.O_RDONLY)
+        except FileNotFoundError:
+            return None
         fcntl.flock(fd, fcntl.LOCK_EX if repair else fcntl.LOCK_SH)
+        try:
+            same = os.stat(path).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            return fd
+        os.close(fd)  # replaced (compacted) while we waited: check the new file
+
+
+def _check_shard(
+    shards: ArrayShards,
+    key: str,
+    coords: tuple[int, ...],
+    result: ShardCheck,
+    repair: bool,
+    decoder: _Decoder | None,
+) -> None:
+    path = shards.path(key)
+    geometry, codec = shards.geometry, shards.codec
+    fd = _open_locked(path, repair)
+    if fd is None:
+        if writer.journal_pending(path):
+            result.problem(
+                "journal of a shard that no longer exists",
+                fixed="deleted the journal" if repair else None,
+            )
+            if repair:
+                writer.discard_journal(path)
+        return
+    try:
+        if not writer.journal_pending(path) and writer.journal_path(path).exists():
+            result.problem(
+                "inactive journal left beside the shard (older zarrext kept them)",
+                fixed="deleted the inactive journal" if repair else None,
+            )
+            if repair:
+                writer.discard_journal(path)
         if writer.journal_pending(path):
             torn = writer.read_journal(path) is None
-            result.problems.append(
+            text = (
                 "interrupted write: torn journal (index untouched)"
                 if torn
                 else "interrupted write: journal present (will roll back)"
             )
+            result.problem(text, fixed="rolled back the interrupted write" if repair else None)
             if repair:
                 writer.recover(path, fd)
-                result.repaired.append("rolled back the interrupted write")
         try:
             size, offset, raw, table = writer.read_index(fd, codec, geometry, key)
         except writer.ShardCorruptError as e:
-            result.problems.append(str(e))
-            return result
-        problems, drop = _entry_problems(table, size, (offset, offset + geometry.index_size))
-        result.problems.extend(problems)
+            result.problem(str(e))
+            return
+        problems = _entry_problems(table, size, (offset, offset + geometry.index_size))
+        drop = sorted(flat for _, flat in problems)
+        for text, flat in problems:
+            result.problem(text, fixed=f"marked inner chunk {flat} empty" if repair else None)
         if repair and drop:
-            table[drop] = writer.EMPTY
-            writer._write_journal(path, size, offset, raw)
-            os.pwrite(fd, writer.encode_index(codec, geometry, table), offset)
-            writer._clear_journal(path)
-            result.repaired.extend(f"marked inner chunk {f} empty" for f in drop)
+            table[drop] = EMPTY
+            writer.replace_index(
+                path, fd, size, offset, raw, writer.encode_index(codec, geometry, table)
+            )
+        if decoder is None:
+            return
+        per_shard = geometry.chunks_per_shard
+        origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
+        for flat in np.flatnonzero(table[:, 0] != EMPTY).tolist():
+            if flat in drop:
+                continue
+            start, length = (int(v) for v in table[flat])
+            inner = tuple(
+                o + int(i) for o, i in zip(origin, np.unravel_index(flat, per_shard), strict=True)
+            )
+            why = decoder.problem(inner, os.pread(fd, length, start))
+            if why is not None:
+                result.problem(
+                    f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}"
+                )
     finally:
         os.close(fd)
-    return result if result.problems else None
 
 
-def check(array: Any, *, repair: bool = False) -> list[ShardCheck]:
-    """Validate every shard of a sharded array on a local store.
+def _check_chunk(
+    directory: Path, key: str, coords: tuple[int, ...], result: ShardCheck, decoder: _Decoder
+) -> None:
+    try:
+        data = (directory / key).read_bytes()
+    except FileNotFoundError:
+        return
+    why = decoder.problem(coords, data)
+    if why is not None:
+        result.problem(f"chunk {coords} does not decode: {why}")
+
+
+def _stored_keys(array: Any, per_object: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
+    import itertools
+
+    metadata = array.metadata
+    grid = tuple(-(-s // c) for s, c in zip(metadata.shape, per_object, strict=True))
+    return [
+        (metadata.encode_chunk_key(c), c) for c in itertools.product(*(range(g) for g in grid))
+    ]
+
+
+def check(
+    array: Any,
+    *,
+    repair: bool = False,
+    deep: bool = False,
+    stale_after: float = STALE_AFTER,
+) -> list[ShardCheck]:
+    """Validate the stored chunks (or shards) of an array in a local directory.
 
     Parameters
     ----------
     array : zarr.Array
-        A sharded Zarr format 3 array in a ``LocalStore``.
+        A Zarr format 3 array in a ``LocalStore``, sharded or not.
     repair : bool
         Fix what can be fixed (see the module docstring). Without it nothing is
         changed.
+    deep : bool
+        Also decode every stored chunk (every inner chunk of every shard) and
+        report each one that fails.
+    stale_after : float
+        Age in seconds after which a zarr-python ``*.partial`` file is reported
+        (and removed by ``repair``): younger ones may belong to a live writer.
 
     Returns
     -------
     list of ShardCheck
-        One entry per shard with problems; an empty list means every shard validates.
+        One entry per store key with problems, each key once; an empty list means
+        everything validates.
+
+    Raises
+    ------
+    ShardLayoutError
+        When the array is not a Zarr format 3 array in a local directory.
     """
-    shards = shards_of(array)
-    if shards.directory is None:
+    metadata = array.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
+    store_path = array._async_array.store_path
+    if not isinstance(store_path.store, LocalStore):
         raise ShardLayoutError("zarrext check works on arrays in a local directory store")
-    found = [_check_one(shards, key, repair) for key in shards.keys]
-    return [f for f in found if f is not None]
+    directory = store_path.store.root / store_path.path if store_path.path else (
+        store_path.store.root
+    )
+    try:
+        shards: ArrayShards | None = shards_of(array)
+    except ShardLayoutError:
+        shards = None
+    found: dict[str, ShardCheck] = {}
+
+    def entry(key: str) -> ShardCheck:
+        return found.setdefault(key, ShardCheck(key))
+
+    # Files killed writers left behind, reported under the key they were meant for.
+    now = time.time()
+    for dirpath, _, names in os.walk(directory) if directory.is_dir() else ():
+        for name in names:
+            path = Path(dirpath) / name
+            left = _leftover(path, now, stale_after)
+            if left is None:
+                continue
+            target, text = left
+            key = (path.parent / target).relative_to(directory).as_posix()
+            entry(key).problem(text, fixed=f"deleted {name}" if repair else None)
+            if repair:
+                path.unlink(missing_ok=True)
+
+    if shards is not None:
+        per_object = shards.shard_spec.shape
+    elif isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+        per_object = tuple(metadata.chunk_grid.chunk_shape)
+    else:
+        raise ShardLayoutError("zarrext check needs a regular chunk grid")
+    decoder = _Decoder(array, shards) if deep else None
+    for key, coords in _stored_keys(array, per_object):
+        result = entry(key)
+        if shards is not None:
+            _check_shard(shards, key, coords, result, repair, decoder)
+        elif decoder is not None:
+            _check_chunk(directory, key, coords, result, decoder)
+    return [f for f in found.values() if f.problems]
 
 
 def recover_array(array: Any) -> int:
@@ -198,3 +421,4 @@ def recover_array(array: Any) -> int:
             with writer.locked_shard(shard):
                 count += 1  # locked_shard rolled it back (or another writer did)
     return count
+

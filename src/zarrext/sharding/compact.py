@@ -21,7 +21,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from zarrext.sharding import writer
-from zarrext.sharding.layout import ArrayShards, ShardGeometry, ShardLayoutError, shards_of
+from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
+from zarrext.sharding.layout import ArrayShards, shards_of
 
 __all__ = ["RewriteReport", "compact", "expand"]
 
@@ -120,7 +121,7 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
-        writer.journal_path(path).unlink(missing_ok=True)  # inactive: leave a clean store
+        writer.discard_journal(path)  # rolled back or inactive: leave a clean store
         return state.size, total
 
 

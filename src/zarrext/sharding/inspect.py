@@ -14,7 +14,8 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarrext.sharding import writer
-from zarrext.sharding.layout import ArrayShards, ShardGeometry, shards_of
+from zarrext.sharding.geometry import guess_layout
+from zarrext.sharding.layout import ArrayShards, shards_of
 
 __all__ = ["ShardInfo", "guess_layout", "render_shard_table", "render_sharded", "shard_report"]
 
@@ -52,21 +53,6 @@ class ShardInfo:
     n_chunks: int
     in_place: bool
     pending: bool = False
-
-
-def guess_layout(table: np.ndarray, size: int, geometry: ShardGeometry) -> str:
-    """Which layout a shard's index and size look like."""
-    present = table[:, 0] != writer.EMPTY
-    slot = geometry.slot_size
-    if slot is not None and size >= geometry.slots_end:
-        # Chunks in their slots, or in the spare area after them (being replaced).
-        flats = np.flatnonzero(present)
-        offsets = table[present, 0].astype(np.int64)
-        at_home = offsets == geometry.data_start + flats * slot
-        if np.all(at_home | (offsets >= geometry.slots_end)):
-            return "fixed-slot"
-    used = int(table[present, 1].sum()) + geometry.index_size
-    return "dense" if used == size else "append"
 
 
 def _stat_local(shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:

@@ -30,6 +30,7 @@ from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.storage import LocalStore
 
 from zarrext.pipeline import RuntimeShardingCodec
+from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -53,10 +54,6 @@ __all__ = [
 
 ShardLayout = Literal["fixed-slot", "append"]
 LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
-
-
-class ShardLayoutError(ValueError):
-    """A shard layout that cannot be used with this array."""
 
 
 def _codec_name(codec: Codec) -> str:
@@ -110,54 +107,6 @@ def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
                 "decision that guarantees no inflation (e.g. decision='compress_if_smaller')"
             )
     return int(nbytes)
-
-
-@dataclass(frozen=True)
-class ShardGeometry:
-    """Where things live in one shard of an array.
-
-    Attributes
-    ----------
-    chunks_per_shard : tuple of int
-        Inner chunks along each axis.
-    index_size : int
-        Encoded size of the shard index in bytes.
-    index_location : {"start", "end"}
-        Where the index is.
-    slot_size : int or None
-        ``S``, the fixed slot size, when the inner codecs bound it.
-    """
-
-    chunks_per_shard: tuple[int, ...]
-    index_size: int
-    index_location: str
-    slot_size: int | None
-
-    @property
-    def n_chunks(self) -> int:
-        return math.prod(self.chunks_per_shard)
-
-    @property
-    def data_start(self) -> int:
-        """First byte after the index when it is at the start, else 0."""
-        return self.index_size if self.index_location == "start" else 0
-
-    @property
-    def slots_end(self) -> int:
-        """End of the slot area (= ``data_start`` when there are no slots)."""
-        return self.data_start + self.n_chunks * (self.slot_size or 0)
-
-    def home(self, flat: int) -> int:
-        """Offset of inner chunk ``flat``'s slot."""
-        if self.slot_size is None:
-            raise ShardLayoutError("this shard geometry has no fixed slot size")
-        return self.data_start + flat * self.slot_size
-
-    def empty_file_size(self, layout: str) -> int:
-        """Size of a freshly created shard file for ``layout``."""
-        return self.index_size + (
-            self.n_chunks * (self.slot_size or 0) if layout == "fixed-slot" else 0
-        )
 
 
 def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:

@@ -18,7 +18,8 @@ Scheme (one *transaction* per shard per write call)
 5. Data: ``os.pwrite`` of every new chunk at its place.
 6. Publish: ``os.pwrite`` of the new index, in place (index at the start, or at
    the end when the file did not grow), else appended after the new data.
-7. Commit: zero the journal's magic (the file stays for the next transaction); unlock.
+7. Commit: delete the journal; unlock. A shard whose last chunk was removed is
+   deleted instead (like zarr-python, no empty shard is left).
 
 A fixed-slot write that replaces every inner chunk of a shard skips the journal:
 the new shard is built in a temporary file and swapped in with ``os.replace``
@@ -53,14 +54,14 @@ from typing import TYPE_CHECKING, Any
 
 import google_crc32c
 import numpy as np
-from zarr.codecs.sharding import MAX_UINT_64, _ShardIndex
+from zarr.codecs.sharding import _ShardIndex
 from zarr.core.buffer import default_buffer_prototype
+
+from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
     from zarr.core.buffer import Buffer
-
-    from zarrext.sharding.layout import ShardGeometry
 
 __all__ = [
     "JOURNAL_SUFFIX",
@@ -82,7 +83,6 @@ TMP_MARK = ".zarrext-tmp-"
 _JOURNAL_MAGIC = b"ZXJ1"
 _JOURNAL_HEAD = struct.Struct("<4sQQQ")  # magic, old size, index offset, index length
 _INACTIVE = b"\0\0\0\0"
-EMPTY = np.uint64(MAX_UINT_64)
 
 
 class ShardCorruptError(ValueError):
@@ -202,8 +202,6 @@ def _put_journal(jfd: int, old_size: int, index_offset: int, index: bytes) -> No
 
 
 def _write_journal(path: Path, old_size: int, index_offset: int, index: bytes) -> None:
-    # The journal file stays between transactions (creating and unlinking a file
-    # costs more than the rest of a small write); a zeroed magic marks it inactive.
     fd = os.open(journal_path(path), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         _put_journal(fd, old_size, index_offset, index)
@@ -212,14 +210,21 @@ def _write_journal(path: Path, old_size: int, index_offset: int, index: bytes) -
 
 
 def _clear_journal(path: Path) -> None:
-    try:
-        fd = os.open(journal_path(path), os.O_WRONLY)
-    except FileNotFoundError:
-        return
-    try:
-        os.pwrite(fd, _INACTIVE, 0)
-    finally:
-        os.close(fd)
+    journal_path(path).unlink(missing_ok=True)
+
+
+def replace_index(
+    path: Path, fd: int, size: int, offset: int, old_index: bytes, new_index: bytes
+) -> None:
+    """Rewrite the index of the locked shard ``fd`` in place, journaled like a write."""
+    _write_journal(path, size, offset, old_index)
+    os.pwrite(fd, new_index, offset)
+    discard_journal(path)
+
+
+def discard_journal(path: Path) -> None:
+    """Delete the journal of the locked shard at ``path`` (after a rollback or a swap)."""
+    journal_path(path).unlink(missing_ok=True)
 
 
 def journal_pending(path: Path) -> bool:
@@ -481,7 +486,7 @@ def _write_runs(fd: int, pieces: list[tuple[int, Any]]) -> None:
             total += written
 
 
-def _build_file(
+def build_file(
     tmp: Path,
     codec: ShardingCodec,
     geometry: ShardGeometry,
@@ -526,7 +531,7 @@ def _create_with(
         return True  # all empty: like zarr-python, store no shard at all
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = temp_path(path)
-    _build_file(tmp, codec, geometry, layout, datas)
+    build_file(tmp, codec, geometry, layout, datas)
     try:
         os.link(tmp, path)
     except FileExistsError:
@@ -553,12 +558,14 @@ def write_chunks(
         return
     with locked_shard(path, create=(codec, geometry, layout)) as fd:
         assert fd is not None
-        if layout == "fixed-slot" and len(datas) == geometry.n_chunks:
+        if layout == "fixed-slot" and len(datas) == geometry.n_chunks and any(
+            v is not None and len(v) for v in datas.values()
+        ):
             # Every chunk is replaced: a fresh shard swapped in atomically (readers
             # see the old shard or the new one) keeps every chunk in its slot,
             # where a transaction would have to move each one to the spare area.
             tmp = temp_path(path)
-            _build_file(tmp, codec, geometry, layout, datas)
+            build_file(tmp, codec, geometry, layout, datas)
             os.replace(tmp, path)  # waiting writers see the new inode and reopen
             return
         state = load_state(fd, codec, geometry, path)
@@ -567,6 +574,12 @@ def write_chunks(
         table = state.table.copy()
         for flat in datas:
             table[flat] = (offsets[flat], lengths[flat]) if flat in offsets else (EMPTY, EMPTY)
+        if not (table[:, 0] != EMPTY).any():
+            # Nothing left: like zarr-python, store no shard. Writers waiting on the
+            # lock see the name gone and create a new shard.
+            os.unlink(path)
+            discard_journal(path)
+            return
         if geometry.index_location == "start":
             new_index_offset = 0
         else:
@@ -586,6 +599,6 @@ def write_chunks(
             os.pwrite(fd, index, new_index_offset)
             if _fault("published"):
                 _die()
-            os.pwrite(jfd, _INACTIVE, 0)  # commit
         finally:
             os.close(jfd)
+        os.unlink(journal_path(path))  # commit
