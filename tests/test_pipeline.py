@@ -616,3 +616,30 @@ def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
         zarrext.open_array(tmp_path, mode="r")[:]
     assert str(ours.value) == str(stock.value)
     np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[:4], np.arange(4))
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> None:
+    """optional's values decode into scratch memory, its mask (zstd too) does not:
+    the values and mask zarr-python reads."""
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=(40, 30)).astype("<f4")
+    mask = rng.random((40, 30)) < 0.3
+    codec = zarrext.OptionalCodec(
+        mask_codecs=[zarrext.PackBitsCodec(), ZstdCodec(level=1)],
+        data_codecs=[BytesCodec(), ZstdCodec(level=1)],
+    )
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.create_array(
+            tmp_path, shape=(40, 30), chunks=(16, 16), fill_value=None,
+            dtype=zarrext.OptionalDType("float32"), serializer=codec,
+            compressors=[ZstdCodec(level=2)],
+        )
+        z[:] = np.ma.MaskedArray(values, mask=mask)
+        z[5:20, 3:7] = np.ma.MaskedArray(np.full((15, 4), 2.5, "<f4"), mask=False)
+        values[5:20, 3:7], mask[5:20, 3:7] = 2.5, False
+        got = zarrext.to_masked(zarrext.open_array(tmp_path, mode="r")[:])
+    stock = zarrext.to_masked(zarr.open_array(tmp_path, mode="r")[:])
+    for back in (got, stock):
+        np.testing.assert_array_equal(back.mask, mask)
+        np.testing.assert_array_equal(back.data[~mask], values[~mask])

@@ -50,11 +50,12 @@ from zarr.storage import StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.codecs.optional import OptionalCodec
 
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.abc.codec import BytesBytesCodec, GetResult
+    from zarr.abc.codec import GetResult
     from zarr.abc.store import ByteGetter, ByteSetter
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
@@ -164,16 +165,26 @@ class _ScratchZstdCodec(ZstdCodec):
         return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, np.uint8))
 
 
-def _scratch_codecs(codecs: Iterable[BytesBytesCodec]) -> tuple[BytesBytesCodec, ...]:
-    """Bytes->bytes codecs with each zstd (also nested in ``conditional``) decoding
-    into scratch memory."""
-    out: list[BytesBytesCodec] = []
+def _scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
+    """Codecs with each zstd (also nested in ``conditional``, and in ``optional``'s
+    values) decoding into scratch memory.
+
+    Not ``optional``'s mask codecs: the mask must outlive the values' decode.
+    """
+    out: list[Any] = []
     for codec in codecs:
+        new: Any = codec
         if type(codec) is ZstdCodec:
-            codec = _ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
+            new = _ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
         elif isinstance(codec, ConditionalCodec):
-            codec = replace(codec, codecs=_scratch_codecs(codec.codecs))
-        out.append(codec)
+            new = replace(codec, codecs=_scratch_codecs(codec.codecs))
+        elif isinstance(codec, OptionalCodec):
+            new = OptionalCodec(
+                mask_codecs=codec.mask_codecs,
+                data_codecs=_scratch_codecs(codec.data_codecs),
+                name=codec.name,
+            )
+        out.append(new)
     return tuple(out)
 
 
@@ -209,8 +220,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             transform: ChunkTransform | None = ChunkTransform(
                 codecs=(
                     *evolved.array_array_codecs,
-                    evolved.array_bytes_codec,
-                    *_scratch_codecs(evolved.bytes_bytes_codecs),
+                    *_scratch_codecs([evolved.array_bytes_codec, *evolved.bytes_bytes_codecs]),
                 )
             )
         except TypeError:  # a codec without a synchronous path
