@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import zarr
 from typer.testing import CliRunner
 
@@ -81,3 +82,76 @@ def test_cli_quantize_console_script_in_fresh_process(tmp_path: Path) -> None:
     back = np.asarray(zarr.open_array(str(tmp_path / "q.zarr"))[:])
     finite = np.isfinite(data)
     assert float(np.max(np.abs(back[finite] - data[finite]))) <= 0.5
+
+
+def _digest(root: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    ("out", "message"),
+    [("src.zarr", "is the input"), ("src.zarr/q", "inside the input"), (".", "contains the input")],
+    ids=["same", "inside", "containing"],
+)
+def test_cli_quantize_refuses_output_over_its_input(
+    tmp_path: Path, out: str, message: str
+) -> None:
+    data = _source(tmp_path / "src.zarr")
+    before = _digest(tmp_path)
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "0.1", "--out", str(tmp_path / out), "--overwrite"])
+    assert result.exit_code == 1
+    assert message in result.output
+    assert _digest(tmp_path) == before
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "src.zarr"))[:], data)
+
+
+def test_cli_quantize_never_replaces_what_is_not_zarr(tmp_path: Path) -> None:
+    _source(tmp_path / "src.zarr")
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "a.txt").write_text("keep me")
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "0.1", "--out", str(tmp_path / "notes"), "--overwrite"])
+    assert result.exit_code == 1
+    assert "not a Zarr array or group" in result.output
+    assert (tmp_path / "notes" / "a.txt").read_text() == "keep me"
+
+
+def test_interrupted_quantize_leaves_nothing_that_opens(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the middle of the copy: no array at --out, no temporary left, a message."""
+    _source(tmp_path / "src.zarr")
+    calls = []
+
+    def interrupt(phase: str, done: int, total: int) -> None:
+        calls.append((phase, done))
+        if phase == "copy" and done == 1:
+            raise KeyboardInterrupt
+
+    from zarrext import quantize
+
+    real = quantize.copy_quantized
+    monkeypatch.setattr(
+        quantize, "copy_quantized", lambda *a, **k: real(*a, **{**k, "progress": interrupt})
+    )
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "0.1", "--out", str(tmp_path / "b.zarr")])
+    assert result.exit_code == 130
+    assert "stopped after 1 of 2 blocks; nothing was written" in result.output
+    assert ("copy", 1) in calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.zarr"]
+
+
+def test_failed_replacement_keeps_the_old_output(tmp_path: Path) -> None:
+    """--overwrite with a bound no plan meets: the old --out array stays as it was."""
+    _source(tmp_path / "src.zarr")
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "0.1", "--out", str(tmp_path / "q.zarr")])
+    assert result.exit_code == 0, result.output
+    before = _digest(tmp_path / "q.zarr")
+    result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
+                                 "-1", "--out", str(tmp_path / "q.zarr"), "--overwrite"])
+    assert result.exit_code == 1
+    assert _digest(tmp_path / "q.zarr") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["q.zarr", "src.zarr"]

@@ -23,7 +23,7 @@ from typer.testing import CliRunner
 import zarrext
 from tests.conftest import DATA
 from zarrext.cli import app
-from zarrext.codecs.n5_default import N5DefaultCodecError
+from zarrext.codecs.n5_default import N5DefaultCodec, N5DefaultCodecError
 from zarrext.formats import n5
 
 COMPRESSORS: dict[str, tuple[dict, Callable[[bytes], bytes] | None]] = {
@@ -307,12 +307,78 @@ def test_whole_container_converts_to_a_zarr_hierarchy(tmp_path: Path) -> None:
 def test_existing_zarr_json_is_kept_unless_overwrite(tmp_path: Path) -> None:
     root = tmp_path / "c.n5"
     make_container(root)
-    (root / "labels" / "s0" / "zarr.json").write_text("{}")
+    n5.write_zarr_metadata(root)
+    before = tree_digest(root)
     with pytest.raises(n5.N5ConversionError, match="already exists"):
-        n5.write_zarr_metadata(root)
-    assert not (root / "zarr.json").exists()  # nothing half-written
-    assert len(n5.write_zarr_metadata(root, overwrite=True)) == 6
+        n5.write_zarr_metadata(root, codec="n5_default")
+    assert tree_digest(root) == before  # nothing half-written
+    assert len(n5.write_zarr_metadata(root, codec="n5_default", overwrite=True)) == 6
     assert zarr.open_array(root / "labels" / "s0").shape == (8, 8)
+    assert isinstance(zarr.open_array(root / "labels" / "s0").metadata.codecs[0], N5DefaultCodec)
+
+
+def test_zarr_json_not_written_by_n5_is_never_replaced(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    make_container(root)
+    foreign = zarr.create_array(tmp_path / "other.zarr", shape=(3,), dtype="i1")
+    (root / "labels" / "s0" / "zarr.json").write_bytes(
+        (tmp_path / "other.zarr" / "zarr.json").read_bytes()
+    )
+    assert foreign.shape == (3,)
+    before = tree_digest(root)
+    for overwrite in (False, True):
+        with pytest.raises(n5.N5ConversionError, match="not written by zarrext n5"):
+            n5.write_zarr_metadata(root, overwrite=overwrite)
+        assert tree_digest(root) == before
+
+
+def tree_digest(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes: equal before and after means untouched."""
+    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_zarr_v3_group_is_refused_untouched(tmp_path: Path) -> None:
+    group = zarr.create_group(tmp_path / "big.zarr")
+    group.create_array("a", shape=(4, 4), chunks=(2, 2), dtype="i4")[:] = 7
+    before = tree_digest(tmp_path / "big.zarr")
+    for args in ([], ["--overwrite"]):
+        result = CliRunner().invoke(app, ["n5", str(tmp_path / "big.zarr"), *args])
+        assert result.exit_code == 1
+        assert "no N5 dataset" in result.output
+        assert tree_digest(tmp_path / "big.zarr") == before
+    assert (zarr.open_array(tmp_path / "big.zarr" / "a")[:] == 7).all()
+
+
+def test_directory_without_n5_metadata_is_refused_untouched(tmp_path: Path) -> None:
+    (tmp_path / "d" / "x" / "y").mkdir(parents=True)
+    (tmp_path / "d" / "x" / "data.bin").write_bytes(b"1234")
+    before = tree_digest(tmp_path / "d")
+    result = CliRunner().invoke(app, ["n5", str(tmp_path / "d")])
+    assert result.exit_code == 1
+    assert "no N5 dataset" in result.output
+    assert tree_digest(tmp_path / "d") == before
+    assert not list((tmp_path / "d").rglob("zarr.json"))
+
+
+def test_block_directory_is_refused_untouched(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    make_container(root)
+    before = tree_digest(root)
+    block_dir = root / "raw" / "volume" / "0"
+    assert block_dir.is_dir()
+    result = CliRunner().invoke(app, ["n5", str(block_dir)])
+    assert result.exit_code == 1
+    assert "block directory of the N5 dataset" in result.output
+    assert tree_digest(root) == before
+
+
+def test_directories_off_the_way_to_a_dataset_get_no_zarr_json(tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    make_container(root)
+    (root / "notes" / "drafts").mkdir(parents=True)
+    n5.write_zarr_metadata(root)
+    assert not (root / "notes" / "zarr.json").exists()
+    assert not (root / "notes" / "drafts" / "zarr.json").exists()
 
 
 def test_cli_converts_and_explains(tmp_path: Path) -> None:

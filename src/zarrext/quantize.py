@@ -758,18 +758,30 @@ def copy_quantized(
     max_abs_error : float
         The bound every finite value must meet.
     overwrite : bool
-        Replace an existing array at ``output``.
+        Replace an existing Zarr array at ``output`` (a path that is not a Zarr
+        node is never replaced).
     progress : callable, optional
         Called as ``progress(phase, done, total)`` after each block; ``phase`` is
         ``"scan"`` or ``"copy"``.
+
+    The output is built under a temporary name and renamed into place at the end
+    (:func:`zarrext.outputs.staged_output`): if the copy fails or is interrupted,
+    nothing appears at ``output`` and the exception carries a note saying how far
+    it got.
 
     Raises
     ------
     QuantizationError
         If no plan meets the bound, or a block read back exceeds it.
+    OutputConflictError
+        If ``output`` is, is inside, or contains ``source``, or exists (without
+        ``overwrite``).
     """
     import zarr
 
+    from zarrext.outputs import check_disjoint, staged_output
+
+    check_disjoint(source, output)
     src = zarr.open_array(source, mode="r")
     ftype = _float_dtype(src.dtype)
     block = tuple(src.shards or src.chunks)
@@ -811,34 +823,47 @@ def copy_quantized(
             ),
             "compressors": None,
         }
-    dst = zarr.create_array(
-        output,
-        shape=src.shape,
-        dtype=ftype,
-        fill_value=fill,
-        filters=list(planned.filters),
-        attributes=dict(src.attrs),
-        dimension_names=dims,
-        zarr_format=3,
-        overwrite=overwrite,
-        **layout,
-    )
     worst = 0.0
-    for i, sl in enumerate(blocks):
-        data = np.asarray(src[sl])
-        dst[sl] = data
-        worst = max(worst, _errors(data, np.asarray(dst[sl])))
-        if progress is not None:
-            progress("copy", i + 1, len(blocks))
-    if worst > max_abs_error:
-        raise QuantizationError(
-            f"quantized copy at {output!r} exceeds max_abs_error={max_abs_error!r}: "
-            f"worst error read back is {worst!r}"
-        )
+    done = 0
+    # Built under a temporary name and renamed at the end: an interrupted copy
+    # never leaves something that opens as a finished array.
+    with staged_output(output, overwrite=overwrite) as target:
+        try:
+            dst = zarr.create_array(
+                target,
+                shape=src.shape,
+                dtype=ftype,
+                fill_value=fill,
+                filters=list(planned.filters),
+                attributes=dict(src.attrs),
+                dimension_names=dims,
+                zarr_format=3,
+                overwrite=overwrite,
+                **layout,
+            )
+            for sl in blocks:
+                data = np.asarray(src[sl])
+                dst[sl] = data
+                worst = max(worst, _errors(data, np.asarray(dst[sl])))
+                done += 1
+                if progress is not None:
+                    progress("copy", done, len(blocks))
+            if worst > max_abs_error:
+                raise QuantizationError(
+                    f"quantized copy of {source!r} exceeds max_abs_error={max_abs_error!r}: "
+                    f"worst error read back is {worst!r}"
+                )
+            output_bytes = int(dst.nbytes_stored())
+        except BaseException as e:
+            e.add_note(
+                f"quantize stopped after {done} of {len(blocks)} blocks; "
+                f"nothing was written at {output}"
+            )
+            raise
     return CopyReport(
         plan=planned,
         source_bytes=int(src.nbytes_stored()),
-        output_bytes=int(dst.nbytes_stored()),
+        output_bytes=output_bytes,
         worst_error=worst,
         blocks=len(blocks),
     )

@@ -11,6 +11,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 
+def _one_line(error: BaseException) -> str:
+    """The error and its notes (how far the job got) on one line."""
+    return "; ".join(part for part in (str(error), *getattr(error, "__notes__", ())) if part)
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     def quantize(
@@ -52,8 +57,12 @@ def register(app: typer.Typer) -> None:
                 )
             except (QuantizationError, TypeError, ValueError, FileNotFoundError) as e:
                 bar.stop()
-                console.print(f"[red]error:[/red] {e}")
+                console.print(f"[red]error:[/red] {_one_line(e)}", highlight=False)
                 raise typer.Exit(1) from e
+            except KeyboardInterrupt as e:
+                bar.stop()
+                console.print(f"interrupted: {_one_line(e) or 'quantize stopped'}", highlight=False)
+                raise typer.Exit(130) from e
         plan = report.plan
         table = Table(title=f"{path} -> {out} (quantized)")
         table.add_column("")

@@ -48,6 +48,7 @@ __all__ = [
     "convert_array",
     "scan_edge_blocks",
     "write_zarr_metadata",
+    "written_by_n5",
 ]
 
 CodecChoice = Literal["pad", "n5_default"]
@@ -346,11 +347,67 @@ def choose_codec(
     )
 
 
+def written_by_n5(document: Any) -> bool:
+    """Whether a ``zarr.json`` document has the form this module writes.
+
+    A group document with no more than ``zarr_format``, ``node_type`` and
+    ``attributes``, or an array document with the v2 ``/`` chunk keys and the
+    N5 header skip (``n5_default`` first, or a ``transpose`` + big-endian
+    ``bytes`` chain ending in ``pad``). Anything else was written by someone else
+    and is never replaced, even with ``overwrite``.
+    """
+    if not isinstance(document, dict) or document.get("zarr_format") != 3:
+        return False
+    if document.get("node_type") == "group":
+        return set(document) <= {"zarr_format", "node_type", "attributes"}
+    if document.get("node_type") != "array":
+        return False
+    keys = document.get("chunk_key_encoding")
+    codecs = document.get("codecs")
+    if keys != {"name": "v2", "configuration": {"separator": "/"}} or not isinstance(codecs, list):
+        return False
+    names = [c.get("name") if isinstance(c, dict) else None for c in codecs]
+    return names[:1] == ["n5_default"] or (
+        names[:2] == ["transpose", "bytes"] and names[-1] == "pad"
+    )
+
+
+def _check_replaceable(file: Path, overwrite: bool) -> None:
+    """Refuse to replace a ``zarr.json`` unless ``overwrite`` and it is one of ours."""
+    if not file.exists():
+        return
+    try:
+        ours = written_by_n5(json.loads(file.read_text()))
+    except (OSError, ValueError):
+        ours = False
+    if not ours:
+        raise N5ConversionError(
+            f"n5: {file} exists and was not written by zarrext n5; refusing to replace it"
+        )
+    if not overwrite:
+        raise N5ConversionError(f"n5: {file} already exists {_OVERWRITE_HINT}")
+
+
 def _write(path: Path, metadata: dict[str, Any], overwrite: bool) -> None:
     file = path / ZARR_JSON
-    if file.exists() and not overwrite:
-        raise N5ConversionError(f"n5: {file} already exists {_OVERWRITE_HINT}")
-    file.write_text(json.dumps(metadata, indent=2) + "\n")
+    _check_replaceable(file, overwrite)
+    # Written whole under a temporary name, then renamed: a killed run leaves
+    # either the old document or the new one, never half of one.
+    temp = file.with_name(f".{ZARR_JSON}.zarrext-tmp-{os.getpid()}")
+    temp.write_text(json.dumps(metadata, indent=2) + "\n")
+    os.replace(temp, file)
+
+
+def _enclosing_dataset(path: Path) -> Path | None:
+    """The N5 dataset directory ``path`` lies inside (a block directory), if any."""
+    for parent in path.resolve().parents:
+        try:
+            attrs = _load_attributes(parent)
+        except N5ConversionError:
+            return None
+        if is_dataset(attrs):
+            return parent
+    return None
 
 
 def _compression_name(attrs: Mapping[str, Any]) -> str:
@@ -426,12 +483,19 @@ def write_zarr_metadata(
     root = Path(path)
     if not root.is_dir():
         raise N5ConversionError(f"n5: {root} is not a directory")
+    dataset = _enclosing_dataset(root)
+    if dataset is not None:
+        raise N5ConversionError(
+            f"n5: {root} is a block directory of the N5 dataset {dataset}; "
+            f"run n5 on the dataset or its container"
+        )
     # Everything is computed (and every block header checked) before anything is
     # written, so a bad dataset deep in a container leaves the container untouched.
     results: list[Conversion] = []
     if is_dataset(_load_attributes(root)):
         results.append(convert_array(root, codec=codec, write=False))
     else:
+        groups: list[Conversion] = []
         for dirpath, dirnames, _ in os.walk(root):
             here = Path(dirpath)
             here_attrs = _load_attributes(here)
@@ -440,11 +504,20 @@ def write_zarr_metadata(
                 results.append(convert_array(here, codec=codec, write=False))
                 continue
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-            results.append(Conversion(here, "group", group_metadata(here_attrs)))
+            groups.append(Conversion(here, "group", group_metadata(here_attrs)))
+        if not results:
+            raise N5ConversionError(
+                f"n5: no N5 dataset (an attributes.json with dimensions, blockSize and "
+                f"dataType) under {root}; nothing to convert"
+            )
+        # A group is a directory on the way to a dataset; other directories are
+        # not N5 and get nothing.
+        arrays = [r.path for r in results]
+        results += [g for g in groups if any(g.path in a.parents for a in arrays)]
+        results.sort(key=lambda r: (len(r.path.parts), r.path.parts))
     if write:
-        existing = [r.path / ZARR_JSON for r in results if (r.path / ZARR_JSON).exists()]
-        if existing and not overwrite:
-            raise N5ConversionError(f"n5: {existing[0]} already exists {_OVERWRITE_HINT}")
+        for r in results:  # all refusals before the first write
+            _check_replaceable(r.path / ZARR_JSON, overwrite)
         for r in results:
             _write(r.path, r.metadata, overwrite=True)
     return results
