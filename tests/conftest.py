@@ -11,6 +11,12 @@ ROOT = Path(__file__).resolve().parents[1]
 # Schemas and arrays written by other implementations (see tests/data/README.md).
 DATA = ROOT / "tests" / "data"
 
+
+def tree_digest(root: Path) -> dict[str, bytes]:
+    """Every file under ``root`` with its bytes: equal before and after means untouched."""
+    files = sorted(p for p in root.rglob("*") if p.is_file())
+    return {str(p.relative_to(root)): p.read_bytes() for p in files}
+
 settings.register_profile(
     "default",
     deadline=None,

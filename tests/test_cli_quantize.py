@@ -12,6 +12,7 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
+from tests.conftest import tree_digest
 from zarrext.cli import app
 
 runner = CliRunner(env={"COLUMNS": "200"})
@@ -84,10 +85,6 @@ def test_cli_quantize_console_script_in_fresh_process(tmp_path: Path) -> None:
     assert float(np.max(np.abs(back[finite] - data[finite]))) <= 0.5
 
 
-def _digest(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
-
-
 @pytest.mark.parametrize(
     ("out", "message"),
     [("src.zarr", "is the input"), ("src.zarr/q", "inside the input"), (".", "contains the input")],
@@ -97,12 +94,12 @@ def test_cli_quantize_refuses_output_over_its_input(
     tmp_path: Path, out: str, message: str
 ) -> None:
     data = _source(tmp_path / "src.zarr")
-    before = _digest(tmp_path)
+    before = tree_digest(tmp_path)
     result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
                                  "0.1", "--out", str(tmp_path / out), "--overwrite"])
     assert result.exit_code == 1
     assert message in result.output
-    assert _digest(tmp_path) == before
+    assert tree_digest(tmp_path) == before
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "src.zarr"))[:], data)
 
 
@@ -149,9 +146,9 @@ def test_failed_replacement_keeps_the_old_output(tmp_path: Path) -> None:
     result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
                                  "0.1", "--out", str(tmp_path / "q.zarr")])
     assert result.exit_code == 0, result.output
-    before = _digest(tmp_path / "q.zarr")
+    before = tree_digest(tmp_path / "q.zarr")
     result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
                                  "-1", "--out", str(tmp_path / "q.zarr"), "--overwrite"])
     assert result.exit_code == 1
-    assert _digest(tmp_path / "q.zarr") == before
+    assert tree_digest(tmp_path / "q.zarr") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.zarr", "src.zarr"]

@@ -21,7 +21,7 @@ import zarr
 from typer.testing import CliRunner
 
 import zarrext
-from tests.conftest import DATA
+from tests.conftest import DATA, tree_digest
 from zarrext.cli import app
 from zarrext.codecs.n5_default import N5DefaultCodec, N5DefaultCodecError
 from zarrext.formats import n5
@@ -330,11 +330,6 @@ def test_zarr_json_not_written_by_n5_is_never_replaced(tmp_path: Path) -> None:
         with pytest.raises(n5.N5ConversionError, match="not written by zarrext n5"):
             n5.write_zarr_metadata(root, overwrite=overwrite)
         assert tree_digest(root) == before
-
-
-def tree_digest(root: Path) -> dict[str, bytes]:
-    """Every file under ``root`` with its bytes: equal before and after means untouched."""
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
 def test_zarr_v3_group_is_refused_untouched(tmp_path: Path) -> None:
