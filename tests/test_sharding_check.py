@@ -99,7 +99,7 @@ def test_torn_index_rolled_back_from_journal(tmp_path: Path, location: str) -> N
     shard = tmp_path / "a" / "c" / "0" / "0"
     good = shard.read_bytes()
     offset = 0 if location == "start" else len(good) - ISZ
-    writer._write_journal(shard, len(good), offset, good[offset : offset + ISZ])
+    writer.write_journal(shard, len(good), offset, good[offset : offset + ISZ])
     with open(shard, "r+b") as f:  # half a new index, then the writer died
         f.seek(offset)
         f.write(os.urandom(ISZ // 2))

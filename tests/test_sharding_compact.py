@@ -124,7 +124,7 @@ def test_compact_rolls_back_pending_write_first(tmp_path: Path) -> None:
     shard = tmp_path / "a" / "c" / "0" / "0"
     good = shard.read_bytes()
     # simulate a killed writer: journal written, then garbage appended and a torn index
-    writer._write_journal(shard, len(good), len(good) - (16 * 16 + 4), good[-(16 * 16 + 4):])
+    writer.write_journal(shard, len(good), len(good) - (16 * 16 + 4), good[-(16 * 16 + 4):])
     with open(shard, "ab") as f:
         f.write(os.urandom(300))
     zarrext.compact(array)

@@ -483,3 +483,22 @@ class RuntimeShardingCodec(ShardingCodec):
         # The synchronous shard path bypasses the inner pipeline, and with it the
         # chunk indices; keep this codec on the asynchronous path.
         return False
+
+    async def _decode_partial_single(
+        self, byte_getter: Any, selection: SelectorTuple, shard_spec: ArraySpec
+    ) -> NDBuffer | None:
+        # A local shard is read from one open file under a shared lock, so that
+        # no writer, compact or expand changes it between index and chunk reads
+        # (see zarrext.sharding.reader); other stores take zarr-python's path.
+        from zarrext.sharding.reader import local_file, open_shared
+
+        path = local_file(byte_getter)
+        if path is None:
+            return await super()._decode_partial_single(byte_getter, selection, shard_spec)
+        handle = await asyncio.to_thread(open_shared, path)
+        if handle is None:
+            return None
+        try:
+            return await super()._decode_partial_single(handle, selection, shard_spec)
+        finally:
+            handle.close()

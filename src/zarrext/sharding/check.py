@@ -45,6 +45,7 @@ from zarr.storage import LocalStore
 from zarrext._context import _chunk_index
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardLayoutError
+from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, shards_of
 
 __all__ = ["STALE_AFTER", "ShardCheck", "check", "recover_array"]
@@ -230,6 +231,13 @@ def _check_shard(
     geometry, codec = shards.geometry, shards.codec
     fd = _open_locked(path, repair)
     if fd is None:
+        if free_path(path).exists():
+            result.problem(
+                "reuse quarantine of a shard that no longer exists",
+                fixed="deleted the quarantine file" if repair else None,
+            )
+            if repair:
+                free_path(path).unlink(missing_ok=True)
         if writer.journal_pending(path):
             result.problem(
                 "journal of a shard that no longer exists",
@@ -256,6 +264,9 @@ def _check_shard(
             result.problem(text, fixed="rolled back the interrupted write" if repair else None)
             if repair:
                 writer.recover(path, fd)
+        if repair and free_path(path).exists():
+            # Not a problem (it guards readers for a few seconds); drop what expired.
+            write_quarantine(path, read_quarantine(path) or [])
         try:
             size, offset, raw, table = writer.read_index(fd, codec, geometry, key)
         except writer.ShardCorruptError as e:

@@ -24,7 +24,7 @@ from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 
-__all__ = ["RewriteReport", "compact", "expand"]
+__all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
 
 @dataclass(frozen=True)
@@ -118,10 +118,12 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
             tmp.unlink(missing_ok=True)
             raise
         os.close(out)
+        # Before the swap: once the new file is in place a writer may lock it and
+        # start a journal of its own under the same name.
+        writer.discard_sidecars(path)
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
-        writer.discard_journal(path)  # rolled back or inactive: leave a clean store
         return state.size, total
 
 
@@ -172,10 +174,27 @@ def _run(
     return RewriteReport(done, before, after)
 
 
+READER_NOTE = (
+    "readers through zarrext.open_array stay consistent during the rewrite; zarr-python "
+    "and tensorstore readers reading the array meanwhile may read an index from the old "
+    "shard file and chunk bytes from the new one, and get another chunk's values"
+)
+"""What a ``compact``/``expand`` run means for readers (the CLI prints it)."""
+
+
 def compact(
     array: Any, *, workers: int | None = None, progress: bool | Console = False
 ) -> RewriteReport:
     """Rewrite every shard of ``array`` densely: chunks back to back in C order.
+
+    Takes each shard's writer lock (rolling back a killed writer's transaction
+    first) and swaps the new file in with ``os.replace``: no write is lost, and
+    readers through :func:`zarrext.open_array` (one open, a shared lock) see the
+    old shard or the new one. Plain zarr-python or tensorstore readers read the
+    index and the chunks in separate opens: one racing the swap may take the
+    index from the old file and the bytes from the new one, and get another
+    chunk's values (a ``crc32c`` does not catch it). Compact while no plain
+    reader reads (:data:`READER_NOTE`).
 
     Parameters
     ----------

@@ -55,6 +55,17 @@ class ShardGeometry:
         """End of the slot area (= ``data_start`` when there are no slots)."""
         return self.data_start + self.n_chunks * (self.slot_size or 0)
 
+    @property
+    def spare_start(self) -> int:
+        """Start of the spare slots: after the slots, and after the index's first
+        place when the index is at the end (so that it never sits in a spare slot)."""
+        return self.slots_end + (self.index_size if self.index_location == "end" else 0)
+
+    @property
+    def spare_end(self) -> int:
+        """End of the spare slots (one per inner chunk)."""
+        return self.spare_start + self.n_chunks * (self.slot_size or 0)
+
     def home(self, flat: int) -> int:
         """Offset of inner chunk ``flat``'s slot."""
         if self.slot_size is None:

@@ -109,8 +109,10 @@ def transcode_shard(
             tmp, codec, geometry, "fixed-slot" if layout == "fixed-slot" else "append", datas
         )
         size_after = os.stat(tmp).st_size
+        # Before the swap: once the new file is in place a writer may lock it and
+        # start a journal of its own under the same name.
+        writer.discard_sidecars(path)
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
-        writer.discard_journal(path)
         return TranscodeResult((state.size, size_after, len(datas), layout))

@@ -1,0 +1,109 @@
+"""A shard's size and decoded index, read from an open file (no locking)."""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.codecs.sharding import _ShardIndex
+from zarr.core.buffer import default_buffer_prototype
+
+from zarrext.sharding.geometry import EMPTY, ShardGeometry
+
+if TYPE_CHECKING:
+    from zarr.codecs.sharding import ShardingCodec
+
+__all__ = ["ShardCorruptError", "ShardState", "encode_index", "load_state", "read_index"]
+
+
+class ShardCorruptError(ValueError):
+    """A shard file whose index cannot be used."""
+
+
+def encode_index(codec: ShardingCodec, geometry: ShardGeometry, table: np.ndarray) -> bytes:
+    """Encode an ``(n, 2)`` offsets/lengths table with the codec's index codecs."""
+    index = _ShardIndex(
+        geometry.chunks_per_shard, table.reshape((*geometry.chunks_per_shard, 2))
+    )
+    return codec._encode_shard_index_sync(index).to_bytes()
+
+
+class ShardState:
+    """A locked shard's size and decoded index.
+
+    Attributes
+    ----------
+    size : int
+        File size in bytes.
+    index_offset : int
+        Where the index is.
+    index_bytes : bytes
+        The encoded index as stored.
+    table : numpy.ndarray
+        ``(n, 2)`` uint64 offsets and lengths, C order of inner chunks; writable copy.
+    """
+
+    def __init__(self, size: int, index_offset: int, index_bytes: bytes, table: np.ndarray):
+        self.size = size
+        self.index_offset = index_offset
+        self.index_bytes = index_bytes
+        self.table = table
+
+    def present(self) -> np.ndarray:
+        return np.asarray(self.table[:, 0] != EMPTY)
+
+
+def read_index(
+    fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any
+) -> tuple[int, int, bytes, np.ndarray]:
+    """Read and decode the index of the open shard ``fd``, entries unchecked.
+
+    Returns
+    -------
+    tuple
+        File size, index offset, raw index bytes, and the ``(n, 2)`` table of
+        offsets and lengths.
+
+    Raises
+    ------
+    ShardCorruptError
+        When the file is shorter than its index or the index fails to decode
+        (e.g. checksum mismatch).
+    """
+    size = os.fstat(fd).st_size
+    isz = geometry.index_size
+    if size < isz:
+        raise ShardCorruptError(
+            f"shard {where}: {size} bytes is shorter than its {isz}-byte index"
+        )
+    offset = 0 if geometry.index_location == "start" else size - isz
+    raw = os.pread(fd, isz, offset)
+    try:
+        index = codec._decode_shard_index_sync(
+            default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
+        )
+    except ValueError as e:
+        raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
+    return size, offset, raw, np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
+
+
+def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any) -> ShardState:
+    """Read and decode the index of the open shard ``fd``.
+
+    Raises
+    ------
+    ShardCorruptError
+        When the file is shorter than its index or the index fails to decode
+        (e.g. checksum mismatch), or an entry points outside the file.
+    """
+    size, offset, raw, table = read_index(fd, codec, geometry, where)
+    present = table[:, 0] != EMPTY
+    ends = table[present, 0] + table[present, 1]
+    if ends.size and int(ends.max()) > size:
+        bad = int(np.flatnonzero(present)[int(np.argmax(ends))])
+        raise ShardCorruptError(
+            f"shard {where}: index entry of inner chunk {bad} ends at byte {int(ends.max())}, "
+            f"past the end of the {size}-byte file"
+        )
+    return ShardState(size, offset, raw, table)

@@ -1,0 +1,66 @@
+"""The pure slot allocator: own places, quarantine, appends (no files)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from zarrext.sharding.allocator import allocate, freed_ranges
+from zarrext.sharding.geometry import EMPTY, ShardGeometry
+
+S = 100
+START = ShardGeometry((4,), index_size=68, index_location="start", slot_size=S)
+END = ShardGeometry((4,), index_size=68, index_location="end", slot_size=S)
+
+
+def table(*entries: tuple[int, int] | None) -> np.ndarray:
+    out = np.full((4, 2), EMPTY, dtype=np.uint64)
+    for flat, entry in enumerate(entries):
+        if entry is not None:
+            out[flat] = entry
+    return out
+
+
+def test_chunks_alternate_between_their_two_places() -> None:
+    g = START
+    home1, spare1 = g.data_start + S, g.spare_start + S
+    t = table(None, (home1, 80), None, None)
+    size = g.slots_end
+    got = allocate(t, size, 0, g, {1: 90}, "fixed-slot")
+    assert got.offsets == {1: spare1}  # home is live: the spare slot
+    t2 = table(None, (spare1, 90), None, None)
+    got = allocate(t2, spare1 + 90, 0, g, {1: 50, 2: 100}, "fixed-slot")
+    assert got.offsets == {1: home1, 2: g.data_start + 2 * S}  # back home; 2 to its home
+    # own places need no quarantine when freed
+    assert freed_ranges(t, [1], g) == []
+    assert freed_ranges(t2, [1], g) == []
+
+
+def test_foreign_bytes_are_quarantined_and_not_reused() -> None:
+    g = START
+    # a compacted shard: chunk 0 dense at the start of home 0, chunk 1 right after
+    t = table((g.data_start, 60), (g.data_start + 60, 60), None, None)
+    assert freed_ranges(t, [0], g) == []  # inside its own home
+    assert freed_ranges(t, [1], g) == [(g.data_start + 60, g.data_start + 120)]
+    # chunk 1 moved away; its old bytes overlap home 0 and home 1: held for a while
+    t2 = table((g.data_start, 60), (g.spare_start + S, 60), None, None)
+    held = [(g.data_start + 60, g.data_start + 120, 10.0)]
+    got = allocate(t2, g.spare_end, 0, g, {1: 60}, "fixed-slot", held, now=5.0)
+    assert got.offsets == {1: g.spare_end}  # home held, spare slot live: appended
+    got = allocate(t2, g.spare_end, 0, g, {1: 60}, "fixed-slot", held, now=11.0)
+    assert got.offsets == {1: g.data_start + S}  # grace over: home
+    # a rolled-back transaction's tail past the end is not appended over
+    got = allocate(t2, 1000, 0, g, {3: 150}, "fixed-slot", [(1000, 1500, 10.0)], now=5.0)
+    assert got.offsets == {3: 1500}
+
+
+def test_index_at_end_moves_past_the_spare_area() -> None:
+    g = END
+    t = table((0, 100), None, None, None)
+    size = g.slots_end + g.index_size  # a fresh fixed-slot shard: index right after slots
+    got = allocate(t, size, g.slots_end, g, {0: 100}, "fixed-slot")
+    assert got.offsets == {0: g.spare_start}
+    assert g.spare_start == g.slots_end + g.index_size  # never over the index
+    assert got.eof == g.spare_end  # the new index goes after every spare slot
+    # append layout: always the end of the file
+    got = allocate(t, size, g.slots_end, g, {1: 10}, "append")
+    assert got.offsets == {1: size}

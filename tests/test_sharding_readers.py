@@ -1,0 +1,223 @@
+"""Readers racing writers and compact/expand never get another chunk's data.
+
+Every inner chunk's values say which chunk and which version they are:
+``value // 10**6`` is the chunk's number, ``value // 1000 % 1000`` the version
+(the low digits are noise on odd versions, so encoded sizes change and chunks
+move between their slot and their spare slot). Every chunk is stored before the
+readers start, so the fill value (-1) is never a right answer either.
+
+A reader process counts, per inner chunk read: another chunk's number or a mix
+of versions (``wrong``), the fill value (``fill``), and reads that raised
+(``errors``, e.g. a checksum); ``wrong`` and ``fill`` must be 0.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+
+import zarrext
+from zarrext.codecs.conditional import ConditionalCodec
+
+ROOT = Path(__file__).resolve().parents[1]
+GRID = 8  # 8x8 inner chunks of 8x8 in 4 shards
+
+
+def chunk_value(chunk: int, version: int) -> np.ndarray:
+    base = (chunk * 1000 + version % 1000) * 1000
+    if version % 2:
+        noise = np.random.default_rng([chunk, version]).integers(0, 1000, (8, 8))
+        return (base + noise).astype("i4")
+    return np.full((8, 8), base, dtype="i4")
+
+
+CODECS = {
+    # fixed-size chunks, no checksum: a misdirected read returns whole values
+    "raw": lambda: [BytesCodec()],
+    "crc": lambda: [BytesCodec(), ConditionalCodec(codecs=[ZstdCodec(level=1)]), Crc32cCodec()],
+}
+
+
+def create(path: Path, location: str, codecs: str = "raw") -> None:
+    (path.parent / "codecs").write_text(codecs)
+    array = zarrext.create_array(
+        str(path),
+        shape=(GRID * 8, GRID * 8),
+        chunks=(32, 32),
+        dtype="i4",
+        fill_value=-1,
+        compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(8, 8),
+            codecs=CODECS[codecs](), index_location=location
+        ),
+        shard_layout="fixed-slot",
+        decision="compress_if_smaller" if codecs == "crc" else None,
+    )
+    full = np.empty((GRID * 8, GRID * 8), dtype="i4")
+    for c in range(GRID * GRID):
+        i, j = divmod(c, GRID)
+        full[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8] = chunk_value(c, 0)
+    array[:] = full
+
+
+WRITER = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np, zarrext
+from tests.test_sharding_readers import GRID, chunk_value
+path, seconds = sys.argv[2], float(sys.argv[3])
+crc = open(path + "/../codecs").read() == "crc"
+array = zarrext.open_array(
+    path, shard_layout="fixed-slot", decision="compress_if_smaller" if crc else None
+)
+rng = np.random.default_rng(1)
+version = [0] * (GRID * GRID)
+hot = [0, 9, 27, 63]
+end = time.monotonic() + seconds
+n = 0
+while time.monotonic() < end:
+    c = hot[n % 4] if n % 2 else int(rng.integers(GRID * GRID))
+    version[c] += 1
+    i, j = divmod(c, GRID)
+    array[i * 8:(i + 1) * 8, j * 8:(j + 1) * 8] = chunk_value(c, version[c])
+    n += 1
+print(n)
+"""
+
+JOB = r"""
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import zarr, zarrext
+path, seconds = sys.argv[2], float(sys.argv[3])
+end = time.monotonic() + seconds
+n = 0
+while time.monotonic() < end:
+    array = zarr.open_array(path, mode="r+")
+    (zarrext.compact if n % 2 == 0 else zarrext.expand)(array)
+    n += 1
+print(n)
+"""
+
+READER = r"""
+import json, sys, time
+sys.path.insert(0, sys.argv[1])
+import numpy as np, zarr, zarrext
+from tests.test_sharding_readers import GRID
+path, seconds, how = sys.argv[2], float(sys.argv[3]), sys.argv[4]
+opener = (lambda: zarrext.open_array(path, mode="r")) if how == "zarrext" else (
+    lambda: zarr.open_array(path, mode="r"))
+array = opener()
+rng = np.random.default_rng(2)
+counts = {"reads": 0, "chunks": 0, "wrong": 0, "fill": 0, "errors": 0}
+end = time.monotonic() + seconds
+n = 0
+while time.monotonic() < end:
+    kind = n % 3
+    if kind == 0:  # one inner chunk
+        i, j = (int(v) for v in rng.integers(GRID, size=2))
+        sel = (slice(i * 8, i * 8 + 8), slice(j * 8, j * 8 + 8))
+    elif kind == 1:  # a whole shard
+        i, j = (int(v) for v in rng.integers(2, size=2))
+        sel = (slice(i * 32, i * 32 + 32), slice(j * 32, j * 32 + 32))
+    else:  # a few chunks across shards
+        sel = (slice(24, 40), slice(16, 48))
+    n += 1
+    counts["reads"] += 1
+    try:
+        got = array[sel]
+    except Exception:
+        counts["errors"] += 1
+        continue
+    r0, c0 = sel[0].start // 8, sel[1].start // 8
+    for a in range(got.shape[0] // 8):
+        for b in range(got.shape[1] // 8):
+            block = got[a * 8:(a + 1) * 8, b * 8:(b + 1) * 8]
+            chunk = (r0 + a) * GRID + (c0 + b)
+            counts["chunks"] += 1
+            if (block == -1).any():
+                counts["fill"] += 1
+            elif (block // 1000000 != chunk).any() or len(np.unique(block // 1000 % 1000)) != 1:
+                counts["wrong"] += 1
+print(json.dumps(counts))
+"""
+
+
+def _race(path: Path, seconds: float, readers: list[str], compact: bool) -> list[dict[str, int]]:
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(ROOT), str(path), str(seconds)],
+            stdout=subprocess.PIPE, text=True,
+        )
+    ]
+    if compact:
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-c", JOB, str(ROOT), str(path), str(seconds)],
+                stdout=subprocess.PIPE, text=True,
+            )
+        )
+    reader_procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", READER, str(ROOT), str(path), str(seconds), how],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for how in readers
+    ]
+    for proc in procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        assert proc.returncode == 0
+        assert int(out) > 5  # the writer wrote, the job ran, while readers read
+    results = []
+    for proc in reader_procs:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        assert proc.returncode == 0
+        results.append(json.loads(out))
+    return results
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_plain_readers_against_writer(tmp_path: Path, location: str) -> None:
+    path = tmp_path / "a"
+    create(path, location)
+    (counts,) = _race(path, 3.0, ["zarr"], compact=False)
+    assert counts["reads"] > 20, counts
+    assert counts["wrong"] == 0, counts
+    assert counts["fill"] == 0, counts
+
+
+def test_zarrext_readers_against_writer_and_compact(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    create(path, "end")
+    (counts,) = _race(path, 3.0, ["zarrext"], compact=True)
+    assert counts["reads"] > 20, counts
+    assert counts == {**counts, "wrong": 0, "fill": 0, "errors": 0}, counts
+    assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_readers_15s(tmp_path: Path, location: str) -> None:
+    path = tmp_path / "a"
+    create(path, location)
+    plain, ours = _race(path, 15.0, ["zarr", "zarrext"], compact=False)
+    print(f"\nindex at {location}, writer only: zarr-python {plain}, zarrext {ours}")
+    assert plain["wrong"] == plain["fill"] == 0, plain
+    assert ours["wrong"] == ours["fill"] == ours["errors"] == 0, ours
+    path2 = tmp_path / "b"
+    create(path2, location)
+    t0 = time.monotonic()
+    plain, ours = _race(path2, 15.0, ["zarr", "zarrext"], compact=True)
+    print(
+        f"index at {location}, writer + compact/expand loop ({time.monotonic() - t0:.0f} s): "
+        f"zarr-python {plain}, zarrext {ours}"
+    )
+    assert ours["wrong"] == ours["fill"] == ours["errors"] == 0, ours
