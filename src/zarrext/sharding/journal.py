@@ -182,7 +182,7 @@ def journal_pending(path: Path) -> bool:
         head = os.pread(fd, len(_INACTIVE), 0)
     finally:
         os.close(fd)
-    return bool(head) and head != _INACTIVE
+    return head != _INACTIVE  # empty: killed before the journal was written (torn)
 
 
 def read_journal(path: Path) -> tuple[int, int, bytes] | None:
