@@ -362,3 +362,44 @@ def test_deep_check_names_bad_inner_chunk(tmp_path: Path) -> None:
     (problem,) = finding.problems
     i, j = divmod(flat, 4)
     assert f"inner chunk {flat} (chunk {(i, 4 + j)} of the array) does not decode" in problem
+
+
+RECOMPRESS_UNSHARDED = r"""
+import sys
+sys.path.insert(0, sys.argv[1])
+import zarrext
+print("R", flush=True)
+while True:
+    for decision in ("compress_if_smaller", "never_apply"):
+        zarrext.recompress(sys.argv[2], decision, progress=False, workers=2)
+"""
+
+
+def test_killed_unsharded_recompress_leaves_nothing_after_repair(tmp_path: Path) -> None:
+    path = tmp_path / "u"
+    array = zarrext.create_array(
+        str(path), shape=(128, 128), chunks=(16, 16), dtype="i4", fill_value=0,
+        serializer=BytesCodec(), compressors=[ConditionalCodec([ZstdCodec()]), Crc32cCodec()],
+        decision="never_apply",
+    )
+    data = np.random.default_rng(3).integers(0, 50, (128, 128)).astype("i4")
+    array[:] = data
+    rnd = random.Random(11)
+    leftovers = 0
+    for _ in range(6):
+        proc = subprocess.Popen(
+            [sys.executable, "-c", RECOMPRESS_UNSHARDED, str(ROOT), str(path)],
+            stdout=subprocess.PIPE,
+        )
+        assert proc.stdout is not None
+        proc.stdout.readline()  # running
+        time.sleep(rnd.uniform(0.05, 0.6))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        leftovers += len(list(path.rglob(f"*{writer.TMP_MARK}*")))
+        zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
+        assert not list(path.rglob(f"*{writer.TMP_MARK}*"))
+        assert not list(path.rglob("*.partial"))
+        assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
+        np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:], data)
+    print(f"{leftovers} temporary files left by 6 kills, all removed by check --repair")

@@ -325,3 +325,36 @@ def test_whole_shard_rewrite_keeps_chunks_in_their_slots(tmp_path: Path) -> None
     np.testing.assert_array_equal(
         fresh(tmp_path / "a")[:32, :32], np.arange(32 * 32, dtype="i4").reshape(32, 32)
     )
+
+
+def test_unbounded_fixed_slot_refused_before_metadata_is_written(tmp_path: Path) -> None:
+    from zarr.codecs import ZstdCodec
+
+    kwargs: dict = dict(
+        shape=(64, 64), chunks=(32, 32), dtype="i4", compressors=None,
+        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), ZstdCodec()]),
+    )
+    with pytest.raises(ShardLayoutError, match="no bound"):
+        zarrext.create_array(str(tmp_path / "a"), shard_layout="fixed-slot", **kwargs)
+    assert not (tmp_path / "a").exists() or not any((tmp_path / "a").rglob("zarr.json"))
+    array = zarrext.create_array(str(tmp_path / "a"), shard_layout="append", **kwargs)  # retry
+    array[:8, :8] = 1
+    assert fresh(tmp_path / "a")[0, 0] == 1
+
+
+def test_layout_is_a_runtime_field_kept_by_replace_and_evolve() -> None:
+    import dataclasses
+    import pickle
+
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.dtype import Int32
+
+    stock = ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec()])
+    codec = LayoutShardingCodec.from_codec(stock, "append")
+    assert codec == stock  # the layout is not compared: same metadata, same codec
+    assert dataclasses.replace(codec, codecs=(BytesCodec(),)).shard_layout == "append"
+    spec = ArraySpec((32, 32), Int32(), 0, ArrayConfig.from_dict({}), default_buffer_prototype())
+    assert codec.evolve_from_array_spec(spec).shard_layout == "append"
+    assert pickle.loads(pickle.dumps(codec)).shard_layout == "append"
+    assert "shard_layout" not in json.dumps(codec.to_dict())

@@ -216,7 +216,28 @@ def create_array(
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...).
+
+    Raises
+    ------
+    ValueError
+        When a runtime setting does not fit the array (e.g. ``shard_layout=
+        "fixed-slot"`` with inner codecs whose encoded size has no bound), before
+        anything is written to ``store``.
     """
+    if any(v is not None for v in (decision, shard_layout, padding)):
+        # Validate on the same metadata in memory first: a refusal must leave no
+        # zarr.json behind (a retry would meet ContainsArrayError).
+        from zarr.storage import MemoryStore
+
+        probe = {k: v for k, v in kwargs.items() if k not in ("data", "storage_options")}
+        data = kwargs.get("data")
+        if data is not None:
+            probe.setdefault("shape", data.shape)
+            probe.setdefault("dtype", data.dtype)
+        with_runtime(
+            zarr.create_array(MemoryStore(), **probe), decision=decision,
+            trial_encode=trial_encode, shard_layout=shard_layout, padding=padding,
+        )
     array = zarr.create_array(store, **kwargs)
     return with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,

@@ -19,7 +19,7 @@ Layouts are runtime settings, never written to ``zarr.json``.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
@@ -160,18 +160,21 @@ def local_path(byte_setter: object) -> Path | None:
     return None
 
 
+@dataclass(frozen=True, init=False, eq=False)
 class LayoutShardingCodec(RuntimeShardingCodec):
     """``sharding_indexed`` that writes shards with a runtime layout, in place.
 
     Same metadata, same reader as zarr-python's ``ShardingCodec``. On a
     ``LocalStore`` a write touches only the inner chunks it changes (see
     :mod:`zarrext.sharding.writer`); on any other store it falls back to
-    zarr-python's whole-shard rewrite.
+    zarr-python's whole-shard rewrite. ``shard_layout`` is a runtime setting: not
+    compared, never in metadata, kept by ``dataclasses.replace`` (and so by
+    zarr-python's ``evolve_from_array_spec``).
     """
 
-    shard_layout: str
+    shard_layout: str = field(default="fixed-slot", compare=False)
 
-    def __init__(self, *, shard_layout: str, **kwargs: Any) -> None:
+    def __init__(self, *, shard_layout: str = "fixed-slot", **kwargs: Any) -> None:
         super().__init__(**kwargs)
         if shard_layout not in LAYOUTS:
             raise ShardLayoutError(f"shard_layout must be one of {LAYOUTS}, got {shard_layout!r}")
@@ -189,28 +192,12 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         )
 
     def __getstate__(self) -> dict[str, Any]:
+        # zarr-python pickles the codec's metadata, which has no runtime settings.
         return {"shard_layout": self.shard_layout, **super().__getstate__()}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         object.__setattr__(self, "shard_layout", state["shard_layout"])
-
-    def evolve_from_array_spec(self, array_spec: ArraySpec) -> LayoutShardingCodec:
-        # zarr-python's version goes through dataclasses.replace, which would drop
-        # the runtime layout (it is no dataclass field, so it never reaches metadata).
-        from zarr.core.chunk_utils import evolve_codecs
-
-        evolved = evolve_codecs(self.codecs, self._get_chunk_spec(array_spec))
-        if evolved == self.codecs:
-            return self
-        return LayoutShardingCodec(
-            shard_layout=self.shard_layout,
-            chunk_shape=self.chunk_shape,
-            codecs=evolved,
-            index_codecs=self.index_codecs,
-            index_location=self.index_location,
-            subchunk_write_order=self.subchunk_write_order,
-        )
 
     def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
         cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)
