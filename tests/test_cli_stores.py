@@ -65,10 +65,3 @@ def test_recompress_with_nothing_to_do_fails(tmp_path: Path) -> None:
     result = runner.invoke(app, ["recompress", str(tmp_path / "p.zarr")])
     assert result.exit_code == 1
     assert "no array with a conditional codec" in result.output
-
-
-def test_unknown_decision_is_a_clear_error(tmp_path: Path) -> None:
-    make_group(tmp_path / "g.zarr")
-    result = runner.invoke(app, ["recompress", str(tmp_path / "g.zarr"), "--decision", "maybe"])
-    assert result.exit_code != 0
-    assert "unknown decision 'maybe'" in str(result.exception)

@@ -1,18 +1,30 @@
 """The ``zarrext`` command line.
 
 Each job lives in its own module under ``zarrext.cli`` and exposes
-``register(app)``; this module only assembles them.
+``register(app)``; this module only assembles them and turns expected failures
+into one line on stderr (see ``zarrext.cli._common``).
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, NoReturn
 
 import typer
 
+# typer >= 0.20 carries its own copy of click; its usage errors are these classes.
+from typer._click.exceptions import NoArgsIsHelpError, UsageError
+from zarr.errors import BaseZarrError
+
+from zarrext.cli._common import CliError, one_line
+
 app = typer.Typer(
     name="zarrext",
-    help="Jobs on whole Zarr stores: demo, inspect, recompress, compact, n5, quantize.",
+    help="Jobs on whole Zarr format 3 stores (see each command's --help).",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -27,10 +39,69 @@ COMMAND_MODULES: tuple[str, ...] = (
     "sharding",
 )
 
+# Failures a user can cause and fix: bad input, bad data, an unusable path. Anything
+# else is a bug in zarrext and keeps its traceback.
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, BaseZarrError)
+
+
+def _show_tracebacks() -> bool:
+    return os.environ.get("ZARREXT_TRACEBACK", "") not in ("", "0")
+
+
+def _error(message: str, code: int) -> NoReturn:
+    typer.echo(f"zarrext: error: {' '.join(message.split())}", err=True)
+    raise typer.Exit(code)
+
+
+def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Run a command so that an expected failure ends it with one line on stderr."""
+
+    @functools.wraps(command)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return command(*args, **kwargs)
+        except CliError as e:
+            if _show_tracebacks():
+                raise
+            _error(str(e), e.code)
+        except KeyboardInterrupt as e:
+            if _show_tracebacks():
+                raise
+            _error(f"interrupted: {one_line(e) or 'stopped'}", 130)
+        except EXPECTED_ERRORS as e:
+            if _show_tracebacks():
+                raise
+            _error(one_line(e) or type(e).__name__, 1)
+
+    return run
+
+
 for _name in COMMAND_MODULES:
     importlib.import_module(f"zarrext.cli.{_name}").register(app)
+for _command in app.registered_commands:
+    _command.callback = one_line_errors(_command.callback)  # type: ignore[arg-type]
 
 
-def main() -> None:
-    """Entry point of the ``zarrext`` console script."""
-    app()
+def main(argv: Sequence[str] | None = None) -> None:
+    """Entry point of the ``zarrext`` console script: exits with the command's code.
+
+    Usage errors (a bad option value, an unknown command) are one line too.
+    """
+    command = typer.main.get_command(app)
+    try:
+        code = command.main(
+            args=list(argv) if argv is not None else None,
+            prog_name="zarrext",
+            standalone_mode=False,
+        )
+    except NoArgsIsHelpError as e:
+        typer.echo(e.ctx.get_help() if e.ctx is not None else str(e))
+        sys.exit(0)
+    except UsageError as e:
+        name = e.ctx.command_path if e.ctx is not None else "zarrext"
+        typer.echo(f"zarrext: error: {e.format_message()} (see {name} --help)", err=True)
+        sys.exit(2)
+    except typer.Abort:
+        typer.echo("zarrext: error: interrupted", err=True)
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)

@@ -9,6 +9,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from zarrext.cli._common import fail
+
 
 def register(app: typer.Typer) -> None:
     @app.command()
@@ -26,5 +28,7 @@ def register(app: typer.Typer) -> None:
             with tempfile.TemporaryDirectory(prefix="zarrext-demo-") as tmp:
                 run_all(Path(tmp), console)
         else:
+            if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
+                fail(f"{directory} already exists and is not empty; give a new directory")
             directory.mkdir(parents=True, exist_ok=True)
             run_all(directory, console)

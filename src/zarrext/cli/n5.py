@@ -10,6 +10,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from zarrext.cli._common import fail
+
 
 class CodecOption(StrEnum):
     auto = "auto"
@@ -45,8 +47,7 @@ def register(app: typer.Typer) -> None:
                 path, codec=codec.value, overwrite=overwrite, write=not dry_run
             )
         except N5ConversionError as e:
-            console.print(f"[red]error:[/red] {e}")
-            raise typer.Exit(1) from e
+            fail(str(e))
         table = Table(title=f"N5 -> zarr.json in {path}" + (" (dry run)" if dry_run else ""))
         for column in ("node", "type", "shape", "dtype", "blocks", "compression", "codec", "why"):
             table.add_column(column, overflow="fold")

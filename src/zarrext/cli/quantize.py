@@ -10,10 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-
-def _one_line(error: BaseException) -> str:
-    """The error and its notes (how far the job got) on one line."""
-    return "; ".join(part for part in (str(error), *getattr(error, "__notes__", ())) if part)
+from zarrext.cli._common import fail, one_line
 
 
 def register(app: typer.Typer) -> None:
@@ -57,12 +54,10 @@ def register(app: typer.Typer) -> None:
                 )
             except (QuantizationError, TypeError, ValueError, FileNotFoundError) as e:
                 bar.stop()
-                console.print(f"[red]error:[/red] {_one_line(e)}", highlight=False)
-                raise typer.Exit(1) from e
+                fail(one_line(e))
             except KeyboardInterrupt as e:
                 bar.stop()
-                console.print(f"interrupted: {_one_line(e) or 'quantize stopped'}", highlight=False)
-                raise typer.Exit(130) from e
+                fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
         plan = report.plan
         table = Table(title=f"{path} -> {out} (quantized)")
         table.add_column("")

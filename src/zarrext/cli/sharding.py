@@ -9,11 +9,13 @@ import typer
 import zarr
 from rich.console import Console
 
+from zarrext.cli._common import fail, one_line, require_writable
+
 
 def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
     from zarr.core.metadata import ArrayV3Metadata
 
-    from zarrext.cli.stores import iter_arrays
+    from zarrext.cli._common import iter_arrays
     from zarrext.sharding.layout import sharding_codec_of
 
     return [
@@ -27,7 +29,9 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def compact(
         path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
-        workers: Annotated[int | None, typer.Option(help="Shards rewritten at once.")] = None,
+        workers: Annotated[
+            int | None, typer.Option(min=1, help="Shards rewritten at once.")
+        ] = None,
         expand: Annotated[
             bool, typer.Option("--expand", help="Rewrite into fixed slots instead (fast ingest).")
         ] = False,
@@ -37,17 +41,28 @@ def register(app: typer.Typer) -> None:
         from zarrext.sharding.compact import expand as run_expand
         from zarrext.sharding.inspect import _fmt
 
+        require_writable(path, "expand" if expand else "compact")
         console = Console()
         arrays = _sharded_arrays(path, "r+")
         if not arrays:
             console.print(f"no sharded arrays under {path}")
+        failed = 0
         for array in arrays:
             run = run_expand if expand else run_compact
-            report = run(array, workers=workers, progress=console)
+            try:
+                report = run(array, workers=workers, progress=console)
+            except (ValueError, OSError) as e:
+                if len(arrays) == 1:
+                    raise
+                typer.echo(f"zarrext: skipped {array.path or '/'}: {one_line(e)}", err=True)
+                failed += 1
+                continue
             console.print(
                 f"{array.path or '/'}: {report.shards} shards, "
                 f"{_fmt(report.bytes_before)} -> {_fmt(report.bytes_after)}"
             )
+        if failed:
+            fail(f"{failed} of {len(arrays)} arrays under {path} were skipped (see above)")
 
     @app.command()
     def check(
@@ -59,6 +74,8 @@ def register(app: typer.Typer) -> None:
         """Validate every shard: index checksum, entry bounds and overlaps, interrupted writes."""
         from zarrext.sharding.check import check as run_check
 
+        if repair:
+            require_writable(path, "check --repair")
         console = Console()
         unrepaired = 0
         arrays = _sharded_arrays(path, "r+" if repair else "r")

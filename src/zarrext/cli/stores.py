@@ -2,28 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from math import prod
 from pathlib import Path
 from typing import Annotated
 
 import typer
-import zarr
 from rich.console import Console
 from rich.table import Table
 
+from zarrext.cli._common import (
+    check_scheduler,
+    fail,
+    iter_arrays,
+    one_line,
+    require_writable,
+    require_writable_file,
+)
 from zarrext.inspection import ArrayInventory, inventory
 
-
-def iter_arrays(path: Path | str, mode: str = "r") -> Iterator[zarr.Array]:
-    """Every array at ``path``: the array itself, or all arrays of a group, recursively."""
-    node = zarr.open(str(path), mode=mode)  # type: ignore[arg-type]
-    if isinstance(node, zarr.Array):
-        yield node
-        return
-    for _, member in sorted(node.members(max_depth=None), key=lambda m: m[0]):
-        if isinstance(member, zarr.Array):
-            yield member
+__all__ = ["iter_arrays", "register"]
 
 
 def inventory_table(inv: ArrayInventory) -> Table:
@@ -102,6 +99,8 @@ def register(app: typer.Typer) -> None:
         from zarrext.sharding.inspect import render_sharded
 
         console = Console()
+        if plot is not None:
+            require_writable_file(plot)
         inventories = []
         for array in iter_arrays(path):
             inv = inventory(array)
@@ -120,33 +119,50 @@ def register(app: typer.Typer) -> None:
         decision: Annotated[
             str, typer.Option(help="Built-in decision for the conditional codec(s).")
         ] = "compress_if_smaller",
-        workers: Annotated[int | None, typer.Option(help="Threads in the local pool.")] = None,
+        workers: Annotated[
+            int | None, typer.Option(min=1, help="Threads in the local pool.")
+        ] = None,
         scheduler: Annotated[
             str | None, typer.Option(help="Address of a dask.distributed scheduler to run on.")
         ] = None,
     ) -> None:
         """Rewrite every stored chunk with freshly decided conditional masks, in place."""
+        from zarrext.decisions import BUILTIN_DECISIONS
         from zarrext.inspection import conditional_placement
         from zarrext.recompression import recompress as run
 
+        if decision not in BUILTIN_DECISIONS:
+            known = ", ".join(BUILTIN_DECISIONS)
+            fail(f"--decision {decision!r} is unknown; choose one of {known}")
+        require_writable(path, "recompress")
+        arrays = list(iter_arrays(path, mode="r+"))
         console = Console()
         client = None
         if scheduler is not None:
             from dask.distributed import Client
 
-            client = Client(scheduler)
+            check_scheduler(scheduler)
+            client = Client(scheduler, timeout="10s")
         try:
-            done = 0
-            for array in iter_arrays(path, mode="r+"):
+            done = failed = 0
+            for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
                     console.print(f"skipping {array.path or '/'}: no conditional codec")
                     continue
-                report = run(array, decision, client=client, workers=workers)
+                try:
+                    report = run(array, decision, client=client, workers=workers)
+                except (ValueError, OSError) as e:
+                    if len(arrays) == 1:
+                        raise
+                    typer.echo(f"zarrext: skipped {array.path or '/'}: {one_line(e)}", err=True)
+                    failed += 1
+                    continue
                 console.print(report.table())
                 done += 1
+            if failed:
+                fail(f"{failed} array(s) under {path} not recompressed (see above)")
             if not done:
-                console.print(f"no array with a conditional codec under {path}")
-                raise typer.Exit(1)
+                fail(f"no array with a conditional codec under {path}")
         finally:
             if client is not None:
                 client.close()

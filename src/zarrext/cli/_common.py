@@ -1,0 +1,145 @@
+"""What every command shares: opening the store a user named, and failing in one line.
+
+An expected failure (a path that is not a Zarr store, a Zarr format 2 array, bad
+metadata, a read-only store, a bad option) ends the command with one line on
+stderr saying what went wrong, where, and what to do, and a non-zero exit code;
+``zarrext.cli.main`` turns :class:`CliError` and the library's ``ValueError``
+and ``OSError`` families into that line. Set ``ZARREXT_TRACEBACK=1`` to see the
+traceback instead.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+import zarr
+from zarr.errors import NodeNotFoundError
+
+__all__ = [
+    "CliError",
+    "check_scheduler",
+    "fail",
+    "iter_arrays",
+    "one_line",
+    "open_node",
+    "require_writable",
+]
+
+
+class CliError(Exception):
+    """An expected failure of a command: its message is the one line the user sees."""
+
+    def __init__(self, message: str, code: int = 1) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def fail(message: str, code: int = 1) -> NoReturn:
+    """End the command with ``message`` on stderr and exit ``code``."""
+    raise CliError(message, code)
+
+
+def one_line(error: BaseException) -> str:
+    """The error and its notes (how far a job got) on one line."""
+    parts = (str(error), *getattr(error, "__notes__", ()))
+    return "; ".join(" ".join(p.split()) for p in parts if p)
+
+
+def _is_local(path: str) -> bool:
+    return "://" not in path
+
+
+def open_node(path: Path | str, mode: str = "r") -> zarr.Array | zarr.Group:
+    """Open the Zarr format 3 array or group at ``path``, or fail with one line."""
+    text = str(path)
+    if _is_local(text) and not Path(text).exists():
+        fail(f"{text}: no such file or directory")
+    try:
+        node = zarr.open(text, mode=mode)  # type: ignore[arg-type]
+    except json.JSONDecodeError as e:
+        fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
+    except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
+        fail(
+            f"{text}: not a Zarr array or group (no zarr.json); "
+            "give the directory holding zarr.json"
+        )
+    if node.metadata.zarr_format != 3:
+        kind = "array" if isinstance(node, zarr.Array) else "group"
+        fail(
+            f"{text}: Zarr format 2 {kind}s are not supported by zarrext; "
+            "convert it to Zarr format 3 first"
+        )
+    return node
+
+
+def iter_arrays(path: Path | str, mode: str = "r") -> Iterator[zarr.Array]:
+    """Every array at ``path``: the array itself, or all arrays of a group, recursively."""
+    node = open_node(path, mode)
+    if isinstance(node, zarr.Array):
+        yield node
+        return
+    try:
+        members = sorted(node.members(max_depth=None), key=lambda m: m[0])
+    except json.JSONDecodeError as e:
+        fail(f"{path}: a member's zarr.json is malformed ({e}); fix or restore it")
+    for _, member in members:
+        if isinstance(member, zarr.Array):
+            yield member
+
+
+def _read_only(path: Path) -> bool:
+    # Root ignores permission bits, so a store whose write bits are all clear is read-only too.
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return not os.access(path, os.W_OK) or not mode & (stat.S_IWUSR | stat.S_IWGRP | stat.S_IWOTH)
+
+
+def require_writable(path: Path | str, job: str) -> None:
+    """Refuse a job that writes when ``path`` (a local store) is read-only."""
+    text = str(path)
+    if not _is_local(text):
+        return
+    local = Path(text)
+    if _read_only(local) or (
+        local.is_dir() and (local / "zarr.json").exists() and _read_only(local / "zarr.json")
+    ):
+        fail(f"{text} is read-only: {job} writes into it; make it writable or work on a copy")
+
+
+def require_writable_file(path: Path) -> None:
+    """Refuse an output file whose directory is read-only, before any work is done."""
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        fail(f"{path}: directory {parent} does not exist")
+    if _read_only(parent) or (path.exists() and _read_only(path)):
+        fail(f"cannot write {path}: {parent} is read-only; choose another place")
+
+
+def check_scheduler(address: str, timeout: float = 3.0) -> None:
+    """Fail at once when nothing answers at a dask scheduler's ``address``."""
+    parts = urlsplit(address if "://" in address else f"tcp://{address}")
+    if parts.scheme not in ("tcp", "tls") or parts.hostname is None or parts.port is None:
+        fail(f"--scheduler {address}: expected tcp://HOST:PORT")
+    try:
+        with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
+            pass
+    except OSError as e:
+        reason = e.strerror or type(e).__name__
+        fail(
+            f"cannot reach the dask scheduler at {address}: {reason}; "
+            "start it or leave out --scheduler"
+        )
+
+
+def describe(array: Any) -> str:
+    """How an array is named in messages: its path in the store, or the store."""
+    return str(array.path or "/")
