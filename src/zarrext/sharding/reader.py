@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import fcntl
 import os
 from collections.abc import Iterator
@@ -118,7 +119,11 @@ def open_shared(path: Path) -> LockedShardFile | None:
     except FileNotFoundError:
         return None
     try:
-        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH)
+        except OSError as e:  # a file system without flock: read unlocked, as zarr does
+            if e.errno not in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                raise
         size = os.fstat(fd).st_size
         overlay = None
         try:
