@@ -236,14 +236,14 @@ def _check_shard(
                 "reuse quarantine of a shard that no longer exists",
                 fixed="deleted the quarantine file" if repair else None,
             )
-            if repair:
+            if repair and not path.exists():  # not if a writer just created the shard
                 free_path(path).unlink(missing_ok=True)
         if writer.journal_pending(path):
             result.problem(
                 "journal of a shard that no longer exists",
                 fixed="deleted the journal" if repair else None,
             )
-            if repair:
+            if repair and not path.exists():
                 writer.discard_journal(path)
         return
     try:
