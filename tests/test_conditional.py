@@ -641,3 +641,25 @@ def test_async_only_nested_codec(tmp_path: Path) -> None:
     np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
     with pytest.raises(ConditionalCodecError, match="nested codec 0 has no synchronous encoder"):
         encode(codec.with_decision("always_apply"), RAW)
+
+
+@pytest.mark.parametrize("name", [5, None, ["zstd"]], ids=["int", "none", "list"])
+def test_nested_codec_name_must_be_a_string(name: Any) -> None:
+    with pytest.raises(ConditionalCodecError, match="needs a string 'name'"):
+        ConditionalCodec.from_dict(
+            {"name": "conditional", "configuration": {"codecs": [{"name": name}]}}
+        )
+
+
+def test_nesting_depth_is_capped_at_parse_time() -> None:
+    def nest(depth: int) -> dict[str, Any]:
+        codec: dict[str, Any] = {"name": "zstd", "configuration": {"level": 1}}
+        for _ in range(depth):
+            codec = {"name": "conditional", "configuration": {"codecs": [codec]}}
+        return codec
+
+    assert ConditionalCodec.from_dict(nest(32)) is not None
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        ConditionalCodec.from_dict(nest(33))
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        ConditionalCodec.from_dict(nest(400))

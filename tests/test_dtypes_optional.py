@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import jsonschema
 import numpy as np
@@ -234,3 +235,19 @@ def test_entry_point_registration_in_fresh_process(tmp_path: Path) -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["zarrext.dtypes.optional", "[5]"]
+
+
+
+def test_nesting_depth_is_capped_at_parse_time() -> None:
+    def nest(depth: int) -> dict[str, Any]:
+        dtype: dict[str, Any] = {"name": "uint8", "configuration": {}}
+        for _ in range(depth):
+            dtype = {"name": "optional", "configuration": dtype}
+        return dtype
+
+    parsed = get_data_type_from_json(nest(32), zarr_format=3)
+    assert parsed.to_json(zarr_format=3) == nest(32)
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        get_data_type_from_json(nest(33), zarr_format=3)
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        get_data_type_from_json(nest(500), zarr_format=3)

@@ -388,3 +388,11 @@ def test_converter_metadata_validates(compression: dict, validator) -> None:
     (codec,) = array_metadata(attrs, "n5_default")["codecs"]
     validator.validate(codec)
     assert N5DefaultCodec.from_dict(codec).ndim == 3
+
+
+def test_compressor_errors_are_the_codecs_own() -> None:
+    codec = N5DefaultCodec(ndim=1, compressor=ZstdCodec())
+    block = struct.pack(">HHI", 0, 1, 4) + bytes(4)
+    with pytest.raises(N5DefaultCodecError, match=r"n5_default, block of chunk.*ZstdCodec"):
+        codec._decode_sync(buf(block), spec_of((4,), "int32"))
+

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -443,3 +444,60 @@ def test_good_hostile_baseline_decodes() -> None:
     got = codec._decode_sync(_buf(chunk), HOSTILE_SPEC).as_numpy_array()
     assert got["valid"].tolist() == [True, False, True, True, False, False, False, True]
     assert got["value"][got["valid"]].tolist() == [1, 2, 3, 4]
+
+
+# -- hostile bytes: every failure is this codec's error, bounded by the chunk ------
+
+
+@pytest.mark.parametrize(
+    "compressor", [ZstdCodec(), zarr.codecs.GzipCodec()], ids=["zstd", "gzip"]
+)
+def test_nested_chain_errors_are_the_codecs_own(compressor: Any) -> None:
+    dtype = OptionalDType(UInt8())
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()], data_codecs=[BytesCodec(), compressor])
+    chunk = struct.pack("<QQ", 1, 4) + b"\x0f" + bytes(4)  # 4 present, data not compressed
+    with pytest.raises(OptionalCodecError, match=r"optional codec, chunk.*4 present elements"):
+        codec._decode_sync(PROTO.buffer.from_bytes(chunk), _spec(dtype, (4,)))
+
+
+def test_mask_chain_errors_are_the_codecs_own() -> None:
+    dtype = OptionalDType(UInt8())
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec(), ZstdCodec()], data_codecs=[BytesCodec()])
+    chunk = struct.pack("<QQ", 3, 0) + b"abc"
+    with pytest.raises(OptionalCodecError, match=r"cannot decode the 3-byte mask section"):
+        codec._decode_sync(PROTO.buffer.from_bytes(chunk), _spec(dtype, (4,)))
+
+
+@pytest.mark.parametrize("compressed", [False, True], ids=["plain", "zstd"])
+def test_variable_length_count_is_bounded_by_the_mask(compressed: bool) -> None:
+    """A 4-byte count inside the chunk must not drive the allocation (was 9.5 s, 6 GiB)."""
+    dtype = OptionalDType(VariableLengthUTF8())
+    data_codecs: list[Any] = [zarr.codecs.VLenUTF8Codec()]
+    section = struct.pack("<I", 0x40000000) + bytes(4)
+    if compressed:
+        data_codecs.append(ZstdCodec())
+        section = numcodecs.Zstd(level=1).encode(section)
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()], data_codecs=data_codecs)
+    chunk = struct.pack("<QQ", 1, len(section)) + b"\x01" + section
+    tracemalloc.start()
+    try:
+        with pytest.raises(OptionalCodecError, match=r"holds 1073741824 elements.*marks 1"):
+            codec._decode_sync(PROTO.buffer.from_bytes(chunk), _spec(dtype, (4,)))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 1 << 20
+
+
+def _nested_codec(depth: int) -> dict[str, Any]:
+    codec: dict[str, Any] = {"name": "bytes"}
+    for _ in range(depth):
+        codec = {"name": "optional", "configuration": {
+            "mask_codecs": [{"name": "packbits"}], "data_codecs": [codec]}}
+    return codec
+
+
+def test_nesting_depth_is_capped_at_parse_time() -> None:
+    assert OptionalCodec.from_dict(_nested_codec(31)) is not None
+    with pytest.raises(ValueError, match="more than 32 levels deep"):
+        OptionalCodec.from_dict(_nested_codec(300))

@@ -24,6 +24,7 @@ from zarr.core.common import JSON
 from zarr.registry import _resolve_codec
 
 from zarrext._context import current_chunk_index, describe_chunk
+from zarrext._nesting import NestingError, nested
 from zarrext.decisions import (
     NEVER_APPLY,
     ChunkEncoding,
@@ -64,11 +65,18 @@ def parse_nested_codecs(data: object) -> tuple[BytesBytesCodec, ...]:
         name = item.get("name") if isinstance(item, Mapping) else type(item).__name__
         codec: object = item
         if isinstance(item, Mapping):
+            if not isinstance(name, str):
+                raise ConditionalCodecError(
+                    f"conditional: nested codec {i} needs a string 'name', got {name!r}"
+                )
             # Parse first, check the kind second: a TypeError raised while parsing a
             # bytes->bytes codec's own configuration must not be reported as a wrong kind.
             try:
-                codec = _resolve_codec(dict(item))
-            except (TypeError, KeyError) as e:
+                with nested("conditional"):
+                    codec = _resolve_codec(dict(item))
+            except NestingError:
+                raise
+            except (TypeError, KeyError, AttributeError) as e:
                 raise ConditionalCodecError(
                     f"conditional: nested codec {i} ({name!r}) has an invalid "
                     f"configuration: {e}"

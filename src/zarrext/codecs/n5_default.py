@@ -37,6 +37,7 @@ from zarr.core.common import JSON, parse_named_configuration
 from zarr.core.metadata.v3 import parse_codecs
 
 from zarrext._context import current_chunk_index, describe_chunk
+from zarrext._nesting import NestingError, nested
 
 if TYPE_CHECKING:
     from typing import Self
@@ -137,9 +138,12 @@ def parse_nested(data: object) -> tuple[TransposeCodec, BytesCodec, BytesBytesCo
             f"n5_default: 'codecs' must be a list of codecs, got {type(data).__name__}"
         )
     try:
-        codecs = parse_codecs(data)
+        with nested("n5_default"):
+            codecs = parse_codecs(data)
         array_array, array_bytes, bytes_bytes = codecs_from_list_unchecked(codecs)
-    except (TypeError, ValueError) as e:
+    except NestingError:
+        raise
+    except (TypeError, ValueError, AttributeError) as e:
         raise N5DefaultCodecError(f"n5_default: invalid nested codec chain: {e}") from e
     if len(array_array) != 1 or not isinstance(array_array[0], TransposeCodec):
         raise N5DefaultCodecError(
@@ -344,20 +348,33 @@ class N5DefaultCodec(ArrayBytesCodec):
     def _payload_spec(self, chunk_spec: ArraySpec, header: N5Header) -> ArraySpec:
         return self._inner_specs(replace(chunk_spec, shape=header.shape))[1]
 
+    def _compressor_error(self, e: Exception, payload: Buffer, where: str) -> N5DefaultCodecError:
+        name = type(self.compressor).__name__
+        return N5DefaultCodecError(
+            f"n5_default, {where}: the {name} compressor cannot decode the "
+            f"{len(payload)}-byte payload ({type(e).__name__}: {e})"
+        )
+
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         header, payload, where = self._split(chunk_bytes)
         if self.compressor is not None:
-            payload = self.compressor._decode_sync(  # type: ignore[attr-defined]
-                payload, self._payload_spec(chunk_spec, header)
-            )
+            try:
+                payload = self.compressor._decode_sync(  # type: ignore[attr-defined]
+                    payload, self._payload_spec(chunk_spec, header)
+                )
+            except Exception as e:  # any compressor error is this block's error
+                raise self._compressor_error(e, payload, where) from e
         return self._finish(header, payload, chunk_spec, where)
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         header, payload, where = self._split(chunk_bytes)
         if self.compressor is not None:
-            payload = await self.compressor._decode_single(
-                payload, self._payload_spec(chunk_spec, header)
-            )
+            try:
+                payload = await self.compressor._decode_single(
+                    payload, self._payload_spec(chunk_spec, header)
+                )
+            except Exception as e:  # any compressor error is this block's error
+                raise self._compressor_error(e, payload, where) from e
         return self._finish(header, payload, chunk_spec, where)
 
     # -- encode ---------------------------------------------------------------

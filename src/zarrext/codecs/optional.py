@@ -24,7 +24,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from zarr.abc.codec import ArrayBytesCodec, _codec_supports_sync
+from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, _codec_supports_sync
+from zarr.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.chunk_utils import ChunkTransform, evolve_codecs
@@ -35,6 +36,7 @@ from zarr.core.metadata.v3 import RegularChunkGridMetadata, parse_codecs
 from zarr.registry import get_pipeline_class
 
 from zarrext._context import current_chunk_index, describe_chunk
+from zarrext._nesting import NestingError, nested
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.dtypes.optional import OptionalDType
 
@@ -66,9 +68,12 @@ def _parse_chain(data: object, key: str) -> tuple[Codec, ...]:
     if isinstance(data, str | bytes) or not hasattr(data, "__iter__"):
         raise OptionalCodecError(f"optional: {key} must be a list of codecs, got {data!r}")
     try:
-        codecs = parse_codecs(data)
+        with nested("optional"):
+            codecs = parse_codecs(data)
         codecs_from_list(codecs)
-    except (TypeError, ValueError, KeyError) as e:
+    except NestingError:
+        raise
+    except (TypeError, ValueError, KeyError, AttributeError) as e:
         raise OptionalCodecError(f"optional: invalid {key}: {e}") from e
     return codecs
 
@@ -414,24 +419,70 @@ class OptionalCodec(ArrayBytesCodec):
     def _data_error(self, e: Exception, n: int, data: Buffer) -> OptionalCodecError:
         return OptionalCodecError(
             f"{self.name} codec, {describe_chunk(current_chunk_index())}: cannot decode "
-            f"{n} present elements from the {len(data)}-byte data section ({e})"
+            f"{n} present elements from the {len(data)}-byte data section "
+            f"({type(e).__name__}: {e})"
         )
+
+    def _mask_error(self, e: Exception, mask: Buffer) -> OptionalCodecError:
+        return OptionalCodecError(
+            f"{self.name} codec, {describe_chunk(current_chunk_index())}: cannot decode "
+            f"the {len(mask)}-byte mask section ({type(e).__name__}: {e})"
+        )
+
+    @cached_property
+    def _data_compressors(self) -> tuple[Codec, ...]:
+        return tuple(c for c in self.data_codecs if isinstance(c, BytesBytesCodec))
+
+    @cached_property
+    def _data_values_transform(self) -> ChunkTransform:
+        """The data chain without its bytes->bytes codecs."""
+        return ChunkTransform(
+            codecs=tuple(c for c in self.data_codecs if not isinstance(c, BytesBytesCodec))
+        )
+
+    @cached_property
+    def _variable_length(self) -> bool:
+        """Whether the data chain serializes with numcodecs' variable-length format."""
+        return any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in self.data_codecs)
+
+    def _check_count(self, raw: Buffer, n: int) -> None:
+        """A variable-length section starts with its element count (u32 LE): refuse
+        any count but the ``n`` present elements before the codec allocates for it."""
+        head = raw[:4].to_bytes()
+        count = struct.unpack("<I", head)[0] if len(head) == 4 else None
+        if count != n:
+            raise OptionalCodecError(
+                f"{self.name} codec, {describe_chunk(current_chunk_index())}: the "
+                f"variable-length data section holds {count} elements, but the mask marks "
+                f"{n} present"
+            )
+
+    def _decode_values(self, data_bytes: Buffer, spec: ArraySpec, n: int) -> NDBuffer | None:
+        if not self._variable_length:
+            return self._data_transform.decode_chunk(data_bytes, spec)
+        raw = data_bytes
+        for codec in reversed(self._data_compressors):
+            raw = codec._decode_sync(raw, spec)  # type: ignore[union-attr]
+        self._check_count(raw, n)
+        return self._data_values_transform.decode_chunk(raw, spec)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         mask_bytes, data_bytes = self._sections(chunk_bytes)
-        mask = self._check_mask(
-            self._mask_transform.decode_chunk(mask_bytes, self.mask_spec(chunk_spec)), chunk_spec
-        )
+        try:
+            mask_nd = self._mask_transform.decode_chunk(mask_bytes, self.mask_spec(chunk_spec))
+        except OptionalCodecError:
+            raise
+        except Exception as e:  # any error of the nested chain is this chunk's error
+            raise self._mask_error(e, mask_bytes) from e
+        mask = self._check_mask(mask_nd, chunk_spec)
         n = self._n_present(mask, data_bytes)
         values = None
         if n:
             try:
-                values = self._data_transform.decode_chunk(
-                    data_bytes, self.data_spec(chunk_spec, n)
-                )
+                values = self._decode_values(data_bytes, self.data_spec(chunk_spec, n), n)
             except OptionalCodecError:
                 raise
-            except (ValueError, TypeError) as e:
+            except Exception as e:  # any error of the nested chain is this chunk's error
                 raise self._data_error(e, n, data_bytes) from e
         return self._assemble(mask, values, n, chunk_spec)
 
@@ -440,19 +491,26 @@ class OptionalCodec(ArrayBytesCodec):
             return self._decode_sync(chunk_bytes, chunk_spec)
         mask_bytes, data_bytes = self._sections(chunk_bytes)
         pipeline = get_pipeline_class()
-        (mask_nd,) = await pipeline.from_codecs(self.mask_codecs).decode(
-            [(mask_bytes, self.mask_spec(chunk_spec))]
-        )
+        try:
+            (mask_nd,) = await pipeline.from_codecs(self.mask_codecs).decode(
+                [(mask_bytes, self.mask_spec(chunk_spec))]
+            )
+        except OptionalCodecError:
+            raise
+        except Exception as e:  # any error of the nested chain is this chunk's error
+            raise self._mask_error(e, mask_bytes) from e
         mask = self._check_mask(mask_nd, chunk_spec)
         n = self._n_present(mask, data_bytes)
         values = None
         if n:
             try:
+                if self._variable_length and not self._data_compressors:
+                    self._check_count(data_bytes, n)
                 (values,) = await pipeline.from_codecs(self.data_codecs).decode(
                     [(data_bytes, self.data_spec(chunk_spec, n))]
                 )
             except OptionalCodecError:
                 raise
-            except (ValueError, TypeError) as e:
+            except Exception as e:  # any error of the nested chain is this chunk's error
                 raise self._data_error(e, n, data_bytes) from e
         return self._assemble(mask, values, n, chunk_spec)

@@ -41,6 +41,8 @@ from zarr.core.dtype.common import HasItemSize
 from zarr.core.dtype.registry import _NestedDataTypeValidationError
 from zarr.errors import DataTypeValidationError
 
+from zarrext._nesting import NestingError, check_depth, nested
+
 if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
@@ -182,11 +184,13 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
             raise DataTypeValidationError(
                 f"Invalid JSON representation of {cls.__name__}: {data!r}"
             )
+        check_depth(data, "configuration", "optional data type")
         configuration = cast("Mapping[str, Mapping[str, object]]", data)["configuration"]
         inner_json = _inner_json(configuration)
         try:
-            inner = resolver.at("configuration").resolve_data_type(inner_json)
-        except DataTypeValidationError:
+            with nested("optional data type"):
+                inner = resolver.at("configuration").resolve_data_type(inner_json)
+        except (DataTypeValidationError, NestingError):
             raise
         except ValueError as e:
             raise _NestedDataTypeValidationError(

@@ -1,0 +1,298 @@
+"""Hostile-input harness for every zarrext decoder and metadata parser.
+
+Shared by ``tests/test_fuzz.py`` (a few hundred inputs per target, in ``make test``)
+and ``scripts/fuzz.py`` (long runs with statistics). Each target encodes a random
+valid chunk, a seeded mutator damages it, and the whole codec chain decodes it. An
+input may decode (to the chunk's shape and data type) or raise the codec's own
+``ValueError``-family error naming the codec; anything else is *unclean*. zarr's own
+codecs are kept out of the decode path after a zarrext codec (their errors are
+zarr-python's), except inside ``conditional``, ``optional`` and ``n5_default``, which
+own the errors of the codecs they nest.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from zarr.codecs import BytesCodec, GzipCodec, VLenUTF8Codec, ZstdCodec
+from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.buffer import default_buffer_prototype
+from zarr.core.chunk_utils import ChunkTransform
+from zarr.core.dtype import (
+    Float32,
+    Int16,
+    Int32,
+    UInt8,
+    UInt16,
+    VariableLengthUTF8,
+    get_data_type_from_json,
+)
+
+from zarrext import (
+    ConditionalCodec,
+    N5DefaultCodec,
+    OptionalCodec,
+    OptionalDType,
+    PackBitsCodec,
+    PadCodec,
+    ShuffleCodec,
+)
+
+PROTO = default_buffer_prototype()
+
+
+@dataclass(frozen=True)
+class Target:
+    """One decoder under test: its codec chain, data type and chunk shape."""
+
+    name: str
+    codecs: tuple[Any, ...]
+    dtype: Any
+    shape: tuple[int, ...]
+    # The words a clean error message must contain (the codec's name).
+    names: tuple[str, ...]
+
+    def spec(self) -> ArraySpec:
+        return ArraySpec(
+            shape=self.shape, dtype=self.dtype, fill_value=self.dtype.default_scalar(),
+            config=ArrayConfig.from_dict({}), prototype=PROTO,
+        )
+
+    def transform(self) -> ChunkTransform:
+        spec = self.spec()
+        evolved = []
+        for codec in self.codecs:
+            codec = codec.evolve_from_array_spec(spec)
+            evolved.append(codec)
+            spec = codec.resolve_metadata(spec)
+        return ChunkTransform(codecs=tuple(evolved))
+
+    def sample(self, rng: np.random.Generator) -> np.ndarray:
+        """A random valid chunk of this target's data type and shape."""
+        native = self.dtype.to_native_dtype()
+        if isinstance(self.dtype, OptionalDType):
+            out = np.zeros(self.shape, native)
+            out["valid"] = rng.random(self.shape) < 0.6
+            inner = native["value"]
+            if inner.names:  # nested optional
+                out["value"]["valid"] = rng.random(self.shape) < 0.6
+                out["value"]["value"] = rng.integers(0, 200, self.shape)
+            elif inner.kind == "O":
+                words = np.array(["", "a", "zarr", "ünï", "x" * 9], dtype=object)
+                out["value"] = words[rng.integers(0, len(words), self.shape)]
+                out["value"][~out["valid"]] = ""
+            else:
+                out["value"] = rng.integers(0, 100, self.shape).astype(inner)
+            return out
+        if native.kind == "f":
+            return rng.normal(size=self.shape).astype(native)
+        info = np.iinfo(native)
+        return rng.integers(info.min, info.max, self.shape, endpoint=True).astype(native)
+
+
+def targets() -> list[Target]:
+    """Every decoder, in the configurations that take different decode paths."""
+    u8, i16, f32 = UInt8(), Int16(), Float32()
+    opt = OptionalDType(u8)
+    found: list[Target] = [
+        Target("conditional", (BytesCodec(), ConditionalCodec(
+            [ShuffleCodec(element_size=4), ZstdCodec(level=1)], decision="always_apply")),
+            f32, (6, 5), ("conditional",)),
+        Target("conditional-unapplied", (BytesCodec(), ConditionalCodec(
+            [GzipCodec(level=1)], header_bits=16)), i16, (7,), ("conditional",)),
+        Target("optional", (OptionalCodec(mask_codecs=[PackBitsCodec()],
+                                          data_codecs=[BytesCodec(), ZstdCodec(level=1)]),),
+               opt, (4, 3), ("optional",)),
+        Target("optional-nested", (OptionalCodec.default_for(OptionalDType(opt)),),
+               OptionalDType(opt), (5,), ("optional",)),
+        Target("optional-string", (OptionalCodec(
+            mask_codecs=[PackBitsCodec(), GzipCodec(level=1)],
+            data_codecs=[VLenUTF8Codec()]),), OptionalDType(VariableLengthUTF8()), (6,),
+            ("optional",)),
+        Target("shuffle", (BytesCodec(), ShuffleCodec(element_size=2)), i16, (9,), ("shuffle",)),
+        Target("pad-start", (BytesCodec(), PadCodec(location="start", nbytes=8)), u8, (10,),
+               ("pad",)),
+        Target("pad-end", (BytesCodec(), PadCodec(location="end", nbytes=3)), i16, (3, 3),
+               ("pad",)),
+        Target("n5_default", (N5DefaultCodec(ndim=2),), i16, (3, 4), ("n5_default",)),
+        Target("n5_default-gzip", (N5DefaultCodec(ndim=1, compressor=GzipCodec(level=1)),),
+               Int32(), (5,), ("n5_default",)),
+        Target("n5_default-zstd", (N5DefaultCodec(ndim=2, compressor=ZstdCodec(level=1)),),
+               u8, (2, 3), ("n5_default",)),
+    ]
+    for encoding in ("none", "first_byte", "last_byte"):
+        found.append(Target(f"packbits-{encoding}", (PackBitsCodec(
+            padding_encoding=encoding, first_bit=2, last_bit=11),), UInt16(), (7,),
+            ("packbits",)))
+    return found
+
+
+def mutate(data: bytes, rng: random.Random) -> bytes:
+    """One damaged copy of ``data``: truncated, extended, flipped, or length fields
+    set to extreme values, or random bytes altogether."""
+    kind = rng.randrange(7)
+    buf = bytearray(data)
+    if kind == 0 and buf:
+        return bytes(buf[: rng.randrange(len(buf))])
+    if kind == 1:
+        return bytes(buf) + rng.randbytes(rng.randrange(1, 16))
+    if kind == 2 and buf:
+        for _ in range(rng.randrange(1, 4)):
+            i = rng.randrange(len(buf))
+            buf[i] ^= 1 << rng.randrange(8)
+        return bytes(buf)
+    if kind in (3, 4) and len(buf) >= 8:
+        width = 8 if kind == 3 else 4
+        i = rng.randrange(0, len(buf) - width + 1)
+        value = rng.choice([0, 1, 2**31, 2**32 - 1, 2**63, 2**64 - 1, len(buf), len(buf) + 1])
+        value %= 2 ** (8 * width)
+        fmt = rng.choice(["<", ">"]) + ("Q" if width == 8 else "I")
+        struct.pack_into(fmt, buf, i, value)
+        return bytes(buf)
+    if kind == 5 and buf:
+        i = rng.randrange(len(buf))
+        return bytes(buf[:i] + buf[i + 1 :])
+    return rng.randbytes(rng.randrange(0, 2 * len(buf) + 8))
+
+
+@dataclass
+class Outcome:
+    """What one input did."""
+
+    kind: str  # "ok", "clean" or "unclean"
+    seconds: float
+    detail: str = ""
+
+
+def _raised_in_zarrext(error: BaseException) -> bool:
+    """Whether the innermost frame that raised ``error`` is zarrext's code."""
+    tb = error.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and "zarrext" in Path(tb.tb_frame.f_code.co_filename).parts
+
+
+def decode_one(target: Target, transform: ChunkTransform, data: bytes) -> Outcome:
+    """Decode ``data`` with ``target``'s chain and classify the result."""
+    spec = target.spec()
+    start = time.perf_counter()
+    try:
+        out = transform.decode_chunk(PROTO.buffer.from_bytes(data), spec)
+    except ValueError as e:
+        seconds = time.perf_counter() - start
+        if any(name in str(e) for name in target.names) or not _raised_in_zarrext(e):
+            # zarr's own ``bytes`` codec refusing a wrong length is zarr's error.
+            return Outcome("clean", seconds)
+        return Outcome("unclean", seconds, f"{type(e).__name__} without the codec's name: {e}")
+    except Exception as e:
+        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
+    seconds = time.perf_counter() - start
+    array = out.as_numpy_array()
+    if array.shape != target.shape or array.dtype != target.dtype.to_native_dtype():
+        return Outcome("unclean", seconds, f"decoded {array.shape} {array.dtype}")
+    return Outcome("ok", seconds)
+
+
+def inputs(target: Target, seed: int, count: int) -> Callable[[], tuple[bytes, bytes]]:
+    """A generator of ``(valid, mutated)`` chunk bytes for ``target``."""
+    rng = random.Random(seed)
+    nrng = np.random.default_rng(seed)
+    transform = target.transform()
+    spec = target.spec()
+    pool = []
+    for _ in range(8):
+        encoded = transform.encode_chunk(
+            PROTO.nd_buffer.from_numpy_array(target.sample(nrng)), spec
+        )
+        assert encoded is not None
+        pool.append(encoded.to_bytes())
+
+    def one() -> tuple[bytes, bytes]:
+        valid = rng.choice(pool)
+        return valid, mutate(valid, rng)
+
+    return one
+
+
+# -- metadata -----------------------------------------------------------------------
+
+METADATA_SEEDS: list[tuple[str, dict[str, Any]]] = [
+    ("conditional", ConditionalCodec([ShuffleCodec(element_size=4), ZstdCodec()]).to_dict()),
+    ("optional", OptionalCodec.default_for(OptionalDType(OptionalDType(UInt8()))).to_dict()),
+    ("packbits", PackBitsCodec(padding_encoding="last_byte", first_bit=1, last_bit=5).to_dict()),
+    ("pad", PadCodec(location="start", nbytes=4, padding=b"II*\0").to_dict()),
+    ("shuffle", ShuffleCodec(element_size=8).to_dict()),
+    ("n5_default", N5DefaultCodec(ndim=2, compressor=GzipCodec()).to_dict()),
+]
+_PARSERS: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "conditional": ConditionalCodec.from_dict,
+    "optional": OptionalCodec.from_dict,
+    "packbits": PackBitsCodec.from_dict,
+    "pad": PadCodec.from_dict,
+    "shuffle": ShuffleCodec.from_dict,
+    "n5_default": N5DefaultCodec.from_dict,
+    "optional data type": lambda d: get_data_type_from_json(d, zarr_format=3),
+}
+METADATA_SEEDS.append(
+    ("optional data type", OptionalDType(OptionalDType(Int16())).to_json(zarr_format=3))
+)
+_ODD_VALUES: list[Any] = [None, 0, -1, 2**70, 1.5, "", "x", [], {}, [None], {"name": 3}, True]
+
+
+def mutate_metadata(document: dict[str, Any], rng: random.Random) -> Any:
+    """A damaged copy of a metadata document: a value replaced, a key dropped or
+    added, or the document nested in itself many times."""
+    doc = copy.deepcopy(document)
+    kind = rng.randrange(4)
+    if kind == 3:
+        # Nested in itself, each level once (a JSON document has no shared parts).
+        config = document.get("configuration")
+        keys = sorted(config) if isinstance(config, dict) and config else ["codecs"]
+        key = rng.choice(keys)
+        for _ in range(rng.choice([40, 300])):
+            inner = dict(config) if isinstance(config, dict) else {}
+            inner[key] = [doc] if key.endswith("codecs") else doc
+            doc = {"name": document["name"], "configuration": inner}
+        return doc
+    # Walk to a random mapping or list inside the document.
+    node: Any = doc
+    for _ in range(rng.randrange(4)):
+        children = list(node.values()) if isinstance(node, dict) else (
+            node if isinstance(node, list) else [])
+        children = [c for c in children if isinstance(c, dict | list) and c]
+        if not children:
+            break
+        node = rng.choice(children)
+    if isinstance(node, dict) and node:
+        key = rng.choice(sorted(node))
+        if kind == 0:
+            node[key] = rng.choice(_ODD_VALUES)
+        elif kind == 1:
+            del node[key]
+        else:
+            node[rng.choice(["extra", "name", "configuration", "must_understand"])] = rng.choice(
+                _ODD_VALUES)
+    elif isinstance(node, list) and node:
+        node[rng.randrange(len(node))] = rng.choice(_ODD_VALUES)
+    return doc
+
+
+def parse_one(parser: str, document: Any) -> Outcome:
+    """Parse ``document``; a ``ValueError``/``TypeError``-family refusal is clean (zarr's
+    own parsers refuse bad metadata with either), anything else unclean."""
+    start = time.perf_counter()
+    try:
+        _PARSERS[parser](document)
+    except (ValueError, TypeError) as e:
+        return Outcome("clean", time.perf_counter() - start, type(e).__name__)
+    except Exception as e:
+        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
+    return Outcome("ok", time.perf_counter() - start)
