@@ -35,7 +35,9 @@ __all__ = [
     "ConditionalPlacement",
     "StoredChunk",
     "conditional_placement",
+    "codec_chain",
     "inventory",
+    "node_info",
     "stored_chunk_keys",
 ]
 
@@ -299,3 +301,78 @@ def shard_entries(
                 f"outside the {len(shard)}-byte shard"
             )
         yield local, (start, stop)
+
+
+def _stored_bytes(store: Store, prefix: str) -> int:
+    async def total() -> int:
+        size = 0
+        async for key in store.list_prefix(prefix):
+            size += await store.getsize(key)
+        return size
+
+    return sync(total())
+
+
+def _json_value(value: Any) -> Any:
+    """A fill value (numpy scalar, NaN, bytes...) as JSON can carry it."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
+
+
+def codec_chain(codecs: Any) -> list[str]:
+    """Codec names of a chain, sharding's inner chain in brackets."""
+    names = []
+    for codec in codecs:
+        name = codec.to_dict().get("name", type(codec).__name__)
+        if isinstance(codec, ShardingCodec):
+            name = f"{name}[{', '.join(codec_chain(codec.codecs))}]"
+        names.append(str(name))
+    return names
+
+
+def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
+    """What ``zarrext info`` shows: the tree of a store with per-array metadata and bytes.
+
+    Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
+    for an array also shape, dtype, chunks, shards, codecs, fill_value and
+    dimension_names, for a group ``members`` (sorted by name) and ``arrays`` (count).
+    """
+    store = node.store_path.store
+    base = node.store_path.path
+    attributes = dict(node.attrs)
+    if isinstance(node, zarr.Array):
+        metadata = node.metadata
+        if not isinstance(metadata, ArrayV3Metadata):
+            raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
+        outer, sharding = storage_block(metadata)
+        return {
+            "path": node.path or "/",
+            "type": "array",
+            "shape": list(metadata.shape),
+            "dtype": metadata.data_type.to_json(zarr_format=3),
+            "chunks": list(sharding.chunk_shape if sharding is not None else outer),
+            "shards": list(outer) if sharding is not None else None,
+            "codecs": codec_chain(metadata.codecs),
+            "fill_value": _json_value(metadata.fill_value),
+            "dimension_names": (
+                list(metadata.dimension_names) if metadata.dimension_names else None
+            ),
+            "attributes": attributes,
+            "stored_bytes": _stored_bytes(store, f"{base}/" if base else ""),
+        }
+    members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
+    return {
+        "path": node.path or "/",
+        "type": "group",
+        "attributes": attributes,
+        "stored_bytes": _stored_bytes(store, f"{base}/" if base else ""),
+        "arrays": sum(1 if m["type"] == "array" else m["arrays"] for m in members),
+        "members": members,
+    }

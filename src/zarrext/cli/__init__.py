@@ -12,7 +12,7 @@ import importlib
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
 
@@ -74,6 +74,26 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
             _error(one_line(e) or type(e).__name__, 1)
 
     return run
+
+
+def _print_version(value: bool) -> None:
+    if value:
+        from importlib.metadata import version
+
+        typer.echo(f"zarrext {version('zarrext')}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_print_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
+    """Jobs on whole Zarr format 3 stores (see each command's --help)."""
 
 
 for _name in COMMAND_MODULES:

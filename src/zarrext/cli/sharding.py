@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -64,33 +65,61 @@ def register(app: typer.Typer) -> None:
         if failed:
             fail(f"{failed} of {len(arrays)} arrays under {path} were skipped (see above)")
 
+    @app.command(name="expand")
+    def expand_command(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        workers: Annotated[
+            int | None, typer.Option(min=1, help="Shards rewritten at once.")
+        ] = None,
+    ) -> None:
+        """Rewrite every shard into fixed slots (fast in-place ingest), atomically."""
+        compact(path, workers=workers, expand=True)
+
     @app.command()
     def check(
         path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
         repair: Annotated[
             bool, typer.Option("--repair", help="Roll back interrupted writes, fix what can be.")
         ] = False,
+        deep: Annotated[
+            bool, typer.Option("--deep", help="Also decode every chunk (checksums, headers).")
+        ] = False,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the findings as JSON.")
+        ] = False,
     ) -> None:
-        """Validate every shard: index checksum, entry bounds and overlaps, interrupted writes."""
+        """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
+        from zarrext.cli._common import iter_arrays
         from zarrext.sharding.check import check as run_check
 
         if repair:
             require_writable(path, "check --repair")
         console = Console()
         unrepaired = 0
-        arrays = _sharded_arrays(path, "r+" if repair else "r")
+        report = []
+        arrays = list(iter_arrays(path, mode="r+" if repair else "r"))
         for array in arrays:
-            findings = run_check(array, repair=repair)
+            name = array.path or "/"
+            findings = run_check(array, repair=repair, deep=deep)
+            report.append({"array": name, "findings": [f.to_json() for f in findings]})
+            unrepaired += sum(1 for f in findings if not f.ok or not repair)
+            if as_json:
+                continue
             if not findings:
-                console.print(f"{array.path or '/'}: every shard validates")
+                console.print(f"{name}: every chunk and shard validates", highlight=False)
             for finding in findings:
+                # one heading per key, then what was found, done, and left undone
+                console.print(f"{name} {finding.key}:", highlight=False)
                 for problem in finding.problems:
-                    console.print(f"{array.path or '/'} shard {finding.key}: {problem}")
+                    console.print(f"  problem: {problem}", highlight=False)
                 for fix in finding.repaired:
-                    console.print(f"{array.path or '/'} shard {finding.key}: repaired: {fix}")
-                if not finding.ok or not repair:
-                    unrepaired += 1
-        if not arrays:
-            console.print(f"no sharded arrays under {path}")
+                    console.print(f"  repaired: {fix}", highlight=False)
+                if repair:
+                    for left in finding.remaining:
+                        console.print(f"  cannot repair: {left}", highlight=False)
+        if as_json:
+            typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
+        elif not arrays:
+            console.print(f"no arrays under {path}")
         if unrepaired:
             raise typer.Exit(code=1)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterator
 from math import prod
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +17,7 @@ from zarrext.cli._common import (
     fail,
     iter_arrays,
     one_line,
+    open_node,
     require_writable,
     require_writable_file,
 )
@@ -43,6 +46,20 @@ def inventory_table(inv: ArrayInventory) -> Table:
         masks if inv.placement is not None else "(no conditional codec)",
     )
     return table
+
+
+def _inventory_json(inv: ArrayInventory) -> dict[str, Any]:
+    return {
+        "path": inv.path or "/",
+        "shape": list(inv.shape),
+        "chunk_shape": list(inv.chunk_shape),
+        "grid_shape": list(inv.grid_shape),
+        "stored_chunks": len(inv.chunks),
+        "stored_bytes": inv.stored_bytes,
+        "raw_bytes": inv.raw_bytes,
+        "conditional": inv.placement is not None,
+        "mask_counts": {str(m): n for m, n in sorted(inv.mask_counts.items())},
+    }
 
 
 def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
@@ -88,12 +105,17 @@ def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
 
 
 def register(app: typer.Typer) -> None:
+    register_info(app)
+
     @app.command()
     def inspect(
         path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
         plot: Annotated[
             Path | None, typer.Option(help="Write a PNG of the chunk grid(s) to this file.")
         ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print per-array totals as JSON.")
+        ] = False,
     ) -> None:
         """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
         from zarrext.sharding.inspect import render_sharded
@@ -105,13 +127,18 @@ def register(app: typer.Typer) -> None:
         for array in iter_arrays(path):
             inv = inventory(array)
             inventories.append(inv)
-            console.print(inventory_table(inv))
-            render_sharded(array, console)
-        if not inventories:
+            if not as_json:
+                console.print(inventory_table(inv))
+                render_sharded(array, console)
+        if as_json:
+            arrays = [_inventory_json(i) for i in inventories]
+            typer.echo(json.dumps({"store": str(path), "arrays": arrays}))
+        elif not inventories:
             console.print(f"no arrays under {path}")
         if plot is not None and inventories:
             plot_inventories(inventories, plot)
-            console.print(f"plot written to {plot}")
+            if not as_json:
+                console.print(f"plot written to {plot}")
 
     @app.command()
     def recompress(
@@ -166,3 +193,51 @@ def register(app: typer.Typer) -> None:
         finally:
             if client is not None:
                 client.close()
+
+
+def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
+    pad = "  " * depth
+    name = info["path"].rsplit("/", 1)[-1] or "/"
+    attributes = info["attributes"]
+    if info["type"] == "group":
+        yield (
+            f"{pad}{name.rstrip('/')}/  group: {info['arrays']} array(s), "
+            f"{info['stored_bytes']:,} bytes stored"
+        )
+    else:
+        shards = "x".join(map(str, info["shards"])) if info["shards"] else "none"
+        dims = info["dimension_names"]
+        yield (
+            f"{pad}{name}  array {'x'.join(map(str, info['shape'])) or '()'} {info['dtype']}"
+            f"  chunks {'x'.join(map(str, info['chunks']))}  shards {shards}"
+            f"  {info['stored_bytes']:,} bytes stored"
+        )
+        yield f"{pad}  codecs: {' -> '.join(info['codecs'])}"
+        yield f"{pad}  fill value: {info['fill_value']!r}" + (
+            f"  dimensions: {', '.join(str(d) for d in dims)}" if dims else ""
+        )
+    if attributes:
+        yield f"{pad}  attributes: {json.dumps(attributes, sort_keys=True, default=str)}"
+    for member in info.get("members", ()):
+        yield from _info_lines(member, depth + 1)
+
+
+def register_info(app: typer.Typer) -> None:
+    @app.command()
+    def info(
+        path: Annotated[Path, typer.Argument(help="A Zarr array or group.")],
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the tree as JSON.")
+        ] = False,
+    ) -> None:
+        """The tree of a store: per array shape, dtype, chunks, shards, codecs, bytes."""
+        from zarrext.inspection import node_info
+
+        tree = node_info(open_node(path))
+        tree["store"] = str(path)
+        if as_json:
+            typer.echo(json.dumps(tree, indent=2, default=str))
+            return
+        typer.echo(f"{path}")
+        for line in _info_lines(tree):
+            typer.echo(line)

@@ -1,0 +1,115 @@
+"""What the CLI prints for people (info, --version) and for scripts (--json)."""
+
+from __future__ import annotations
+
+import json
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, ZstdCodec
+
+import zarrext
+from tests.test_cli_errors import Run, run  # noqa: F401  (fixture)
+
+
+def make_store(path: Path) -> None:
+    group = zarr.open_group(str(path), mode="w", attributes={"title": "demo"})
+    cond = group.create_array(
+        "cond", shape=(8, 8), chunks=(4, 4), dtype="uint16", serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec([ZstdCodec()])], dimension_names=["y", "x"],
+        fill_value=7,
+    )
+    zarrext.with_runtime(cond)[:] = np.arange(64, dtype=np.uint16).reshape(8, 8) // 8
+    group.create_array("sub/sharded", shape=(8, 8), chunks=(2, 2), shards=(4, 4),
+                       dtype="float32", compressors=None)[:] = 1.5
+
+
+def test_version(run: Run) -> None:  # noqa: F811
+    code, out, _ = run("--version")
+    assert code == 0
+    assert out.strip() == f"zarrext {version('zarrext')}"
+
+
+def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    make_store(tmp_path / "s.zarr")
+    code, out, err = run("info", tmp_path / "s.zarr", "--json")
+    assert code == 0, err
+    tree = json.loads(out)
+    files = [p for p in (tmp_path / "s.zarr").rglob("*") if p.is_file()]
+    assert tree["type"] == "group"
+    assert tree["attributes"] == {"title": "demo"}
+    assert tree["arrays"] == 2
+    assert tree["stored_bytes"] == sum(p.stat().st_size for p in files)
+    cond, sub = tree["members"]
+    assert cond["path"] == "cond"
+    assert cond["shape"] == [8, 8]
+    assert cond["dtype"] == "uint16"
+    assert cond["chunks"] == [4, 4]
+    assert cond["shards"] is None
+    assert cond["codecs"] == ["bytes", "conditional"]
+    assert cond["fill_value"] == 7
+    assert cond["dimension_names"] == ["y", "x"]
+    assert cond["stored_bytes"] == sum(
+        p.stat().st_size for p in files if "cond" in p.relative_to(tmp_path).parts
+    )
+    sharded = sub["members"][0]
+    assert sharded["path"] == "sub/sharded"
+    assert sharded["chunks"] == [2, 2]
+    assert sharded["shards"] == [4, 4]
+    assert sharded["codecs"] == ["sharding_indexed[bytes]"]
+
+    code, out, _ = run("info", tmp_path / "s.zarr")
+    assert code == 0
+    assert "cond  array 8x8 uint16  chunks 4x4  shards none" in out
+    assert "sharded  array 8x8 float32  chunks 2x2  shards 4x4" in out
+    assert "dimensions: y, x" in out
+    assert "codecs: bytes -> conditional" in out
+
+
+def test_inspect_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    make_store(tmp_path / "s.zarr")
+    code, out, _ = run("inspect", tmp_path / "s.zarr", "--json")
+    assert code == 0
+    report = json.loads(out)
+    by_path = {a["path"]: a for a in report["arrays"]}
+    cond = by_path["cond"]
+    expected = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
+    assert cond["stored_chunks"] == len(expected.chunks) == 4
+    assert cond["stored_bytes"] == expected.stored_bytes
+    assert cond["mask_counts"] == {str(m): n for m, n in expected.mask_counts.items()}
+    assert by_path["sub/sharded"]["conditional"] is False
+
+
+@pytest.mark.parametrize("damage", [False, True])
+def test_check_json(run: Run, tmp_path: Path, damage: bool) -> None:  # noqa: F811
+    make_store(tmp_path / "s.zarr")
+    shard = tmp_path / "s.zarr" / "sub" / "sharded" / "c" / "0" / "0"
+    if damage:
+        shard.write_bytes(shard.read_bytes()[:-5])  # truncated index
+    code, out, _ = run("check", tmp_path / "s.zarr", "--json")
+    report = json.loads(out)
+    findings = {a["array"]: a["findings"] for a in report["arrays"]}
+    assert set(findings) == {"cond", "sub/sharded"}
+    assert report["ok"] is (not damage)
+    assert code == (1 if damage else 0)
+    if damage:
+        assert [f["key"] for f in findings["sub/sharded"]] == ["c/0/0"]
+
+
+def test_expand_command(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    path = tmp_path / "a.zarr"
+    array = zarr.create_array(str(path), shape=(8, 8), chunks=(2, 2), shards=(4, 4),
+                              dtype="float32", compressors=None)
+    array[:2, :2] = 1.5  # one inner chunk of one shard: dense, that shard holds one chunk
+    shard = path / "c" / "0" / "0"
+    dense = shard.stat().st_size
+    code, out, err = run("expand", path)
+    assert code == 0, err
+    assert "1 shards" in out
+    assert shard.stat().st_size > dense  # fixed slots: room for all four inner chunks
+    expected = np.zeros((8, 8), dtype="float32")
+    expected[:2, :2] = 1.5
+    np.testing.assert_array_equal(zarr.open_array(str(path))[:], expected)
