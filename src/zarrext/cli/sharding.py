@@ -91,6 +91,7 @@ def register(app: typer.Typer) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
         from zarrext.sharding.check import check as run_check
+        from zarrext.sharding.layout import sharding_codec_of
 
         if repair:
             require_writable(path, "check --repair")
@@ -106,7 +107,9 @@ def register(app: typer.Typer) -> None:
             if as_json:
                 continue
             if not findings:
-                console.print(f"{name}: every chunk and shard validates", highlight=False)
+                sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
+                what = "shard" if sharded else "chunk"
+                console.print(f"{name}: every {what} validates", highlight=False)
             for finding in findings:
                 # one heading per key, then what was found, done, and left undone
                 console.print(f"{name} {finding.key}:", highlight=False)
