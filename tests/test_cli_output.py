@@ -12,6 +12,7 @@ import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
+from tests.conftest import tree_digest
 from tests.test_cli_errors import Run, run  # noqa: F401  (fixture)
 
 
@@ -113,3 +114,29 @@ def test_expand_command(run: Run, tmp_path: Path) -> None:  # noqa: F811
     expected = np.zeros((8, 8), dtype="float32")
     expected[:2, :2] = 1.5
     np.testing.assert_array_equal(zarr.open_array(str(path))[:], expected)
+
+
+def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    make_store(tmp_path / "s.zarr")
+    before = tree_digest(tmp_path / "s.zarr")
+    code, out, err = run("recompress", tmp_path / "s.zarr", "--dry-run", "--json")
+    assert code == 0, err
+    plan = json.loads(out)
+    assert plan["dry_run"] is True
+    assert [a["path"] for a in plan["arrays"]] == ["cond"]
+    assert plan["arrays"][0]["chunks"] == 4
+    code, _, _ = run("compact", tmp_path / "s.zarr", "--dry-run")
+    assert code == 0
+    assert tree_digest(tmp_path / "s.zarr") == before  # dry runs write nothing
+
+    code, out, err = run("recompress", tmp_path / "s.zarr", "--json")
+    assert code == 0, err
+    (report,) = json.loads(out)["arrays"]
+    after = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
+    assert report["path"] == "cond"
+    assert report["bytes_after"] == after.stored_bytes
+    assert report["masks_after"] == {str(m): n for m, n in after.mask_counts.items()}
+
+    code, out, err = run("recompress", tmp_path / "s.zarr", "--quiet")
+    assert code == 0, err
+    assert out.strip() == ""

@@ -36,14 +36,28 @@ def register(app: typer.Typer) -> None:
         expand: Annotated[
             bool, typer.Option("--expand", help="Rewrite into fixed slots instead (fast ingest).")
         ] = False,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
+        ] = False,
     ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.sharding.compact import compact as run_compact
         from zarrext.sharding.compact import expand as run_expand
         from zarrext.sharding.inspect import _fmt
 
-        require_writable(path, "expand" if expand else "compact")
         console = Console()
+        if dry_run:
+            from zarrext.inspection import inventory
+
+            for array in _sharded_arrays(path, "r"):
+                inv = inventory(array, read_masks=False)
+                console.print(
+                    f"would {'expand' if expand else 'compact'} {array.path or '/'}: "
+                    f"{inv.store_keys} shards, {inv.stored_bytes:,} bytes of chunks",
+                    highlight=False,
+                )
+            return
+        require_writable(path, "expand" if expand else "compact")
         arrays = _sharded_arrays(path, "r+")
         if not arrays:
             console.print(f"no sharded arrays under {path}")
@@ -73,7 +87,7 @@ def register(app: typer.Typer) -> None:
         ] = None,
     ) -> None:
         """Rewrite every shard into fixed slots (fast in-place ingest), atomically."""
-        compact(path, workers=workers, expand=True)
+        compact(path, workers=workers, expand=True, dry_run=False)
 
     @app.command()
     def check(

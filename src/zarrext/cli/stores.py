@@ -152,6 +152,15 @@ def register(app: typer.Typer) -> None:
         scheduler: Annotated[
             str | None, typer.Option(help="Address of a dask.distributed scheduler to run on.")
         ] = None,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print one JSON report per array.")
+        ] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+        ] = False,
+        dry_run: Annotated[
+            bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
+        ] = False,
     ) -> None:
         """Rewrite every stored chunk with freshly decided conditional masks, in place."""
         from zarrext.decisions import BUILTIN_DECISIONS
@@ -161,9 +170,28 @@ def register(app: typer.Typer) -> None:
         if decision not in BUILTIN_DECISIONS:
             known = ", ".join(BUILTIN_DECISIONS)
             fail(f"--decision {decision!r} is unknown; choose one of {known}")
-        require_writable(path, "recompress")
-        arrays = list(iter_arrays(path, mode="r+"))
-        console = Console()
+        if not dry_run:
+            require_writable(path, "recompress")
+        arrays = list(iter_arrays(path, mode="r" if dry_run else "r+"))
+        console = Console(quiet=quiet or as_json)
+        if dry_run:
+            plans = []
+            for array in arrays:
+                if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
+                    continue
+                inv = inventory(array, read_masks=False)
+                plans.append({"path": array.path or "/", "chunks": len(inv.chunks),
+                              "objects": inv.store_keys, "stored_bytes": inv.stored_bytes})
+                console.print(
+                    f"would recompress {array.path or '/'}: {len(inv.chunks)} chunks in "
+                    f"{inv.store_keys} objects, {inv.stored_bytes:,} bytes", highlight=False,
+                )
+            if as_json:
+                typer.echo(json.dumps({"store": str(path), "dry_run": True, "arrays": plans}))
+            if not plans:
+                fail(f"no array with a conditional codec under {path}")
+            return
+        reports = []
         client = None
         if scheduler is not None:
             from dask.distributed import Client
@@ -184,8 +212,11 @@ def register(app: typer.Typer) -> None:
                     typer.echo(f"zarrext: skipped {array.path or '/'}: {one_line(e)}", err=True)
                     failed += 1
                     continue
+                reports.append(_recompress_json(report))
                 console.print(report.table())
                 done += 1
+            if as_json:
+                typer.echo(json.dumps({"store": str(path), "arrays": reports}))
             if failed:
                 fail(f"{failed} array(s) under {path} not recompressed (see above)")
             if not done:
@@ -193,6 +224,19 @@ def register(app: typer.Typer) -> None:
         finally:
             if client is not None:
                 client.close()
+
+
+def _recompress_json(report: Any) -> dict[str, Any]:
+    return {
+        "path": report.path or "/",
+        "chunks": report.chunks,
+        "objects": report.objects,
+        "bytes_before": report.bytes_before,
+        "bytes_after": report.bytes_after,
+        "masks_before": {str(m): n for m, n in sorted(report.masks_before.items())},
+        "masks_after": {str(m): n for m, n in sorted(report.masks_after.items())},
+        "seconds": report.seconds,
+    }
 
 
 def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
