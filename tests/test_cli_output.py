@@ -140,3 +140,11 @@ def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:  #
     code, out, err = run("recompress", tmp_path / "s.zarr", "--quiet")
     assert code == 0, err
     assert out.strip() == ""
+
+
+def test_size_change_words() -> None:
+    from zarrext.cli.stores import size_change
+
+    assert size_change(200, 100) == "2.00x smaller"
+    assert size_change(100, 128) == "1.28x larger"
+    assert size_change(0, 0) == "-"

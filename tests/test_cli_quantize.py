@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -13,7 +14,7 @@ import zarr
 from typer.testing import CliRunner
 
 from tests.conftest import tree_digest
-from zarrext.cli import app
+from zarrext.cli import app, main
 
 runner = CliRunner(env={"COLUMNS": "200"})
 
@@ -152,3 +153,18 @@ def test_failed_replacement_keeps_the_old_output(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert tree_digest(tmp_path / "q.zarr") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.zarr", "src.zarr"]
+
+
+def test_cli_quantize_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = _source(tmp_path / "src.zarr")
+    with pytest.raises(SystemExit) as exited:
+        main(["quantize", str(tmp_path / "src.zarr"), "--max-abs-error", "0.02",
+              "--out", str(tmp_path / "q.zarr"), "--json"])
+    assert exited.value.code == 0
+    report = json.loads(capsys.readouterr().out)
+    back = np.asarray(zarr.open_array(str(tmp_path / "q.zarr"))[:])
+    finite = np.isfinite(data)
+    assert report["worst_error"] == float(np.max(np.abs(back[finite] - data[finite])))
+    assert report["worst_error"] <= report["max_abs_error"] == 0.02
+    assert report["stored_dtype"] in ("uint16", "int16")  # ~7000 steps of 0.04
+    assert report["output_bytes"] == zarr.open_array(str(tmp_path / "q.zarr")).nbytes_stored()

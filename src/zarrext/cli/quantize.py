@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -27,11 +28,14 @@ def register(app: typer.Typer) -> None:
         overwrite: Annotated[
             bool, typer.Option(help="Replace an existing array at --out.")
         ] = False,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="Print the plan and the result as JSON.")
+        ] = False,
     ) -> None:
         """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
         from zarrext.quantize import QuantizationError, copy_quantized
 
-        console = Console()
+        console = Console(quiet=as_json)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),
@@ -59,6 +63,22 @@ def register(app: typer.Typer) -> None:
                 bar.stop()
                 fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
         plan = report.plan
+        if as_json:
+            typer.echo(json.dumps({
+                "source": str(path),
+                "output": str(out),
+                "dtype": str(plan.dtype),
+                "stored_dtype": str(plan.stored_dtype),
+                "scale": plan.scale,
+                "offset": plan.offset,
+                "reserved": {str(k): v for k, v in plan.reserved.items()},
+                "source_bytes": report.source_bytes,
+                "output_bytes": report.output_bytes,
+                "size_ratio": report.size_ratio,
+                "worst_error": report.worst_error,
+                "max_abs_error": max_abs_error,
+            }, default=float))
+            return
         table = Table(title=f"{path} -> {out} (quantized)")
         table.add_column("")
         table.add_column("value", justify="right")

@@ -26,6 +26,15 @@ from zarrext.inspection import ArrayInventory, inventory
 __all__ = ["iter_arrays", "register"]
 
 
+def size_change(raw: int, stored: int) -> str:
+    """How stored compares to raw, in words: "2.00x smaller", "1.28x larger"."""
+    if not raw or not stored:
+        return "-"
+    if stored <= raw:
+        return f"{raw / stored:.2f}x smaller"
+    return f"{stored / raw:.2f}x larger"
+
+
 def inventory_table(inv: ArrayInventory) -> Table:
     """One array's stored chunks, bytes and mask counts."""
     table = Table(title=f"array {inv.path or '/'}  shape={inv.shape} chunks={inv.chunk_shape}")
@@ -36,13 +45,13 @@ def inventory_table(inv: ArrayInventory) -> Table:
     table.add_column("ratio", justify="right")
     table.add_column("masks (chunks)")
     masks = ", ".join(f"{m:#06b}: {n}" for m, n in sorted(inv.mask_counts.items()))
-    ratio = inv.raw_bytes / inv.stored_bytes if inv.stored_bytes else float("nan")
+    ratio = size_change(inv.raw_bytes, inv.stored_bytes)
     table.add_row(
         str(len(inv.chunks)),
         str(prod(inv.grid_shape)),
         f"{inv.stored_bytes:,}",
         f"{inv.raw_bytes:,}",
-        f"{ratio:.2f}",
+        ratio,
         masks if inv.placement is not None else "(no conditional codec)",
     )
     return table
