@@ -148,3 +148,28 @@ def test_size_change_words() -> None:
     assert size_change(200, 100) == "2.00x smaller"
     assert size_change(100, 128) == "1.28x larger"
     assert size_change(0, 0) == "-"
+
+
+def test_inspect_labels_and_plot_cap(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    import matplotlib.image
+
+    from zarrext.cli import stores
+
+    make_store(tmp_path / "s.zarr")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = run("inspect", "s.zarr")
+    assert code == 0
+    assert "array s.zarr/cond " in out
+    assert "array s.zarr/sub/sharded " in out
+    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 1)
+    code, out, _ = run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "one.png")
+    assert code == 0
+    assert "(first 1 of 2 arrays)" in out
+    one = matplotlib.image.imread(tmp_path / "one.png")
+    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 2)
+    run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "two.png")
+    two = matplotlib.image.imread(tmp_path / "two.png")
+    assert two.shape[0] > one.shape[0]  # one row of panels per plotted array

@@ -35,9 +35,15 @@ def size_change(raw: int, stored: int) -> str:
     return f"{stored / raw:.2f}x larger"
 
 
-def inventory_table(inv: ArrayInventory) -> Table:
+def label(given: Path | str, member: str) -> str:
+    """An array as the user named it: the path given, then the member's path in it."""
+    return f"{str(given).rstrip('/')}/{member}" if member else str(given)
+
+
+def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Table:
     """One array's stored chunks, bytes and mask counts."""
-    table = Table(title=f"array {inv.path or '/'}  shape={inv.shape} chunks={inv.chunk_shape}")
+    name = label(given, inv.path) if given is not None else inv.path or "/"
+    table = Table(title=f"array {name}  shape={inv.shape} chunks={inv.chunk_shape}")
     table.add_column("stored chunks", justify="right")
     table.add_column("of", justify="right")
     table.add_column("stored bytes", justify="right")
@@ -71,7 +77,12 @@ def _inventory_json(inv: ArrayInventory) -> dict[str, Any]:
     }
 
 
-def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
+MAX_PLOTTED_ARRAYS = 24
+
+
+def plot_inventories(
+    inventories: list[ArrayInventory], path: Path, given: Path | str | None = None
+) -> None:
     """Draw each array's chunk grid coloured by mask and by compression ratio."""
     import matplotlib
 
@@ -79,16 +90,24 @@ def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
     import matplotlib.pyplot as plt
     import numpy as np
 
+    # One row of panels per array: past MAX_PLOTTED_ARRAYS the figure is unreadable and
+    # slow to draw (170 arrays took 75 s and made a 68000-pixel-high PNG).
+    inventories = inventories[:MAX_PLOTTED_ARRAYS]
     fig, axes = plt.subplots(
         len(inventories), 2, figsize=(10, 4 * len(inventories)), squeeze=False
     )
     for row, inv in zip(axes, inventories, strict=True):
+        name = label(given, inv.path) if given is not None else inv.path or "/"
         n_masks = 2 ** len(inv.placement.codec.codecs) if inv.placement is not None else 1
         n_masks = min(n_masks, 20)
-        panels = (
-            (row[0], "mask", plt.get_cmap("tab20", n_masks), -0.5, n_masks - 0.5),
-            (row[1], "ratio", plt.get_cmap("viridis"), None, None),
-        )
+        panels: list[tuple[Any, str, Any, float | None, float | None]] = [
+            (row[1], "ratio", plt.get_cmap("viridis"), None, None)
+        ]
+        if inv.placement is not None:
+            panels.insert(0, (row[0], "mask", plt.get_cmap("tab20", n_masks), -0.5, n_masks - 0.5))
+        else:
+            row[0].set_axis_off()
+            row[0].set_title(f"{name}: no conditional codec")
         for ax, attribute, cmap, vmin, vmax in panels:
             grid = inv.grid(attribute)
             if grid.ndim == 1:
@@ -103,7 +122,7 @@ def plot_inventories(inventories: list[ArrayInventory], path: Path) -> None:
             if attribute == "mask":
                 bar.set_ticks(range(n_masks))
                 bar.set_ticklabels([f"{m:#b}" for m in range(n_masks)])
-            ax.set_title(f"{inv.path or '/'}: {attribute} per chunk")
+            ax.set_title(f"{name}: {attribute} per chunk")
             ax.set_xlabel("chunk (last axis)")
             ax.set_ylabel("chunk (other axes)")
             ax.xaxis.get_major_locator().set_params(integer=True)
@@ -137,7 +156,7 @@ def register(app: typer.Typer) -> None:
             inv = inventory(array)
             inventories.append(inv)
             if not as_json:
-                console.print(inventory_table(inv))
+                console.print(inventory_table(inv, path))
                 render_sharded(array, console)
         if as_json:
             arrays = [_inventory_json(i) for i in inventories]
@@ -145,9 +164,15 @@ def register(app: typer.Typer) -> None:
         elif not inventories:
             console.print(f"no arrays under {path}")
         if plot is not None and inventories:
-            plot_inventories(inventories, plot)
+            plot_inventories(inventories, plot, path)
             if not as_json:
-                console.print(f"plot written to {plot}")
+                shown = min(len(inventories), MAX_PLOTTED_ARRAYS)
+                console.print(
+                    f"plot written to {plot}"
+                    + (f" (first {shown} of {len(inventories)} arrays)"
+                       if shown < len(inventories) else ""),
+                    highlight=False,
+                )
 
     @app.command()
     def recompress(
