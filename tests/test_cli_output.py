@@ -173,3 +173,21 @@ def test_inspect_labels_and_plot_cap(
     run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "two.png")
     two = matplotlib.image.imread(tmp_path / "two.png")
     assert two.shape[0] > one.shape[0]  # one row of panels per plotted array
+
+
+def test_interrupted_recompress_says_how_far_it_got(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    from zarrext import recompression
+
+    make_store(tmp_path / "s.zarr")
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(recompression, "recompress", interrupted)
+    code, _, err = run("recompress", tmp_path / "s.zarr")
+    assert code == 130
+    assert err.count("\n") == 1
+    assert "recompress stopped in cond after 0 finished array(s)" in err
+    assert "rerun the same command to finish" in err

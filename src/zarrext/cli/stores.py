@@ -240,6 +240,14 @@ def register(app: typer.Typer) -> None:
                     continue
                 try:
                     report = run(array, decision, client=client, workers=workers)
+                except KeyboardInterrupt as e:
+                    # each chunk is replaced whole, so a half-done array reads correctly
+                    e.add_note(
+                        f"recompress stopped in {array.path or '/'} after {done} finished "
+                        f"array(s); every chunk still reads correctly, rerun the same command "
+                        "to finish"
+                    )
+                    raise
                 except (ValueError, OSError) as e:
                     if len(arrays) == 1:
                         raise
