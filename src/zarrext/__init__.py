@@ -7,27 +7,80 @@ carry (decision functions, shard write layouts) and the jobs behind the CLI.
 
 from __future__ import annotations
 
-from zarrext import quantize
-from zarrext.api import create_array, open_array, with_runtime
-from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.codecs.n5_default import N5DefaultCodec
-from zarrext.codecs.optional import OptionalCodec
-from zarrext.codecs.packbits import PackBitsCodec
-from zarrext.codecs.pad import PadCodec
-from zarrext.codecs.shuffle import ShuffleCodec
-from zarrext.decisions import from_plan
-from zarrext.dtypes.optional import (
-    OptionalDType,
-    as_optional_array,
-    from_arrow,
-    from_masked,
-    to_arrow,
-    to_masked,
-)
-from zarrext.formats import tiff as _tiff  # noqa: F401  (registers the TIFF pad template)
-from zarrext.inspection import inventory
-from zarrext.recompression import RecompressReport, recompress
-from zarrext.sharding import check, compact, expand, write_dask
+import importlib
+from typing import TYPE_CHECKING, Any
+
+# Light and needed by any array whose pad codec holds a TIFF header: the TIFF
+# template must be registered before such an array is written through plain zarr.
+from zarrext.formats import tiff as _tiff  # noqa: F401
+
+# Public names and the modules they live in, imported on first use (PEP 562): an
+# entry point that loads one codec, or ``import zarrext``, loads only what it needs.
+_LAZY: dict[str, str] = {
+    "quantize": "zarrext.quantize",
+    "create_array": "zarrext.api",
+    "open_array": "zarrext.api",
+    "with_runtime": "zarrext.api",
+    "ConditionalCodec": "zarrext.codecs.conditional",
+    "N5DefaultCodec": "zarrext.codecs.n5_default",
+    "OptionalCodec": "zarrext.codecs.optional",
+    "PackBitsCodec": "zarrext.codecs.packbits",
+    "PadCodec": "zarrext.codecs.pad",
+    "ShuffleCodec": "zarrext.codecs.shuffle",
+    "from_plan": "zarrext.decisions",
+    "OptionalDType": "zarrext.dtypes.optional",
+    "as_optional_array": "zarrext.dtypes.optional",
+    "from_arrow": "zarrext.dtypes.optional",
+    "from_masked": "zarrext.dtypes.optional",
+    "to_arrow": "zarrext.dtypes.optional",
+    "to_masked": "zarrext.dtypes.optional",
+    "inventory": "zarrext.inspection",
+    "RecompressReport": "zarrext.recompression",
+    "recompress": "zarrext.recompression",
+    "check": "zarrext.sharding",
+    "compact": "zarrext.sharding",
+    "expand": "zarrext.sharding",
+    "write_dask": "zarrext.sharding",
+}
+
+if TYPE_CHECKING:
+    from zarrext import quantize
+    from zarrext.api import create_array, open_array, with_runtime
+    from zarrext.codecs.conditional import ConditionalCodec
+    from zarrext.codecs.n5_default import N5DefaultCodec
+    from zarrext.codecs.optional import OptionalCodec
+    from zarrext.codecs.packbits import PackBitsCodec
+    from zarrext.codecs.pad import PadCodec
+    from zarrext.codecs.shuffle import ShuffleCodec
+    from zarrext.decisions import from_plan
+    from zarrext.dtypes.optional import (
+        OptionalDType,
+        as_optional_array,
+        from_arrow,
+        from_masked,
+        to_arrow,
+        to_masked,
+    )
+    from zarrext.inspection import inventory
+    from zarrext.recompression import RecompressReport, recompress
+    from zarrext.sharding import check, compact, expand, write_dask
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zarrext' has no attribute {name!r}")
+    if module == f"zarrext.{name}":
+        value: Any = importlib.import_module(module)
+    else:
+        value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "ConditionalCodec",
