@@ -191,3 +191,18 @@ def test_interrupted_recompress_says_how_far_it_got(
     assert err.count("\n") == 1
     assert "recompress stopped in cond after 0 finished array(s)" in err
     assert "rerun the same command to finish" in err
+
+
+def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    from zarrext.sharding.compact import READER_NOTE
+
+    arr = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=(16,), chunks=(8,), shards=(16,), dtype="i4",
+        compressors=None, shard_layout="fixed-slot",
+    )
+    arr[:4] = 3
+    code, out, err = run("compact", tmp_path / "a.zarr")
+    assert code == 0, err
+    assert READER_NOTE in out
+    assert not err
+    assert (zarr.open_array(str(tmp_path / "a.zarr"))[:4] == 3).all()

@@ -41,6 +41,7 @@ def register(app: typer.Typer) -> None:
         ] = False,
     ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
+        from zarrext.sharding.compact import READER_NOTE
         from zarrext.sharding.compact import compact as run_compact
         from zarrext.sharding.compact import expand as run_expand
         from zarrext.sharding.inspect import _fmt
@@ -61,6 +62,8 @@ def register(app: typer.Typer) -> None:
         arrays = _sharded_arrays(path, "r+")
         if not arrays:
             console.print(f"no sharded arrays under {path}")
+        else:
+            console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
         failed = 0
         for array in arrays:
             run = run_expand if expand else run_compact
