@@ -81,10 +81,13 @@ def test_native_dtype_layout_and_inverse() -> None:
     assert native["value"].names == ("value", "valid")
     assert native["value"]["value"] == np.dtype("float32")
     assert native["valid"] == np.dtype(bool)
-    assert OptionalDType.from_native_dtype(native) == dtype
+    assert OptionalDType.from_native_layout(native) == dtype
     assert OptionalDType(VariableLengthUTF8()).to_native_dtype()["value"] == np.dtype("O")
     with pytest.raises(DataTypeValidationError):
-        OptionalDType.from_native_dtype(np.dtype([("a", "i2"), ("b", "?")]))
+        OptionalDType.from_native_layout(np.dtype([("a", "i2"), ("b", "?")]))
+    # zarr-python's inference from a NumPy dtype never picks the optional type
+    with pytest.raises(DataTypeValidationError, match="never inferred"):
+        OptionalDType.from_native_dtype(native)
     # an all-zero array is all missing
     assert not np.zeros(3, native)["valid"].any()
 

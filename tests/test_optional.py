@@ -135,7 +135,7 @@ def _to_masked_deep(array: np.ndarray, depth: int) -> Any:
     if depth == 1:
         return masked
     inner = zarrext.as_optional_array(_to_masked_deep(masked.data, depth - 1),
-                                      OptionalDType.from_native_dtype(masked.data.dtype))
+                                      OptionalDType.from_native_layout(masked.data.dtype))
     return np.ma.MaskedArray(inner, mask=masked.recordmask)
 
 

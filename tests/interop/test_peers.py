@@ -61,11 +61,35 @@ class Case:
     fails: dict[str, str] = field(default_factory=dict)
 
 
+def _optional(inner: str, depth: int = 1) -> Callable[[np.random.Generator], np.ndarray]:
+    """Optional values: present where a random mask says, zeros where missing."""
+    leaf = {"bool": _bools, "float32": _floats("float32")}.get(inner) or _ints(inner, 7)
+
+    def make(rng: np.random.Generator) -> np.ndarray:
+        dtype = np.dtype(inner)
+        for _ in range(depth):
+            dtype = np.dtype([("value", dtype), ("valid", "?")])
+        out = np.zeros(SHAPE, dtype)
+        level, valid = out, np.ones(SHAPE, bool)
+        for _ in range(depth):
+            valid = valid & (rng.random(SHAPE) < 0.7)
+            level["valid"] = valid
+            level = level["value"]
+        level[...] = np.where(valid, leaf(rng), 0)
+        return out
+
+    return make
+
+
 def _lacks(codec: str, *peers: str) -> dict[str, str]:
     directions = {"zarrs": ("zarrs-read", "zarrs-write"), "tensorstore": ("ts-read", "ts-write")}
     return {d: f"{p} lacks codec {codec}" for p in peers for d in directions[p]}
 
 
+ZARRS_NAME = "zarrs 0.23.8 knows the nullable type only as zarrs.optional"
+ZARRS_VOID = ("zarrs-python 0.2.3 refuses arrays whose in-memory dtype is structured "
+              "(UnsupportedDataTypeError), which every optional array's is")
+TS_OPTIONAL = {d: "tensorstore lacks data type optional" for d in ("ts-read", "ts-write")}
 ZARRS_FIRST_BIT = "zarrs 0.23.8 mis-decodes packbits with first_bit > 0 (a zarrs bug)"
 ZARRS_SIGN = ("zarrs 0.23.8 sign-extends a 21-bit packbits int32 only to 24 bits: negative "
               "values read as large positive ones (a zarrs bug)")
@@ -115,10 +139,22 @@ def _failure(direction: str, reason: str) -> type[BaseException]:
     if "bug" in reason:
         return AssertionError
     if direction.startswith("zarrs"):
-        from zarrs.pipeline import UnsupportedMetadataError
+        from zarrs.pipeline import UnsupportedDataTypeError, UnsupportedMetadataError
 
-        return UnsupportedMetadataError
+        return UnsupportedDataTypeError if reason == ZARRS_VOID else UnsupportedMetadataError
     return ValueError  # tensorstore refuses the metadata
+
+
+for _inner, _depth in (("uint8", 1), ("float32", 1), ("int16", 1), ("bool", 1), ("uint8", 2)):
+    for _name in ("optional", "zarrs.optional"):
+        _dtype: Any = _inner
+        for _ in range(_depth):
+            _dtype = zarrext.OptionalDType(_dtype, name=_name)
+        _reason = ZARRS_VOID if _name == "zarrs.optional" else ZARRS_NAME
+        CASES[f"{_name}-{'nested-' * (_depth - 1)}{_inner}"] = Case(
+            _dtype, _optional(_inner, _depth), serializer=lambda: "auto",
+            compressors=lambda: "auto", fill_value=None,
+            fails={"zarrs-read": _reason, "zarrs-write": _reason, **TS_OPTIONAL})
 
 
 def _params(direction: str) -> list[Any]:
@@ -202,3 +238,27 @@ def test_zarrext_reads_tensorstore(tmp_path: Path, name: str) -> None:
     store = ts.open({**_ts_spec(tmp_path / "a"), "metadata": metadata}, create=True).result()
     store.write(expected).result()
     _assert_same(zarrext.open_array(str(tmp_path / "a"), mode="r")[...], expected)
+
+
+@pytest.mark.parametrize("name", [
+    "zarrs.optional",
+    pytest.param("optional", marks=pytest.mark.xfail(strict=True, reason=ZARRS_NAME)),
+])
+def test_zarrs_accepts_optional_metadata(tmp_path: Path, name: str) -> None:
+    """zarrs parses the metadata (data type, codecs) of an optional array zarrext writes.
+
+    Only opening is checked: the codec pipeline is built from ``zarr.json`` then,
+    and zarrs-python refuses the structured in-memory dtype only when reading.
+    """
+    _zarrext_write(tmp_path / "a", f"{name}-nested-uint8")
+    written = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    assert written["data_type"]["name"] == written["codecs"][0]["name"] == name
+    assert len(written["codecs"]) == 1  # the registry's layout: compression inside
+    from zarrs.pipeline import UnsupportedMetadataError
+
+    with zarr.config.set(ZARRS_STRICT):
+        try:
+            z = zarr.open_array(tmp_path / "a", mode="r")
+        except UnsupportedMetadataError as e:
+            raise AssertionError(f"zarrs refuses {name}") from e
+    assert type(z.async_array.codec_pipeline).__module__.startswith("zarrs")

@@ -19,7 +19,7 @@ writes that name back.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -38,7 +38,7 @@ from zarr.registry import get_pipeline_class
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext.codecs.packbits import PackBitsCodec
-from zarrext.dtypes.optional import OptionalDType
+from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 
     from zarr.abc.codec import Codec
     from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.dtype import ZDTypeLike
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar, ZDType
     from zarr.core.metadata.v3 import ChunkGridMetadata
 
@@ -92,6 +93,10 @@ class OptionalCodec(ArrayBytesCodec):
         (or, for a nested optional, another default ``optional`` codec).
     name : {"optional", "zarrs.optional"}
         Name written to ``zarr.json``.
+    inner : ZDType or data type like, optional
+        Runtime setting, never written: with it, this codec given as the serializer
+        of a non-optional data type (e.g. through xarray's ``encoding``) makes the
+        array ``optional<inner>`` (present values of type ``inner``).
     """
 
     is_fixed_size = False
@@ -99,6 +104,7 @@ class OptionalCodec(ArrayBytesCodec):
     mask_codecs: tuple[Codec, ...]
     data_codecs: tuple[Codec, ...]
     name: str = "optional"
+    inner: ZDType[TBaseDType, TBaseScalar] | None = field(default=None, compare=False, repr=False)
 
     def __init__(
         self,
@@ -106,8 +112,14 @@ class OptionalCodec(ArrayBytesCodec):
         mask_codecs: Iterable[Codec | dict[str, JSON]] | None = None,
         data_codecs: Iterable[Codec | dict[str, JSON]] | None = None,
         name: str = "optional",
+        inner: ZDTypeLike | None = None,
     ) -> None:
         from zarr.codecs.bytes import BytesCodec
+        from zarr.core.dtype import ZDType, parse_dtype
+
+        if inner is not None and not isinstance(inner, ZDType):
+            inner = parse_dtype(inner, zarr_format=3)
+        object.__setattr__(self, "inner", inner)
 
         if name not in NAMES:
             raise OptionalCodecError(f"optional: name must be one of {NAMES}, got {name!r}")
@@ -121,15 +133,23 @@ class OptionalCodec(ArrayBytesCodec):
 
     @classmethod
     def default_for(cls, dtype: OptionalDType) -> Self:
-        """packbits for the mask, zarr-python's default serializer for the values."""
+        """The registry's recommended chains, under the data type's name.
+
+        Mask: ``packbits`` then ``zstd``; values: zarr-python's default serializer
+        for the inner type then ``zstd`` (a nested level: the nested default codec,
+        compressed inside it). The ``optional`` codec is then the array's only
+        codec, as the registry's text and zarrs' examples have it.
+        """
+        from zarr.codecs import ZstdCodec
         from zarr.core.array import default_serializer_v3
 
         inner = dtype.inner
-        data: Codec = (
-            cls.default_for(inner) if isinstance(inner, OptionalDType)
-            else default_serializer_v3(inner)
+        data: list[Codec] = (
+            [cls.default_for(inner)] if isinstance(inner, OptionalDType)
+            else [default_serializer_v3(inner), ZstdCodec()]
         )
-        return cls(mask_codecs=[PackBitsCodec()], data_codecs=[data])
+        return cls(mask_codecs=[PackBitsCodec(), ZstdCodec()], data_codecs=data,
+                   name=dtype.name)
 
     @classmethod
     def from_dict(cls, data: dict[str, JSON]) -> Self:
@@ -267,7 +287,7 @@ class OptionalCodec(ArrayBytesCodec):
         """The mask and the present values of a chunk, as NDBuffers for the chains."""
         inner = self._inner(chunk_spec.dtype)
         array = chunk_array.as_numpy_array()
-        if not OptionalDType._check_native_dtype(array.dtype):
+        if not is_optional_native(array.dtype):
             raise OptionalCodecError(
                 f"{self.name} codec, {describe_chunk(current_chunk_index())}: expected an "
                 f"optional (value/valid structured) chunk, got dtype {array.dtype}"

@@ -4,6 +4,15 @@ Metadata: ``{"name": "optional", "configuration": {"name": <inner>, "configurati
 {...}}}``, nesting allowed. Fill value: ``null`` (missing) or a one-element list
 holding the inner fill value (``[42]``, ``[null]``, ``[[42]]``).
 
+Names: the registry's ``optional`` and zarrs' ``zarrs.optional`` (the only name
+zarrs 0.23.8 reads) are both read; a type writes the name it was read with or
+given (``OptionalDType(inner, name="zarrs.optional")``), and its default codec
+uses the same name.
+
+A NumPy structured dtype never selects this type: ``dtype=[("value", "<f4"),
+("valid", "?")]`` stays zarr-python's ``struct``. Only an explicit
+``OptionalDType`` (or ``optional`` metadata) makes an optional array.
+
 In memory an optional array is a NumPy structured array with two fields::
 
     value  the inner data type (itself structured for a nested optional)
@@ -31,7 +40,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeGuard, cast
 
 import numpy as np
@@ -61,7 +70,15 @@ __all__ = [
 ]
 
 NAME = "optional"
+NAMES = ("optional", "zarrs.optional")
 FIELDS = ("value", "valid")
+
+
+def is_optional_native(dtype: object) -> TypeGuard[np.dtypes.VoidDType[int]]:
+    """Whether ``dtype`` has the in-memory layout of an optional array (value, valid)."""
+    if not isinstance(dtype, np.dtype) or dtype.names != FIELDS or dtype.fields is None:
+        return False
+    return isinstance(dtype, np.dtypes.VoidDType) and dtype.fields["valid"][0] == np.bool_
 
 
 def _field_dtype(inner: ZDType[TBaseDType, TBaseScalar]) -> np.dtype[Any]:
@@ -97,17 +114,27 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
     inner : ZDType or data type like
         The data type of present values, e.g. ``Float32()``, ``"int16"``,
         ``OptionalDType("uint8")``.
+    name : {"optional", "zarrs.optional"}
+        Name written to ``zarr.json``, for this level and every nested one:
+        ``"zarrs.optional"`` for arrays that zarrs 0.23.8 must read. Not part of
+        equality.
     """
 
     _zarr_v3_name: ClassVar[Literal["optional"]] = "optional"
     dtype_cls = np.dtypes.VoidDType  # type: ignore[assignment]
 
     inner: ZDType[TBaseDType, TBaseScalar]
+    name: str = field(default=NAME, compare=False)
 
-    def __init__(self, inner: ZDTypeLike) -> None:
+    def __init__(self, inner: ZDTypeLike, name: str = NAME) -> None:
+        if name not in NAMES:
+            raise ValueError(f"optional: name must be one of {NAMES}, got {name!r}")
         if not isinstance(inner, ZDType):
             inner = parse_dtype(inner, zarr_format=3)
+        if isinstance(inner, OptionalDType) and inner.name != name:
+            inner = OptionalDType(inner.inner, name=name)
         object.__setattr__(self, "inner", inner)
+        object.__setattr__(self, "name", name)
 
     # -- levels ---------------------------------------------------------------
 
@@ -135,24 +162,31 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
 
     @classmethod
     def _check_native_dtype(cls, dtype: TBaseDType) -> TypeGuard[np.dtypes.VoidDType[int]]:
-        return (
-            isinstance(dtype, np.dtypes.VoidDType)
-            and dtype.names == FIELDS
-            and dtype.fields is not None
-            and dtype.fields["valid"][0] == np.bool_
-        )
+        # zarr-python infers data types from NumPy dtypes through this check: a
+        # (value, valid) structured dtype is also a plain struct, and only an
+        # explicit OptionalDType may select this type (see from_native_layout).
+        return False
 
     @classmethod
     def from_native_dtype(cls, dtype: TBaseDType) -> Self:
-        if not cls._check_native_dtype(dtype):
+        raise DataTypeValidationError(
+            f"{dtype}: the optional data type is never inferred from a NumPy dtype (a "
+            "structured dtype is zarr's struct); pass zarrext.OptionalDType(inner), or "
+            "use OptionalDType.from_native_layout"
+        )
+
+    @classmethod
+    def from_native_layout(cls, dtype: object) -> Self:
+        """The optional type whose in-memory layout (``to_native_dtype``) is ``dtype``."""
+        if not is_optional_native(dtype):
             raise DataTypeValidationError(
                 f"Invalid data type: {dtype}. Expected a structured dtype with fields "
                 f"{FIELDS} ('valid' bool)"
             )
         assert dtype.fields is not None
         value = dtype.fields["value"][0]
-        if cls._check_native_dtype(value):
-            return cls(inner=cls.from_native_dtype(value))
+        if is_optional_native(value):
+            return cls(inner=cls.from_native_layout(value))
         if value == np.dtype("O"):
             # Object fields are how this type holds variable-length strings.
             return cls(inner=VariableLengthUTF8())  # type: ignore[arg-type]
@@ -164,7 +198,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
     def _check_json_v3(cls, data: DTypeJSON) -> bool:
         return (
             isinstance(data, Mapping)
-            and data.get("name") == NAME
+            and data.get("name") in NAMES
             and set(data) == {"name", "configuration"}
             and isinstance(data["configuration"], Mapping)
         )
@@ -196,7 +230,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
             raise _NestedDataTypeValidationError(
                 f"optional: unknown inner data type {configuration!r}: {e}"
             ) from e
-        return cls(inner=inner)
+        return cls(inner=inner, name=cast("str", cast("Mapping[str, object]", data)["name"]))
 
     def to_json(self, zarr_format: ZarrFormat) -> Any:
         if zarr_format != 3:
@@ -204,7 +238,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
         inner = self.inner.to_json(zarr_format=3)
         if isinstance(inner, str):
             inner = {"name": inner, "configuration": {}}
-        return {"name": NAME, "configuration": dict(inner)}
+        return {"name": self.name, "configuration": dict(inner)}
 
     # -- scalars --------------------------------------------------------------
 
@@ -280,7 +314,7 @@ def to_masked(array: npt.NDArray[Any]) -> np.ma.MaskedArray[Any, Any]:
     (structured) array.
     """
     array = np.asarray(array)
-    if not OptionalDType._check_native_dtype(array.dtype):
+    if not is_optional_native(array.dtype):
         raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
     return np.ma.MaskedArray(array["value"], mask=~array["valid"])
 
@@ -318,7 +352,9 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
     Accepts an optional structured array (returned as is), a ``MaskedArray``, a
     pyarrow array, ``None``/``numpy.ma.masked`` (missing), a scalar (present), or
     values of the inner type (all present; ``None`` entries of a list or object
-    array are missing).
+    array are missing). Plain floating-point values (arrays or scalars) have no
+    mask, so NaN among them is missing; write a ``MaskedArray`` or a structured
+    array to store a present NaN.
     """
     dtype = _as_optional_dtype(dtype)
     native = dtype.to_native_dtype()
@@ -333,8 +369,14 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
     if isinstance(value, np.ndarray) and value.dtype == native:
         return value
     if np.isscalar(value):
+        if _is_nan(value):
+            return dtype.default_scalar()
         return dtype.cast_scalar(value)
     array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
+    if array.dtype.kind in "fc" and not isinstance(dtype.inner, OptionalDType):
+        # plain floats have no mask: NaN is missing (xarray's and pandas' convention)
+        missing = np.isnan(array)
+        return from_masked(np.ma.MaskedArray(np.where(missing, 0, array), mask=missing), dtype)
     if array.dtype == object:
         missing = np.frompyfunc(lambda v: v is None, 1, 1)(array).astype(bool)
         filled = array
@@ -342,6 +384,12 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
             filled = np.where(missing, dtype.inner.default_scalar(), array)
         return from_masked(np.ma.MaskedArray(filled, mask=missing), dtype)
     return from_masked(np.ma.MaskedArray(array, mask=np.zeros(array.shape, bool)), dtype)
+
+
+def _is_nan(value: object) -> bool:
+    return isinstance(value, float | np.floating | complex | np.complexfloating) and bool(
+        np.isnan(value)
+    )
 
 
 def _is_arrow(value: object) -> bool:
@@ -359,12 +407,12 @@ def to_arrow(array: npt.NDArray[Any]) -> pa.Array:
     import pyarrow as pa
 
     array = np.asarray(array).reshape(-1)
-    if not OptionalDType._check_native_dtype(array.dtype):
+    if not is_optional_native(array.dtype):
         raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
     valid = np.ascontiguousarray(array["valid"])
     values = array["value"]
     mask = pa.array(~valid)
-    if OptionalDType._check_native_dtype(values.dtype):
+    if is_optional_native(values.dtype):
         child = to_arrow(values)
         return pa.StructArray.from_arrays([child], names=["value"], mask=mask)
     return pa.array(np.ascontiguousarray(values), mask=~valid)
@@ -390,7 +438,7 @@ def from_arrow(array: Any, dtype: OptionalDType | None = None) -> npt.NDArray[An
         if inner_dtype is not None and not isinstance(inner_dtype, OptionalDType):
             raise TypeError(f"{dtype} has no nested optional level for {array.type}")
         inner = from_arrow(array.field(0), inner_dtype)
-        dtype = dtype or OptionalDType(inner=OptionalDType.from_native_dtype(inner.dtype))
+        dtype = dtype or OptionalDType(inner=OptionalDType.from_native_layout(inner.dtype))
         return from_masked(np.ma.MaskedArray(inner, mask=~valid), dtype)
     if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
         values = array.fill_null("").to_numpy(zero_copy_only=False)
@@ -443,6 +491,45 @@ def _install_hooks() -> None:
 
         default_serializer_v3._zarrext_optional = True  # type: ignore[attr-defined]
         core_array.default_serializer_v3 = default_serializer_v3
+
+    init_array = core_array.init_array
+    if not getattr(init_array, "_zarrext_optional", False):
+
+        @functools.wraps(init_array)
+        async def _init_array(**kwargs: Any) -> Any:
+            return await init_array(**_optional_create_kwargs(kwargs))
+
+        _init_array._zarrext_optional = True  # type: ignore[attr-defined]
+        core_array.init_array = _init_array
+
+
+def _optional_create_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Codecs (and, given the optional codec as serializer, the data type) of a new array.
+
+    - An :class:`~zarrext.codecs.optional.OptionalCodec` with an ``inner`` type,
+      passed as the serializer of a non-optional data type (what xarray's
+      ``encoding={"v": {"serializer": OptionalCodec(inner="int16")}}`` does), makes
+      the array ``optional<inner>``, a NaN/None fill value meaning missing.
+    - An optional array with ``compressors="auto"`` gets no top-level compressor:
+      the registry recommends ``optional`` as the only codec, compression inside
+      its chains (see ``OptionalCodec.default_for``).
+    """
+    from zarrext.codecs.optional import OptionalCodec
+
+    dtype, serializer = kwargs.get("dtype"), kwargs.get("serializer", "auto")
+    if (
+        isinstance(serializer, OptionalCodec)
+        and serializer.inner is not None
+        and not isinstance(dtype, OptionalDType)
+    ):
+        dtype = OptionalDType(serializer.inner, name=serializer.name)
+        fill = kwargs.get("fill_value")
+        if fill is None or _is_nan(fill):
+            kwargs = {**kwargs, "fill_value": None}
+        kwargs = {**kwargs, "dtype": dtype}
+    if isinstance(dtype, OptionalDType) and kwargs.get("compressors", "auto") == "auto":
+        kwargs = {**kwargs, "compressors": None}
+    return kwargs
 
 
 _install_hooks()
