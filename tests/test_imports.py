@@ -21,7 +21,7 @@ set_selection = core_array._set_selection
 print(json.dumps({{
     "modules": sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r}
                       or m in ("zarrext.quantize", "zarrext.cli", "zarrext.api",
-                               "zarrext.dtypes.optional")),
+                               "zarrext.dtypes.optional", "zarrext.optional_integration")),
     "wrapped": core_array._set_selection is not set_selection,
 }}))
 """

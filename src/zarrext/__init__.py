@@ -28,12 +28,12 @@ _LAZY: dict[str, str] = {
     "PadCodec": "zarrext.codecs.pad",
     "ShuffleCodec": "zarrext.codecs.shuffle",
     "from_plan": "zarrext.decisions",
-    "OptionalDType": "zarrext.dtypes.optional",
-    "as_optional_array": "zarrext.dtypes.optional",
-    "from_arrow": "zarrext.dtypes.optional",
-    "from_masked": "zarrext.dtypes.optional",
-    "to_arrow": "zarrext.dtypes.optional",
-    "to_masked": "zarrext.dtypes.optional",
+    "OptionalDType": "zarrext.optional_integration",
+    "as_optional_array": "zarrext.dtypes.optional_conversions",
+    "from_arrow": "zarrext.dtypes.optional_conversions",
+    "from_masked": "zarrext.dtypes.optional_conversions",
+    "to_arrow": "zarrext.dtypes.optional_conversions",
+    "to_masked": "zarrext.dtypes.optional_conversions",
     "inventory": "zarrext.inspection",
     "RecompressReport": "zarrext.recompression",
     "recompress": "zarrext.recompression",
@@ -53,8 +53,8 @@ if TYPE_CHECKING:
     from zarrext.codecs.pad import PadCodec
     from zarrext.codecs.shuffle import ShuffleCodec
     from zarrext.decisions import from_plan
-    from zarrext.dtypes.optional import (
-        OptionalDType,
+    from zarrext.dtypes.optional import OptionalDType
+    from zarrext.dtypes.optional_conversions import (
         as_optional_array,
         from_arrow,
         from_masked,

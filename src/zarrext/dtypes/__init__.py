@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from zarrext.dtypes.optional import (
-    OptionalDType,
+from zarrext.dtypes.optional import OptionalDType
+from zarrext.dtypes.optional_conversions import (
     as_optional_array,
     from_arrow,
     from_masked,

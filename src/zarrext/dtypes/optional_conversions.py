@@ -1,0 +1,174 @@
+"""Optional arrays to and from ``numpy.ma``, pyarrow and plain values.
+
+An optional array in memory is a structured array with fields ``value`` and
+``valid`` (see :mod:`zarrext.dtypes.optional`). :func:`to_masked` /
+:func:`from_masked` convert to and from ``numpy.ma.MaskedArray``, :func:`to_arrow`
+/ :func:`from_arrow` to and from pyarrow (nulls in the validity bitmap), and
+:func:`as_optional_array` takes whatever a user writes to an optional array.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from zarr.core.dtype import VariableLengthUTF8, get_data_type_from_native_dtype
+
+from zarrext.dtypes.optional import OptionalDType, is_optional_native
+
+if TYPE_CHECKING:
+    import numpy.typing as npt
+    import pyarrow as pa
+
+__all__ = ["as_optional_array", "from_arrow", "from_masked", "is_nan", "to_arrow", "to_masked"]
+
+
+def _as_optional_dtype(dtype: object) -> OptionalDType:
+    if isinstance(dtype, OptionalDType):
+        return dtype
+    raise TypeError(f"expected an OptionalDType, got {dtype!r}")
+
+
+def to_masked(array: npt.NDArray[Any]) -> np.ma.MaskedArray[Any, Any]:
+    """One optional level of ``array`` as a ``numpy.ma.MaskedArray``.
+
+    The data is a view of ``array["value"]`` (no values are copied); the mask is
+    ``~array["valid"]``. For a nested optional the data is again an optional
+    (structured) array.
+    """
+    array = np.asarray(array)
+    if not is_optional_native(array.dtype):
+        raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
+    return np.ma.MaskedArray(array["value"], mask=~array["valid"])
+
+
+def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
+    """An optional array of ``dtype`` from a ``MaskedArray`` (masked = missing).
+
+    For a nested optional, the masked array's data is converted with
+    :func:`as_optional_array` for the inner level (a structured optional array, a
+    masked array or plain values).
+    """
+    dtype = _as_optional_dtype(dtype)
+    masked = np.ma.asanyarray(masked)
+    valid = ~_element_mask(masked)
+    data = np.ma.getdata(masked)
+    out = np.zeros(masked.shape, dtype=dtype.to_native_dtype())
+    if isinstance(dtype.inner, OptionalDType):
+        data = as_optional_array(data, dtype.inner)
+    # copy only present values, so missing ones stay zero (the canonical filler)
+    np.copyto(out["value"], data, casting="unsafe", where=valid)
+    out["valid"] = valid
+    return out
+
+
+def _element_mask(masked: np.ma.MaskedArray[Any, Any]) -> npt.NDArray[np.bool_]:
+    """Per-element mask; a structured element counts as masked when all its fields are."""
+    if masked.dtype.names is None:
+        return np.ma.getmaskarray(masked)
+    return np.broadcast_to(np.asarray(masked.recordmask, dtype=bool), masked.shape)
+
+
+def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
+    """``value`` as an optional array (or scalar) of ``dtype``.
+
+    Accepts an optional structured array (returned as is), a ``MaskedArray``, a
+    pyarrow array, ``None``/``numpy.ma.masked`` (missing), a scalar (present), or
+    values of the inner type (all present; ``None`` entries of a list or object
+    array are missing). Plain floating-point values (arrays or scalars) have no
+    mask, so NaN among them is missing; write a ``MaskedArray`` or a structured
+    array to store a present NaN.
+    """
+    dtype = _as_optional_dtype(dtype)
+    native = dtype.to_native_dtype()
+    if value is None or value is np.ma.masked:
+        return dtype.cast_scalar(value)
+    if isinstance(value, np.void) and value.dtype == native:
+        return value
+    if _is_arrow(value):
+        return from_arrow(value, dtype)
+    if isinstance(value, np.ma.MaskedArray):
+        return from_masked(value, dtype)
+    if isinstance(value, np.ndarray) and value.dtype == native:
+        return value
+    if np.isscalar(value):
+        if is_nan(value):
+            return dtype.default_scalar()
+        return dtype.cast_scalar(value)
+    array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
+    if array.dtype.kind in "fc" and not isinstance(dtype.inner, OptionalDType):
+        # plain floats have no mask: NaN is missing (xarray's and pandas' convention)
+        missing = np.isnan(array)
+        return from_masked(np.ma.MaskedArray(np.where(missing, 0, array), mask=missing), dtype)
+    if array.dtype == object:
+        missing = np.frompyfunc(lambda v: v is None, 1, 1)(array).astype(bool)
+        filled = array
+        if not isinstance(dtype.inner, OptionalDType):
+            filled = np.where(missing, dtype.inner.default_scalar(), array)
+        return from_masked(np.ma.MaskedArray(filled, mask=missing), dtype)
+    return from_masked(np.ma.MaskedArray(array, mask=np.zeros(array.shape, bool)), dtype)
+
+
+def is_nan(value: object) -> bool:
+    """Whether ``value`` is a floating-point or complex NaN scalar."""
+    return isinstance(value, float | np.floating | complex | np.complexfloating) and bool(
+        np.isnan(value)
+    )
+
+
+def _is_arrow(value: object) -> bool:
+    module = type(value).__module__
+    return module.startswith("pyarrow") and hasattr(value, "is_valid")
+
+
+def to_arrow(array: npt.NDArray[Any]) -> pa.Array:
+    """An optional array as a pyarrow array, flattened in C order.
+
+    One level: a primitive (or string) array whose validity bitmap is ``valid``.
+    Nested levels: a struct array with one field ``value`` per extra level, the
+    struct's own validity being that level's ``valid``.
+    """
+    import pyarrow as pa
+
+    array = np.asarray(array).reshape(-1)
+    if not is_optional_native(array.dtype):
+        raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
+    valid = np.ascontiguousarray(array["valid"])
+    values = array["value"]
+    mask = pa.array(~valid)
+    if is_optional_native(values.dtype):
+        child = to_arrow(values)
+        return pa.StructArray.from_arrays([child], names=["value"], mask=mask)
+    return pa.array(np.ascontiguousarray(values), mask=~valid)
+
+
+def from_arrow(array: Any, dtype: OptionalDType | None = None) -> npt.NDArray[Any]:
+    """A 1-D optional array from a pyarrow array (nulls = missing).
+
+    ``dtype`` defaults to one inferred from the Arrow type (struct arrays with one
+    field ``value`` are a nested level, as :func:`to_arrow` writes them).
+    """
+    import pyarrow as pa
+
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks()
+    valid = array.is_valid().to_numpy(zero_copy_only=False).astype(bool, copy=False)
+    if pa.types.is_struct(array.type):
+        if array.type.num_fields != 1 or array.type.field(0).name != "value":
+            raise TypeError(
+                f"a struct array is a nested optional only with one field 'value', got {array.type}"
+            )
+        inner_dtype = dtype.inner if dtype is not None else None
+        if inner_dtype is not None and not isinstance(inner_dtype, OptionalDType):
+            raise TypeError(f"{dtype} has no nested optional level for {array.type}")
+        inner = from_arrow(array.field(0), inner_dtype)
+        dtype = dtype or OptionalDType(inner=OptionalDType.from_native_layout(inner.dtype))
+        return from_masked(np.ma.MaskedArray(inner, mask=~valid), dtype)
+    if pa.types.is_string(array.type) or pa.types.is_large_string(array.type):
+        values = array.fill_null("").to_numpy(zero_copy_only=False)
+        dtype = dtype or OptionalDType(inner=VariableLengthUTF8())  # type: ignore[arg-type]
+    else:
+        filler = pa.scalar(False) if pa.types.is_boolean(array.type) else pa.scalar(0)
+        values = array.fill_null(filler.cast(array.type)).to_numpy(zero_copy_only=False)
+        dtype = dtype or OptionalDType(inner=get_data_type_from_native_dtype(values.dtype))
+    return from_masked(np.ma.MaskedArray(values, mask=~valid), dtype)

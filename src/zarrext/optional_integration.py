@@ -1,0 +1,109 @@
+"""What zarr-python does with optional arrays: written values, default codecs.
+
+zarr-python casts written values with ``astype``, which cannot carry a mask, and
+its default serializer for a structured dtype (``bytes``) would write the
+structured bytes rather than the spec's format. This module wraps three
+module-level functions of ``zarr.core.array`` that zarr-python looks up at call
+time so that, for arrays whose data type is :class:`OptionalDType` only:
+
+- written values go through :func:`~zarrext.dtypes.optional_conversions.as_optional_array`
+  first (``MaskedArray``, pyarrow, ``None``, NaN in plain floats);
+- the default serializer is :class:`~zarrext.codecs.optional.OptionalCodec`;
+- new arrays follow the registry's advice on codecs (see
+  :func:`optional_create_kwargs`).
+
+Every other data type passes through unchanged. The module is imported by the
+``zarr.data_type`` entry point of ``optional``, so the wrappers are installed
+when zarr-python first loads zarrext's data type.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+from zarr.core.dtype import ZDType
+
+from zarrext.codecs.optional import OptionalCodec
+from zarrext.dtypes.optional import OptionalDType
+from zarrext.dtypes.optional_conversions import as_optional_array, is_nan
+
+__all__ = ["OptionalDType", "install_hooks", "optional_create_kwargs"]
+
+
+def install_hooks() -> None:
+    """Convert written values for optional arrays; default their serializer.
+
+    Both wrap module-level functions of ``zarr.core.array`` that zarr-python looks
+    up at call time; other data types pass through unchanged.
+    """
+    import zarr.core.array as core_array
+
+    set_selection = core_array._set_selection
+    if not getattr(set_selection, "_zarrext_optional", False):
+
+        @functools.wraps(set_selection)
+        async def _set_selection(*args: Any, **kwargs: Any) -> Any:
+            metadata = args[1] if len(args) > 1 else kwargs["metadata"]
+            dtype = getattr(metadata, "dtype", None)
+            if isinstance(dtype, OptionalDType) and not kwargs.get("fields"):
+                if len(args) > 6:
+                    args = (*args[:6], as_optional_array(args[6], dtype), *args[7:])
+                else:
+                    kwargs["value"] = as_optional_array(kwargs["value"], dtype)
+            return await set_selection(*args, **kwargs)
+
+        _set_selection._zarrext_optional = True  # type: ignore[attr-defined]
+        core_array._set_selection = _set_selection
+
+    default_serializer = core_array.default_serializer_v3
+    if not getattr(default_serializer, "_zarrext_optional", False):
+
+        @functools.wraps(default_serializer)
+        def default_serializer_v3(dtype: ZDType[Any, Any]) -> Any:
+            if isinstance(dtype, OptionalDType):
+                return OptionalCodec.default_for(dtype)
+            return default_serializer(dtype)
+
+        default_serializer_v3._zarrext_optional = True  # type: ignore[attr-defined]
+        core_array.default_serializer_v3 = default_serializer_v3
+
+    init_array = core_array.init_array
+    if not getattr(init_array, "_zarrext_optional", False):
+
+        @functools.wraps(init_array)
+        async def _init_array(**kwargs: Any) -> Any:
+            return await init_array(**optional_create_kwargs(kwargs))
+
+        _init_array._zarrext_optional = True  # type: ignore[attr-defined]
+        core_array.init_array = _init_array
+
+
+def optional_create_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """Codecs (and, given the optional codec as serializer, the data type) of a new array.
+
+    - An :class:`~zarrext.codecs.optional.OptionalCodec` with an ``inner`` type,
+      passed as the serializer of a non-optional data type (what xarray's
+      ``encoding={"v": {"serializer": OptionalCodec(inner="int16")}}`` does), makes
+      the array ``optional<inner>``, a NaN/None fill value meaning missing.
+    - An optional array with ``compressors="auto"`` gets no top-level compressor:
+      the registry recommends ``optional`` as the only codec, compression inside
+      its chains (see ``OptionalCodec.default_for``).
+    """
+    dtype, serializer = kwargs.get("dtype"), kwargs.get("serializer", "auto")
+    if (
+        isinstance(serializer, OptionalCodec)
+        and serializer.inner is not None
+        and not isinstance(dtype, OptionalDType)
+    ):
+        dtype = OptionalDType(serializer.inner, name=serializer.name)
+        fill = kwargs.get("fill_value")
+        if fill is None or is_nan(fill):
+            kwargs = {**kwargs, "fill_value": None}
+        kwargs = {**kwargs, "dtype": dtype}
+    if isinstance(dtype, OptionalDType) and kwargs.get("compressors", "auto") == "auto":
+        kwargs = {**kwargs, "compressors": None}
+    return kwargs
+
+
+install_hooks()
