@@ -80,7 +80,8 @@ def test_inspect_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
     expected = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
     assert cond["stored_chunks"] == len(expected.chunks) == 4
     assert cond["stored_bytes"] == expected.stored_bytes
-    assert cond["mask_counts"] == {str(m): n for m, n in expected.mask_counts.items()}
+    masks = expected.mask_counts.items()
+    assert cond["mask_counts"] == {expected.mask_text(m): n for m, n in masks}
     assert by_path["sub/sharded"]["conditional"] is False
 
 
@@ -135,7 +136,7 @@ def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:  #
     after = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
     assert report["path"] == "cond"
     assert report["bytes_after"] == after.stored_bytes
-    assert report["masks_after"] == {str(m): n for m, n in after.mask_counts.items()}
+    assert report["masks_after"] == {after.mask_text(m): n for m, n in after.mask_counts.items()}
 
     code, out, err = run("recompress", tmp_path / "s.zarr", "--quiet")
     assert code == 0, err
@@ -206,3 +207,19 @@ def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> No
     assert READER_NOTE in out
     assert not err
     assert (zarr.open_array(str(tmp_path / "a.zarr"))[:4] == 3).all()
+
+
+@pytest.mark.parametrize("args", [("recompress", "--json"), ("inspect", "--json"),
+                                  ("check", "--json"), ("info", "--json"),
+                                  ("recompress", "--json", "--dry-run")])
+def test_json_stdout_is_exactly_one_document(
+    run: Run, tmp_path: Path, args: tuple[str, ...]  # noqa: F811
+) -> None:
+    make_store(tmp_path / "s.zarr")
+    code, out, err = run(args[0], tmp_path / "s.zarr", *args[1:])
+    assert code == 0, err
+    document = json.loads(out)
+    assert isinstance(document, dict)
+    # nothing before or after it: no progress bar, no blank line (json.loads skips those)
+    assert out.startswith("{"), repr(out[:40])
+    assert out.endswith("}\n"), repr(out[-40:])

@@ -45,6 +45,7 @@ __all__ = [
     "Decision",
     "DecisionError",
     "from_function",
+    "format_mask",
     "from_plan",
     "resolve_decision",
 ]
@@ -158,6 +159,19 @@ def _all_bits(n: int) -> int:
     return (1 << n) - 1
 
 
+def format_mask(mask: int, n_codecs: int) -> str:
+    """A conditional codec's mask as zarrext prints it everywhere: ``0b`` + one digit per codec.
+
+    Bit ``i`` (nested codec ``i`` applied) is the ``i``-th digit from the right, so
+    with two nested codecs ``0b01`` is the first codec alone and ``0b11`` both. A mask
+    with bits beyond ``n_codecs`` (invalid) shows all of its bits.
+
+    >>> format_mask(1, 2), format_mask(0, 4), format_mask(0b101, 2)
+    ('0b01', '0b0000', '0b101')
+    """
+    return f"0b{int(mask):0{max(int(n_codecs), 1)}b}"
+
+
 def lowest_bit_beyond(mask: int, n_codecs: int) -> int | None:
     """The lowest bit of ``mask`` at or above ``n_codecs``, or ``None`` if there is none."""
     extra = mask >> n_codecs
@@ -174,8 +188,8 @@ def check_mask(mask: int, n_codecs: int, where: str) -> int:
     bit = lowest_bit_beyond(mask, n_codecs)
     if bit is not None:
         raise DecisionError(
-            f"{where}: mask {mask:#b} sets bit {bit}, but only {n_codecs} nested codecs "
-            "are configured"
+            f"{where}: mask {format_mask(mask, n_codecs)} sets bit {bit}, but only {n_codecs} "
+            "nested codecs are configured"
         )
     return mask
 
@@ -475,7 +489,8 @@ def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -
     if isinstance(decision, int | np.integer):
         if decision < 0:
             raise DecisionError(f"a fixed mask must be >= 0, got {decision}")
-        return FixedMask(int(decision), f"mask {int(decision):#b}")
+        # the decision does not know its codec yet: as many digits as the mask needs
+        return FixedMask(int(decision), f"mask {format_mask(decision, int(decision).bit_length())}")
     if callable(decision):
         return from_function(decision, trial_encode)
     raise DecisionError(f"not a decision: {decision!r}")

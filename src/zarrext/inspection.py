@@ -26,6 +26,7 @@ from zarr.core.sync import sync
 
 from zarrext._context import _chunk_index
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.decisions import format_mask
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -38,8 +39,22 @@ __all__ = [
     "codec_chain",
     "inventory",
     "node_info",
+    "size_change",
     "stored_chunk_keys",
 ]
+
+
+def size_change(before: int, after: int) -> str:
+    """How ``after`` bytes compare to ``before``, in words: "2.00x smaller", "1.28x larger".
+
+    >>> size_change(200, 100), size_change(100, 128), size_change(0, 5)
+    ('2.00x smaller', '1.28x larger', '-')
+    """
+    if not before or not after:
+        return "-"
+    if after <= before:
+        return f"{before / after:.2f}x smaller"
+    return f"{after / before:.2f}x larger"
 
 
 @dataclass(frozen=True)
@@ -128,6 +143,15 @@ class ArrayInventory:
     @property
     def mask_counts(self) -> Counter[int]:
         return Counter(c.mask for c in self.chunks if c.mask is not None)
+
+    @property
+    def n_codecs(self) -> int:
+        """Nested codecs of the conditional codec (0 without one): the masks' width."""
+        return len(self.placement.codec.codecs) if self.placement is not None else 0
+
+    def mask_text(self, mask: int) -> str:
+        """``mask`` in zarrext's one notation (:func:`zarrext.decisions.format_mask`)."""
+        return format_mask(mask, self.n_codecs)
 
     def grid(self, attribute: str) -> np.ndarray:
         """A chunk-grid-shaped float array of ``mask`` or ``ratio`` (NaN where not stored)."""

@@ -35,6 +35,7 @@ from typing import Any
 
 import numpy as np
 import zarr
+from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 from zarr.codecs.sharding import ShardingCodec
@@ -44,12 +45,13 @@ from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
 from zarrext.api import with_runtime
-from zarrext.decisions import DecisionLike
+from zarrext.decisions import DecisionLike, format_mask
 from zarrext.inspection import (
     ConditionalPlacement,
     _mask_of,
     conditional_placement,
     inventory,
+    size_change,
     storage_block,
     stored_chunk_keys,
 )
@@ -76,6 +78,8 @@ class RecompressReport:
     masks_before, masks_after : Counter
         How many chunks used each conditional mask.
     seconds : float
+    n_codecs : int
+        Nested codecs of the conditional codec: the width masks are printed with.
     """
 
     path: str
@@ -86,6 +90,11 @@ class RecompressReport:
     masks_before: Counter[int] = field(default_factory=Counter)
     masks_after: Counter[int] = field(default_factory=Counter)
     seconds: float = 0.0
+    n_codecs: int = 0
+
+    def mask_text(self, mask: int) -> str:
+        """``mask`` in zarrext's one notation (:func:`zarrext.decisions.format_mask`)."""
+        return format_mask(mask, self.n_codecs)
 
     @property
     def ratio(self) -> float:
@@ -103,11 +112,12 @@ class RecompressReport:
         masks = sorted(set(self.masks_before) | set(self.masks_after))
         for mask in masks:
             table.add_row(
-                f"mask {mask:#06b}",
+                f"mask {self.mask_text(mask)}",
                 str(self.masks_before.get(mask, 0)),
                 str(self.masks_after.get(mask, 0)),
             )
-        table.caption = f"{self.ratio:.2f}x smaller in {self.seconds:.2f} s"
+        change = size_change(self.bytes_before, self.bytes_after)
+        table.caption = f"{change} in {self.seconds:.2f} s"
         return table
 
 
@@ -328,7 +338,7 @@ def recompress(
     workers : int, optional
         Threads for the local pool (default: ``min(8, number of objects)``).
     progress : bool
-        Show a progress bar.
+        Show a progress bar (on stderr).
     on_progress : callable, optional
         Called with the number of store objects finished, after each batch.
 
@@ -339,7 +349,8 @@ def recompress(
     if not isinstance(array, zarr.Array):
         array = zarr.open_array(array, mode="r+")
     start_time = time.perf_counter()
-    if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
+    placement = conditional_placement(array.metadata)  # type: ignore[arg-type]
+    if placement is None:
         raise ValueError(f"array {array.path!r} has no conditional codec to recompress")
     units = [coords for coords, _ in stored_chunk_keys(array)]
     rewriter = _Rewriter(_runtime_array(array, decision, trial_encode))
@@ -349,7 +360,8 @@ def recompress(
     batch_size = max(1, len(units) // 64)
     batches = list(_batches(units, batch_size))
 
-    with Progress(disable=not progress, transient=True) as bar:
+    # on stderr: stdout carries what the caller prints (a table, or JSON scripts parse)
+    with Progress(disable=not progress, transient=True, console=Console(stderr=True)) as bar:
         task = bar.add_task(f"recompress {array.path or '/'}", total=len(units))
 
         def advance(result: tuple[int, _Stats]) -> None:
@@ -398,4 +410,5 @@ def recompress(
         masks_before=stats.masks_before,
         masks_after=stats.masks_after,
         seconds=time.perf_counter() - start_time,
+        n_codecs=len(placement.codec.codecs),
     )

@@ -21,18 +21,9 @@ from zarrext.cli._common import (
     require_writable,
     require_writable_file,
 )
-from zarrext.inspection import ArrayInventory, inventory
+from zarrext.inspection import ArrayInventory, inventory, size_change
 
-__all__ = ["iter_arrays", "register"]
-
-
-def size_change(raw: int, stored: int) -> str:
-    """How stored compares to raw, in words: "2.00x smaller", "1.28x larger"."""
-    if not raw or not stored:
-        return "-"
-    if stored <= raw:
-        return f"{raw / stored:.2f}x smaller"
-    return f"{stored / raw:.2f}x larger"
+__all__ = ["iter_arrays", "register", "size_change"]
 
 
 def label(given: Path | str, member: str) -> str:
@@ -50,7 +41,7 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
     table.add_column("raw bytes", justify="right")
     table.add_column("ratio", justify="right")
     table.add_column("masks (chunks)")
-    masks = ", ".join(f"{m:#06b}: {n}" for m, n in sorted(inv.mask_counts.items()))
+    masks = ", ".join(f"{inv.mask_text(m)}: {n}" for m, n in sorted(inv.mask_counts.items()))
     ratio = size_change(inv.raw_bytes, inv.stored_bytes)
     table.add_row(
         str(len(inv.chunks)),
@@ -73,11 +64,19 @@ def _inventory_json(inv: ArrayInventory) -> dict[str, Any]:
         "stored_bytes": inv.stored_bytes,
         "raw_bytes": inv.raw_bytes,
         "conditional": inv.placement is not None,
-        "mask_counts": {str(m): n for m, n in sorted(inv.mask_counts.items())},
+        "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
     }
 
 
 MAX_PLOTTED_ARRAYS = 24
+MAX_LEGEND_MASKS = 20  # tab20 has 20 colours
+
+
+def mask_legend(inv: ArrayInventory) -> list[str]:
+    """The mask panel's colour-bar labels: every possible mask, in the one notation."""
+    if inv.placement is None:
+        return []
+    return [inv.mask_text(m) for m in range(min(2**inv.n_codecs, MAX_LEGEND_MASKS))]
 
 
 def plot_inventories(
@@ -98,8 +97,8 @@ def plot_inventories(
     )
     for row, inv in zip(axes, inventories, strict=True):
         name = label(given, inv.path) if given is not None else inv.path or "/"
-        n_masks = 2 ** len(inv.placement.codec.codecs) if inv.placement is not None else 1
-        n_masks = min(n_masks, 20)
+        legend = mask_legend(inv)
+        n_masks = max(len(legend), 1)
         panels: list[tuple[Any, str, Any, float | None, float | None]] = [
             (row[1], "ratio", plt.get_cmap("viridis"), None, None)
         ]
@@ -121,7 +120,7 @@ def plot_inventories(
             bar = fig.colorbar(image, ax=ax, label=attribute)
             if attribute == "mask":
                 bar.set_ticks(range(n_masks))
-                bar.set_ticklabels([f"{m:#b}" for m in range(n_masks)])
+                bar.set_ticklabels(legend)
             ax.set_title(f"{name}: {attribute} per chunk")
             ax.set_xlabel("chunk (last axis)")
             ax.set_ylabel("chunk (other axes)")
@@ -239,7 +238,8 @@ def register(app: typer.Typer) -> None:
                     console.print(f"skipping {array.path or '/'}: no conditional codec")
                     continue
                 try:
-                    report = run(array, decision, client=client, workers=workers)
+                    report = run(array, decision, client=client, workers=workers,
+                                 progress=not quiet)
                 except KeyboardInterrupt as e:
                     # each chunk is replaced whole, so a half-done array reads correctly
                     e.add_note(
@@ -275,8 +275,8 @@ def _recompress_json(report: Any) -> dict[str, Any]:
         "objects": report.objects,
         "bytes_before": report.bytes_before,
         "bytes_after": report.bytes_after,
-        "masks_before": {str(m): n for m, n in sorted(report.masks_before.items())},
-        "masks_after": {str(m): n for m, n in sorted(report.masks_after.items())},
+        "masks_before": {report.mask_text(m): n for m, n in sorted(report.masks_before.items())},
+        "masks_after": {report.mask_text(m): n for m, n in sorted(report.masks_after.items())},
         "seconds": report.seconds,
     }
 

@@ -32,6 +32,7 @@ from zarrext.decisions import (
     Decision,
     DecisionLike,
     check_mask,
+    format_mask,
     lowest_bit_beyond,
     resolve_decision,
 )
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
 
-__all__ = ["ConditionalCodec", "ConditionalCodecError"]
+__all__ = ["ConditionalCodec", "ConditionalCodecError", "format_mask"]
 
 NAMES = ("conditional", "optional")
 # Header sizes beyond this are refused: a header is written for every chunk, and a
@@ -281,7 +282,7 @@ class ConditionalCodec(BytesBytesCodec):
         return ConditionalCodecError(
             f"{self.name} codec, {describe_chunk(current_chunk_index())}: nested codec {i} "
             f"({self.codecs[i].to_dict()['name']!r}) failed to decode the payload "
-            f"(header mask {mask:#b}): {type(error).__name__}: {error}"
+            f"(header mask {format_mask(mask, len(self.codecs))}): {type(error).__name__}: {error}"
         )
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

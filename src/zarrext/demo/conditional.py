@@ -12,6 +12,7 @@ from rich.table import Table
 from zarr.codecs import BytesCodec, Crc32cCodec
 
 import zarrext
+from zarrext.decisions import format_mask
 from zarrext.inspection import inventory
 from zarrext.recompression import recompress
 
@@ -58,7 +59,7 @@ def run(root: Path, console: Console) -> None:
     meaning = {0: "stored raw", 1: "shuffle only", 2: "zstd only", 3: "shuffle + zstd"}
     for mask, count in sorted(inv.mask_counts.items()):
         largest = max(c.nbytes for c in inv.chunks if c.mask == mask)
-        table.add_row(f"{mask:#04b}", meaning[mask], str(count), f"{largest:,}")
+        table.add_row(format_mask(mask, len(CODECS)), meaning[mask], str(count), f"{largest:,}")
     table.caption = (
         f"raw chunk {raw_chunk:,} B; header 1 B + crc32c 4 B; noise chunks never exceed "
         f"raw + 5 B"
