@@ -360,8 +360,11 @@ def recompress(
     batch_size = max(1, len(units) // 64)
     batches = list(_batches(units, batch_size))
 
-    # on stderr: stdout carries what the caller prints (a table, or JSON scripts parse)
-    with Progress(disable=not progress, transient=True, console=Console(stderr=True)) as bar:
+    # On stderr: stdout carries what the caller prints (a table, or JSON scripts parse).
+    # Only in a terminal: rich ends a bar on a file or pipe with a blank line.
+    console = Console(stderr=True)
+    shown = progress and console.is_interactive
+    with Progress(disable=not shown, transient=True, console=console) as bar:
         task = bar.add_task(f"recompress {array.path or '/'}", total=len(units))
 
         def advance(result: tuple[int, _Stats]) -> None:

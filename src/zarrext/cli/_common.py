@@ -14,7 +14,8 @@ import json
 import os
 import socket
 import stat
-from collections.abc import Iterator
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -30,7 +31,10 @@ __all__ = [
     "one_line",
     "open_node",
     "require_writable",
+    "run_each",
 ]
+
+
 
 
 class CliError(Exception):
@@ -143,3 +147,52 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
 def describe(array: Any) -> str:
     """How an array is named in messages: its path in the store, or the store."""
     return str(array.path or "/")
+
+
+def run_each[R](
+    arrays: Sequence[Any],
+    job: Callable[[Any], R],
+    *,
+    path: Path | str,
+    verb: str,
+    on_interrupt: str = "",
+) -> Iterator[tuple[Any, R]]:
+    """Run ``job`` on each array of a group job, yielding ``(array, result)``.
+
+    An array the job must skip (a ``ValueError`` or ``OSError``) is named in one
+    line on stderr and the job goes on with the next; once every array was tried,
+    the command fails if any was skipped. A single array's error ends the command
+    at once, as its own. Ctrl-C notes where the job stopped and how far it got.
+
+    Parameters
+    ----------
+    arrays : sequence of zarr.Array
+    job : callable
+        The work on one array; its result is yielded.
+    path : Path or str
+        The store as the user named it, for messages.
+    verb : str
+        What the job does, for messages ("compact", "recompress").
+    on_interrupt : str
+        Said after where Ctrl-C stopped the job (what the store looks like, how to finish).
+    """
+    skipped = done = 0
+    for array in arrays:
+        try:
+            result = job(array)
+        except KeyboardInterrupt as e:
+            e.add_note(
+                f"{verb} stopped in {describe(array)} after {done} finished array(s)"
+                + (f"; {on_interrupt}" if on_interrupt else "")
+            )
+            raise
+        except (ValueError, OSError) as e:
+            if len(arrays) == 1:
+                raise
+            print(f"zarrext: skipped {describe(array)}: {one_line(e)}", file=sys.stderr)
+            skipped += 1
+            continue
+        done += 1
+        yield array, result
+    if skipped:
+        fail(f"{skipped} of {len(arrays)} arrays under {path} were skipped by {verb} (see above)")

@@ -10,7 +10,7 @@ import typer
 import zarr
 from rich.console import Console
 
-from zarrext.cli._common import fail, one_line, require_writable
+from zarrext.cli._common import require_writable, run_each
 
 
 def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
@@ -64,23 +64,16 @@ def register(app: typer.Typer) -> None:
             console.print(f"no sharded arrays under {path}")
         else:
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
-        failed = 0
-        for array in arrays:
-            run = run_expand if expand else run_compact
-            try:
-                report = run(array, workers=workers, progress=console)
-            except (ValueError, OSError) as e:
-                if len(arrays) == 1:
-                    raise
-                typer.echo(f"zarrext: skipped {array.path or '/'}: {one_line(e)}", err=True)
-                failed += 1
-                continue
+        run = run_expand if expand else run_compact
+        for array, report in run_each(
+            arrays, lambda a: run(a, workers=workers, progress=console), path=path,
+            verb="expand" if expand else "compact",
+            on_interrupt="each shard is replaced whole; rerun the same command to finish",
+        ):
             console.print(
                 f"{array.path or '/'}: {report.shards} shards, "
                 f"{_fmt(report.bytes_before)} -> {_fmt(report.bytes_after)}"
             )
-        if failed:
-            fail(f"{failed} of {len(arrays)} arrays under {path} were skipped (see above)")
 
     @app.command(name="expand")
     def expand_command(

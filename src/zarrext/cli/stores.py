@@ -13,13 +13,14 @@ from rich.console import Console
 from rich.table import Table
 
 from zarrext.cli._common import (
+    CliError,
     check_scheduler,
     fail,
     iter_arrays,
-    one_line,
     open_node,
     require_writable,
     require_writable_file,
+    run_each,
 )
 from zarrext.inspection import ArrayInventory, inventory, size_change
 
@@ -232,37 +233,33 @@ def register(app: typer.Typer) -> None:
             check_scheduler(scheduler)
             client = Client(scheduler, timeout="10s")
         try:
-            done = failed = 0
+            eligible = []
             for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
                     console.print(f"skipping {array.path or '/'}: no conditional codec")
-                    continue
-                try:
-                    report = run(array, decision, client=client, workers=workers,
-                                 progress=not quiet)
-                except KeyboardInterrupt as e:
+                else:
+                    eligible.append(array)
+            if not eligible:
+                fail(f"no array with a conditional codec under {path}")
+            skipped = None
+            try:
+                for _, report in run_each(
+                    eligible,
+                    lambda a: run(a, decision, client=client, workers=workers,
+                                  progress=not quiet),
+                    path=path, verb="recompress",
                     # each chunk is replaced whole, so a half-done array reads correctly
-                    e.add_note(
-                        f"recompress stopped in {array.path or '/'} after {done} finished "
-                        f"array(s); every chunk still reads correctly, rerun the same command "
-                        "to finish"
-                    )
-                    raise
-                except (ValueError, OSError) as e:
-                    if len(arrays) == 1:
-                        raise
-                    typer.echo(f"zarrext: skipped {array.path or '/'}: {one_line(e)}", err=True)
-                    failed += 1
-                    continue
-                reports.append(_recompress_json(report))
-                console.print(report.table())
-                done += 1
+                    on_interrupt="every chunk still reads correctly, rerun the same command "
+                    "to finish",
+                ):
+                    reports.append(_recompress_json(report))
+                    console.print(report.table())
+            except CliError as e:  # some arrays skipped: report the others first
+                skipped = e
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "arrays": reports}))
-            if failed:
-                fail(f"{failed} array(s) under {path} not recompressed (see above)")
-            if not done:
-                fail(f"no array with a conditional codec under {path}")
+            if skipped is not None:
+                raise skipped
         finally:
             if client is not None:
                 client.close()

@@ -166,6 +166,8 @@ def _run(
             TimeElapsedColumn(),
             console=console,
             transient=True,
+            # rich ends a bar on a file or pipe with a blank line: draw none there
+            disable=not console.is_interactive,
         ) as bar:
             task = bar.add_task(verb, total=len(keys))
             consume(lambda: bar.advance(task))
