@@ -64,3 +64,33 @@ def test_write_dask_refuses_misaligned(tmp_path: Path) -> None:
         zarrext.write_dask(da.zeros((64, 80), chunks=(12, 16), dtype="f4"), target)
     with pytest.raises(ShardLayoutError, match="shape"):
         zarrext.write_dask(da.zeros((8, 8), dtype="f4"), target)
+
+
+def test_write_dask_opens_the_target_once_per_call(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zarrext.sharding.dask as dask_module
+
+    target = _target(tmp_path / "a")
+    source = _source()  # 8 x 5 = 40 tasks
+    opens = []
+    real = dask_module.zarr.open_array
+
+    def counting(*args: object, **kwargs: object) -> zarr.Array:
+        opens.append(kwargs.get("path"))
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(dask_module.zarr, "open_array", counting)
+    zarrext.write_dask(source, target)
+    assert len(opens) == 1  # not once per task
+    zarrext.write_dask(source * 2, target)  # a new call reopens: metadata may have changed
+    assert len(opens) == 2
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[:], source.compute() * 2)
+
+
+def test_write_dask_processes_scheduler(tmp_path: Path) -> None:
+    target = _target(tmp_path / "a")
+    source = _source()
+    assert zarrext.write_dask(source, target, scheduler="processes") == 64 * 80 * 4
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[:], source.compute())
+    assert zarrext.check(target) == []

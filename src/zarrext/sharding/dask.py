@@ -7,8 +7,11 @@ chunk; tasks that share a shard are serialized only around the shard's index
 
 from __future__ import annotations
 
+import functools
 import itertools
-from dataclasses import dataclass
+import threading
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,18 +27,39 @@ __all__ = ["write_dask"]
 
 @dataclass(frozen=True)
 class _ArrayRef:
-    """What a task needs to reopen the target array (picklable, unlike its codecs)."""
+    """What a task needs to reopen the target array (picklable, unlike its codecs).
 
-    root: str
-    path: str
-    shard_layout: str | None
-    decision: Decision | None
+    Equal (and hashed) by ``token`` alone, one per :func:`write_dask` call: each
+    process opens the array once per call (:func:`_opened`), not once per task.
+    """
+
+    root: str = field(compare=False)
+    path: str = field(compare=False)
+    shard_layout: str | None = field(compare=False)
+    decision: Decision | None = field(compare=False)
+    token: str = field(default_factory=lambda: uuid.uuid4().hex)
 
     def open(self) -> zarr.Array:
-        from zarrext.api import with_runtime
+        return _opened(self)
 
-        array = zarr.open_array(LocalStore(self.root), path=self.path, mode="r+")
-        return with_runtime(array, decision=self.decision, shard_layout=self.shard_layout)
+
+_OPEN_LOCK = threading.Lock()
+
+
+def _opened(ref: _ArrayRef) -> zarr.Array:
+    with _OPEN_LOCK:  # threads of one worker: the first opens, the others wait for it
+        return _open_once(ref)
+
+
+@functools.lru_cache(maxsize=4)
+def _open_once(ref: _ArrayRef) -> zarr.Array:
+    # Opening (read zarr.json, parse metadata, build the codec pipeline, set the
+    # runtime) took about as long as writing a 64x64 float32 inner chunk; a
+    # worker reuses the array for every task of the same write_dask call.
+    from zarrext.api import with_runtime
+
+    array = zarr.open_array(LocalStore(ref.root), path=ref.path, mode="r+")
+    return with_runtime(array, decision=ref.decision, shard_layout=ref.shard_layout)
 
 
 def _runtime_of(array: zarr.Array) -> tuple[str | None, Decision | None]:
@@ -89,6 +113,21 @@ def write_dask(
         Run the tasks on this cluster; else Dask's local ``scheduler``.
     scheduler : str
         Local scheduler when no client is given (``"threads"`` or ``"processes"``).
+
+    Notes
+    -----
+    Prefer ``"threads"`` locally: encoding (zstd, crc32c) and file writes release
+    the GIL, and threads share the source blocks. Dask's ``"processes"`` scheduler
+    starts a new pool of spawned interpreters for every call, and each must import
+    numpy, dask, zarr and zarrext (and the calling script's module) before its
+    first task; every block is also pickled to a worker. On a loaded 2-core machine,
+    16 MB (2048x2048 float32, 64x64 inner chunks, fixed-slot, conditional zstd):
+    spawning 2 workers and importing took 2.8 s of a 5.6 s write against 0.9 s
+    with threads (64 tasks); 10.0 s against 4.6 s with 1024 tasks. Each process
+    opens the target array once per call, not once per task (that reopening was
+    half of each task's time: 1024 tasks took 9.0 s with threads before). To pay
+    the start-up once for many calls, reuse a pool
+    (``dask.config.set(pool=ProcessPoolExecutor(...))``) or a distributed ``client``.
 
     Returns
     -------
