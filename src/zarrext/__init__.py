@@ -34,6 +34,8 @@ _LAZY: dict[str, str] = {
     "from_masked": "zarrext.dtypes.optional_conversions",
     "to_arrow": "zarrext.dtypes.optional_conversions",
     "to_masked": "zarrext.dtypes.optional_conversions",
+    "to_nan": "zarrext.dtypes.optional_conversions",
+    "optional_encoding": "zarrext.xarray_backend",
     "inventory": "zarrext.inspection",
     "RecompressReport": "zarrext.recompression",
     "recompress": "zarrext.recompression",
@@ -60,10 +62,12 @@ if TYPE_CHECKING:
         from_masked,
         to_arrow,
         to_masked,
+        to_nan,
     )
     from zarrext.inspection import inventory
     from zarrext.recompression import RecompressReport, recompress
     from zarrext.sharding import check, compact, expand, write_dask
+    from zarrext.xarray_backend import optional_encoding
 
 
 def __getattr__(name: str) -> Any:
@@ -101,10 +105,12 @@ __all__ = [
     "from_plan",
     "inventory",
     "open_array",
+    "optional_encoding",
     "quantize",
     "recompress",
     "to_arrow",
     "to_masked",
+    "to_nan",
     "with_runtime",
     "write_dask",
 ]

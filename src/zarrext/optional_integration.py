@@ -25,7 +25,7 @@ from typing import Any
 from zarr.core.dtype import ZDType
 
 from zarrext.codecs.optional import OptionalCodec
-from zarrext.dtypes.optional import OptionalDType
+from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, is_nan
 
 __all__ = ["OptionalDType", "install_hooks", "optional_create_kwargs"]
@@ -85,18 +85,24 @@ def optional_create_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     - An :class:`~zarrext.codecs.optional.OptionalCodec` with an ``inner`` type,
       passed as the serializer of a non-optional data type (what xarray's
       ``encoding={"v": {"serializer": OptionalCodec(inner="int16")}}`` does), makes
-      the array ``optional<inner>``, a NaN/None fill value meaning missing.
+      the array ``optional<inner>``, a NaN/None fill value meaning missing; given
+      with the (value, valid) structured dtype of an optional array (what
+      ``xarray.open_zarr(g).to_zarr(...)`` passes), the array is that optional type.
     - An optional array with ``compressors="auto"`` gets no top-level compressor:
       the registry recommends ``optional`` as the only codec, compression inside
       its chains (see ``OptionalCodec.default_for``).
     """
     dtype, serializer = kwargs.get("dtype"), kwargs.get("serializer", "auto")
-    if (
-        isinstance(serializer, OptionalCodec)
-        and serializer.inner is not None
-        and not isinstance(dtype, OptionalDType)
-    ):
-        dtype = OptionalDType(serializer.inner, name=serializer.name)
+    if isinstance(serializer, OptionalCodec) and not isinstance(dtype, OptionalDType):
+        if serializer.inner is not None:
+            dtype = OptionalDType(serializer.inner, name=serializer.name)
+        elif is_optional_native(dtype):
+            # an optional array's in-memory (value, valid) dtype with the optional
+            # codec: what ``xarray.open_zarr(g).to_zarr(...)`` passes for an optional
+            # variable (a plain structured dtype alone stays zarr's struct)
+            dtype = OptionalDType.from_native_layout(dtype)
+            dtype = OptionalDType(dtype.inner, name=serializer.name)
+    if isinstance(dtype, OptionalDType) and dtype is not kwargs.get("dtype"):
         fill = kwargs.get("fill_value")
         if fill is None or is_nan(fill):
             kwargs = {**kwargs, "fill_value": None}

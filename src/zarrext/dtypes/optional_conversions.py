@@ -20,7 +20,16 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
 
-__all__ = ["as_optional_array", "from_arrow", "from_masked", "is_nan", "to_arrow", "to_masked"]
+__all__ = [
+    "as_optional_array",
+    "from_arrow",
+    "from_masked",
+    "is_nan",
+    "nan_dtype",
+    "to_arrow",
+    "to_masked",
+    "to_nan",
+]
 
 
 def _as_optional_dtype(dtype: object) -> OptionalDType:
@@ -62,6 +71,42 @@ def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
     return out
 
 
+def nan_dtype(dtype: OptionalDType) -> np.dtype[Any] | None:
+    """The plain dtype :func:`to_nan` gives for ``dtype``, or None if it has none.
+
+    Floats and complex keep their type; integers and bools become floats the way
+    xarray's CF decoding widens masked integers (``float32`` for items of at most
+    2 bytes, else ``float64``: integers beyond 2**53 lose precision); datetimes
+    and timedeltas keep their type (missing is NaT). Nested optionals, strings
+    and structured inner types have no plain form (None).
+    """
+    if isinstance(dtype.inner, OptionalDType):
+        return None
+    native = dtype.inner.to_native_dtype()
+    if native.kind in "fcmM":
+        return native
+    if native.kind in "biu":
+        return np.dtype("float32" if native.itemsize <= 2 else "float64")
+    return None
+
+
+def to_nan(array: npt.NDArray[Any], dtype: OptionalDType) -> npt.NDArray[Any]:
+    """One-level optional ``array`` as a plain array, missing as NaN (or NaT).
+
+    The result's dtype is :func:`nan_dtype` of ``dtype`` (e.g. ``optional<int16>``
+    gives ``float32``). Writing such an array back to an optional array (see
+    :func:`as_optional_array`) makes NaN missing again.
+    """
+    target = nan_dtype(dtype)
+    if target is None:
+        raise TypeError(f"{dtype} has no plain form with NaN for missing values")
+    array = np.asarray(array)
+    if not is_optional_native(array.dtype):
+        raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
+    missing = np.array("NaT", dtype=target) if target.kind in "mM" else np.array(np.nan, target)
+    return np.where(array["valid"], array["value"].astype(target), missing)
+
+
 def _element_mask(masked: np.ma.MaskedArray[Any, Any]) -> npt.NDArray[np.bool_]:
     """Per-element mask; a structured element counts as masked when all its fields are."""
     if masked.dtype.names is None:
@@ -96,10 +141,11 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
             return dtype.default_scalar()
         return dtype.cast_scalar(value)
     array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
-    if array.dtype.kind in "fc" and not isinstance(dtype.inner, OptionalDType):
-        # plain floats have no mask: NaN is missing (xarray's and pandas' convention)
+    if array.dtype.kind in "fcmM" and not isinstance(dtype.inner, OptionalDType):
+        # plain floats have no mask: NaN (NaT) is missing (xarray's and pandas' convention)
         missing = np.isnan(array)
-        return from_masked(np.ma.MaskedArray(np.where(missing, 0, array), mask=missing), dtype)
+        filled = np.where(missing, np.zeros((), array.dtype), array)
+        return from_masked(np.ma.MaskedArray(filled, mask=missing), dtype)
     if array.dtype == object:
         missing = np.frompyfunc(lambda v: v is None, 1, 1)(array).astype(bool)
         filled = array

@@ -1,0 +1,213 @@
+"""xarray engine ``"zarrext"``: optional (nullable) variables as NaN-filled arrays.
+
+``xr.open_dataset(path, engine="zarrext")`` opens a Zarr format 3 group like
+xarray's own ``zarr`` engine (same parameters), except that a variable of the
+``optional`` data type loads as what xarray users expect of missing values:
+floats with NaN, integers and bools widened to floats with NaN the way xarray's
+CF decoding does for masked integers (``float32`` up to 2-byte items, else
+``float64``), datetimes with NaT (see
+:func:`zarrext.dtypes.optional_conversions.nan_dtype`). Decoding is lazy, chunk
+by chunk, like the ``zarr`` engine's; ``mask_and_scale=False`` (or
+``decode_cf=False``) keeps the raw (value, valid) structured arrays. Nested
+optionals keep them too: one NaN cannot say at which level a value is missing.
+
+The decoded variable's ``encoding`` holds the optional codec with its inner data
+type, so ``ds.to_zarr(...)`` writes the optional type back (NaN missing). For a
+dataset built in xarray, ask for it per variable with
+``encoding={"v": optional_encoding("int16")}``.
+
+The engine is registered through the ``xarray.backends`` entry point; this module
+is loaded only by xarray.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from typing import Any, Literal, cast
+
+import numpy as np
+import zarr
+from xarray.backends import BackendArray, ZarrBackendEntrypoint, ZarrStore
+from xarray.backends.zarr import FillValueCoder, ZarrArrayWrapper
+from xarray.core import indexing
+from xarray.core.variable import Variable
+from zarr.core.metadata import ArrayV3Metadata
+
+from zarrext.codecs.optional import OptionalCodec
+from zarrext.dtypes.optional import OptionalDType
+from zarrext.dtypes.optional_conversions import nan_dtype, to_nan
+
+__all__ = ["OptionalBackendArray", "ZarrextBackendEntrypoint", "optional_encoding"]
+
+
+def optional_encoding(inner: Any, *, name: str = "optional") -> dict[str, Any]:
+    """``to_zarr`` encoding that stores a variable as ``optional<inner>`` (NaN missing).
+
+    Parameters
+    ----------
+    inner : data type like
+        Type of the present values, e.g. ``"int16"``, ``"bool"``, ``"float32"``.
+    name : {"optional", "zarrs.optional"}
+        Name written for the data type and its codec.
+
+    Returns
+    -------
+    dict
+        ``{"serializer": OptionalCodec(inner=inner, name=name), "_FillValue": None}``:
+        the codec makes the array optional; ``_FillValue: None`` keeps xarray from
+        adding a NaN ``_FillValue`` attribute, which means nothing for an array that
+        records missing values in its mask.
+    """
+    return {"serializer": OptionalCodec(inner=inner, name=name), "_FillValue": None}
+
+
+class OptionalBackendArray(BackendArray):
+    """Lazy view of a one-level optional zarr array as NaN-filled plain values."""
+
+    __slots__ = ("_raw", "dtype", "optional", "shape")
+
+    def __init__(self, zarr_array: Any, optional: OptionalDType, dtype: np.dtype[Any]) -> None:
+        self._raw = ZarrArrayWrapper(zarr_array)
+        self.optional = optional
+        self.shape = zarr_array.shape
+        self.dtype = dtype
+
+    def get_array(self) -> Any:
+        return self._raw.get_array()
+
+    def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray[Any, Any]:
+        return to_nan(np.asarray(self._raw[key]), self.optional)
+
+
+class _OptionalZarrStore(ZarrStore):
+    """xarray's ZarrStore, but optional variables come out decoded (NaN missing)."""
+
+    __slots__ = ()
+
+    def open_store_variable(self, name: str) -> Variable:
+        zarr_array = self.members[name]
+        metadata = getattr(zarr_array, "metadata", None)
+        optional = getattr(metadata, "data_type", None)
+        if (
+            not isinstance(zarr_array, zarr.Array)
+            or not isinstance(metadata, ArrayV3Metadata)
+            or not isinstance(optional, OptionalDType)
+            or not isinstance(zarr_array.serializer, OptionalCodec)
+            or nan_dtype(optional) is None
+        ):
+            return super().open_store_variable(name)
+        dtype = nan_dtype(optional)
+        assert dtype is not None
+        attributes = dict(zarr_array.attrs)
+        if "_FillValue" in attributes:
+            # a CF fill value written for the (float) variable xarray wrote
+            try:
+                attributes["_FillValue"] = FillValueCoder.decode(
+                    cast("Any", attributes["_FillValue"]), dtype)
+            except (TypeError, ValueError) as e:
+                raise ValueError(
+                    f"variable {name!r} ({optional}): cannot read its _FillValue attribute "
+                    f"{attributes['_FillValue']!r} as {dtype}: {e}"
+                ) from e
+        dims = tuple(metadata.dimension_names or ())
+        if len(dims) != zarr_array.ndim or None in dims:
+            raise ValueError(
+                f"variable {name!r}: xarray needs a dimension name for every axis, "
+                f"zarr.json has {metadata.dimension_names}"
+            )
+        codec = zarr_array.serializer
+        fill = optional.cast_scalar(metadata.fill_value)
+        encoding: dict[str, Any] = {
+            "chunks": zarr_array.chunks,
+            "preferred_chunks": dict(zip(dims, zarr_array.chunks, strict=True)),
+            "compressors": zarr_array.compressors,
+            "filters": zarr_array.filters,
+            "shards": zarr_array.shards,
+            # the inner type makes to_zarr write the optional type back
+            "serializer": OptionalCodec(mask_codecs=codec.mask_codecs,
+                                        data_codecs=codec.data_codecs,
+                                        name=codec.name, inner=optional.inner),
+            # missing (null) fill: None, which to_zarr writes back as null
+            "fill_value": fill["value"].item() if fill["valid"] else None,
+        }
+        if "_FillValue" not in attributes:
+            encoding["_FillValue"] = None  # missing is the mask: no CF fill value
+        data = indexing.LazilyIndexedArray(OptionalBackendArray(zarr_array, optional, dtype))
+        return Variable(dims, data, attributes, encoding)
+
+
+class ZarrextBackendEntrypoint(ZarrBackendEntrypoint):
+    """xarray's ``zarr`` engine, with optional (nullable) variables decoded to NaN.
+
+    Open with ``xr.open_dataset(path, engine="zarrext")`` (add ``chunks={}`` for
+    dask, as ``xr.open_zarr`` does). ``mask_and_scale=False`` keeps optional
+    variables as (value, valid) structured arrays.
+    """
+
+    description = "Zarr v3 with zarrext's optional (nullable) data type decoded to NaN"
+    url = "https://github.com/zarr-developers/zarr-extensions"
+    supports_groups = False
+
+    def guess_can_open(self, filename_or_obj: Any) -> bool:
+        return False  # chosen explicitly with engine="zarrext", never by guessing
+
+    def open_dataset(
+        self,
+        filename_or_obj: Any,
+        *,
+        mask_and_scale: bool = True,
+        decode_times: Any = True,
+        concat_characters: bool = True,
+        decode_coords: Any = True,
+        drop_variables: str | Iterable[str] | None = None,
+        use_cftime: Any = None,
+        decode_timedelta: Any = None,
+        group: str | None = None,
+        mode: Literal["r", "r+", "a", "a-", "w", "w-"] = "r",
+        consolidated: bool | None = None,
+        storage_options: dict[str, Any] | None = None,
+        zarr_format: int | None = None,
+        store: Any = None,
+        engine: Any = None,
+        use_zarr_fill_value_as_mask: bool | None = None,
+        cache_members: bool = True,
+    ) -> Any:
+        if store is None and mask_and_scale:
+            if isinstance(filename_or_obj, os.PathLike):
+                filename_or_obj = os.fspath(filename_or_obj)
+            store = _OptionalZarrStore.open_group(
+                filename_or_obj,
+                group=group,
+                mode=mode,
+                consolidated=consolidated,
+                consolidate_on_close=False,
+                storage_options=storage_options,
+                use_zarr_fill_value_as_mask=None,  # as the zarr engine does
+                zarr_format=zarr_format,
+                cache_members=cache_members,
+            )
+        return super().open_dataset(
+            filename_or_obj,
+            mask_and_scale=mask_and_scale,
+            decode_times=decode_times,
+            concat_characters=concat_characters,
+            decode_coords=decode_coords,
+            drop_variables=drop_variables,
+            use_cftime=use_cftime,
+            decode_timedelta=decode_timedelta,
+            group=group,
+            mode=mode,
+            consolidated=consolidated,
+            storage_options=storage_options,
+            zarr_format=zarr_format,
+            store=store,
+            use_zarr_fill_value_as_mask=use_zarr_fill_value_as_mask,
+            cache_members=cache_members,
+        )
+
+    def open_groups_as_dict(self, filename_or_obj: Any, **kwargs: Any) -> Any:
+        raise NotImplementedError(
+            "engine='zarrext' opens one group at a time: xr.open_dataset(path, "
+            "engine='zarrext', group=...)"
+        )

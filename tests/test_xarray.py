@@ -1,0 +1,171 @@
+"""xarray on nullable data: the ``zarrext`` engine and ``to_zarr`` of optional variables."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+
+import zarrext
+from zarrext.dtypes.optional_conversions import nan_dtype
+
+xr = pytest.importorskip("xarray")
+
+MASK = np.array([0, 1, 0, 1, 0, 0, 1], bool)  # True = missing
+VALUES = {
+    "rain": ("float32", [0.5, 9.0, 2.0, 9.0, 0.0, 1.5, 9.0]),
+    "count": ("int16", [1, 9, 3, 9, -5, 6, 9]),
+    "big": ("int64", [1, 9, 3, 9, 5, -6, 9]),
+    "wet": ("bool", [1, 1, 1, 1, 0, 1, 1]),
+}
+DECODED = {"rain": "float32", "count": "float32", "big": "float64", "wet": "float32"}
+
+
+def _group(path: Path, name: str = "optional") -> None:
+    """A group with one optional variable per inner type, plus a plain coordinate."""
+    g = zarr.open_group(path, mode="w", zarr_format=3)
+    t = g.create_array("t", shape=(7,), chunks=(7,), dtype="int32", dimension_names=["t"])
+    t[:] = np.arange(7) * 10
+    for var, (inner, values) in VALUES.items():
+        a = g.create_array(var, shape=(7,), chunks=(3,), fill_value=None, dimension_names=["t"],
+                           dtype=zarrext.OptionalDType(inner, name=name))
+        a[:] = np.ma.MaskedArray(np.array(values, dtype=inner), mask=MASK)
+
+
+def _expected(var: str) -> np.ndarray:
+    inner, values = VALUES[var]
+    return np.where(MASK, np.nan, np.array(values, dtype=inner)).astype(DECODED[var])
+
+
+def _open(path: Path, **kwargs: Any) -> Any:
+    return xr.open_dataset(path, engine="zarrext", consolidated=False, **kwargs)
+
+
+@pytest.mark.parametrize("chunks", [None, {}], ids=["numpy", "dask"])
+@pytest.mark.parametrize("var", sorted(VALUES))
+def test_open_and_compute(tmp_path: Path, var: str, chunks: Any) -> None:
+    _group(tmp_path / "g.zarr")
+    ds = _open(tmp_path / "g.zarr", chunks=chunks)
+    v, expected = ds[var], _expected(var)
+    assert v.dtype == np.dtype(DECODED[var])
+    assert v.dims == ("t",)
+    np.testing.assert_array_equal(v.values, expected)
+    assert float(v.mean()) == pytest.approx(np.nanmean(expected))
+    np.testing.assert_array_equal((v + 1).values, expected + 1)
+    assert v.isnull().values.tolist() == MASK.tolist()
+    series = v.to_series()
+    assert series.isna().tolist() == MASK.tolist()
+    assert series.index.tolist() == list(range(0, 70, 10))
+    assert series.sum() == pytest.approx(np.nansum(expected))
+
+
+@pytest.mark.parametrize("name", ["optional", "zarrs.optional"])
+def test_write_back_keeps_the_optional_type(tmp_path: Path, name: str) -> None:
+    _group(tmp_path / "g.zarr", name=name)
+    ds = _open(tmp_path / "g.zarr")
+    ds.to_zarr(tmp_path / "c.zarr", mode="w", consolidated=False)  # encoding: the codec
+    # computing drops encoding (xarray's rule): ask for the type again
+    encoding = {var: zarrext.optional_encoding(inner, name=name)
+                for var, (inner, _) in VALUES.items()}
+    masked = ds.where(ds.t != 40)  # one more missing value, at t=40 (index 4)
+    masked.to_zarr(tmp_path / "m.zarr", mode="w", consolidated=False, encoding=encoding)
+    more = MASK | (np.arange(7) == 4)
+    for store, missing in (("c.zarr", MASK), ("m.zarr", more)):
+        for var, (inner, values) in VALUES.items():
+            z = zarr.open_array(tmp_path / store / var)
+            assert z.metadata.to_dict()["data_type"] == {
+                "name": name, "configuration": {"name": inner, "configuration": {}}}
+            assert z.metadata.fill_value["valid"] == np.False_
+            assert "_FillValue" not in z.attrs  # missing is the mask, not a CF fill value
+            raw = z[:]
+            assert raw["valid"].tolist() == (~missing).tolist()
+            present = np.array(values, dtype=inner)[~missing]
+            np.testing.assert_array_equal(raw["value"][~missing], present)
+    xr.testing.assert_identical(_open(tmp_path / "c.zarr"), ds)
+    xr.testing.assert_identical(_open(tmp_path / "m.zarr"), masked)
+
+
+@pytest.mark.parametrize(("inner", "values"), [
+    ("int16", [1.0, np.nan, -3.0, 4.0]),
+    ("bool", [1.0, np.nan, 0.0, 1.0]),
+    ("float64", [0.25, np.nan, -3.5, np.inf]),
+    ("uint8", [255.0, np.nan, 0.0, 7.0]),
+])
+def test_to_zarr_with_optional_encoding(tmp_path: Path, inner: str, values: list[float]) -> None:
+    ds = xr.Dataset({"v": ("x", np.array(values))})
+    ds.to_zarr(tmp_path / "u.zarr", mode="w", consolidated=False,
+               encoding={"v": zarrext.optional_encoding(inner)})
+    z = zarr.open_array(tmp_path / "u.zarr" / "v")
+    assert z.metadata.dtype == zarrext.OptionalDType(inner)
+    assert dict(z.attrs) == {}
+    assert z[:]["valid"].tolist() == [True, False, True, True]
+    back = _open(tmp_path / "u.zarr").v
+    assert back.dtype == nan_dtype(zarrext.OptionalDType(inner))
+    np.testing.assert_array_equal(back.values, np.array(values).astype(back.dtype))
+
+
+def test_serializer_alone_also_round_trips(tmp_path: Path) -> None:
+    """The codec alone as serializer: xarray adds a NaN ``_FillValue``; the engine reads it."""
+    ds = xr.Dataset({"v": ("x", np.array([1.0, np.nan, 3.0]))})
+    ds.to_zarr(tmp_path / "u.zarr", mode="w", consolidated=False,
+               encoding={"v": {"serializer": zarrext.OptionalCodec(inner="int32")}})
+    z = zarr.open_array(tmp_path / "u.zarr" / "v")
+    assert z.metadata.dtype == zarrext.OptionalDType("int32")
+    assert "_FillValue" in z.attrs
+    back = _open(tmp_path / "u.zarr").v
+    assert back.dtype == np.float64
+    np.testing.assert_array_equal(back.values, [1.0, np.nan, 3.0])
+
+
+def test_open_zarr_to_zarr_round_trip(tmp_path: Path) -> None:
+    """Item 4's second example: the plain zarr engine's structured arrays write back."""
+    _group(tmp_path / "g.zarr")
+    ds = xr.open_zarr(tmp_path / "g.zarr", consolidated=False)
+    assert ds["count"].dtype.names == ("value", "valid")  # the zarr engine: raw layout
+    ds.to_zarr(tmp_path / "c.zarr", mode="w", consolidated=False)
+    for var, (inner, _) in VALUES.items():
+        source = zarr.open_array(tmp_path / "g.zarr" / var)
+        copy = zarr.open_array(tmp_path / "c.zarr" / var)
+        assert copy.metadata.dtype == zarrext.OptionalDType(inner)
+        np.testing.assert_array_equal(copy[:], source[:])
+    xr.testing.assert_identical(_open(tmp_path / "c.zarr"), _open(tmp_path / "g.zarr"))
+
+
+def test_mask_and_scale_false_keeps_the_raw_layout(tmp_path: Path) -> None:
+    _group(tmp_path / "g.zarr")
+    ds = _open(tmp_path / "g.zarr", mask_and_scale=False)
+    assert ds["count"].dtype.names == ("value", "valid")
+    assert ds["count"].values["valid"].tolist() == (~MASK).tolist()
+
+
+def test_present_fill_value_round_trips(tmp_path: Path) -> None:
+    g = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    a = g.create_array("v", shape=(4,), chunks=(2,), fill_value=[7], dimension_names=["x"],
+                       dtype=zarrext.OptionalDType("int16"))
+    a[:2] = np.ma.MaskedArray([1, 2], mask=[0, 1])  # chunk 1 never written: fill [7]
+    ds = _open(tmp_path / "g.zarr")
+    np.testing.assert_array_equal(ds.v.values, [1, np.nan, 7, 7])
+    ds.to_zarr(tmp_path / "c.zarr", mode="w", consolidated=False)
+    assert zarr.open_array(tmp_path / "c.zarr" / "v").metadata.to_dict()["fill_value"] == [7]
+
+
+def test_plain_variables_read_as_the_zarr_engine_reads_them(tmp_path: Path) -> None:
+    g = zarr.open_group(tmp_path / "p.zarr", mode="w")
+    a = g.create_array("x", shape=(5,), chunks=(2,), dtype="int16", fill_value=-1,
+                       dimension_names=["i"], attributes={"_FillValue": -1, "units": "m"})
+    a[:] = [1, -1, 3, 4, -1]
+    ours = _open(tmp_path / "p.zarr")
+    theirs = xr.open_dataset(tmp_path / "p.zarr", engine="zarr", consolidated=False)
+    xr.testing.assert_identical(ours, theirs)
+    assert ours.x.isnull().values.tolist() == [False, True, False, False, True]
+
+
+def test_nested_optional_keeps_the_raw_layout(tmp_path: Path) -> None:
+    g = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    g.create_array("v", shape=(3,), chunks=(3,), fill_value=None, dimension_names=["x"],
+                   dtype=zarrext.OptionalDType(zarrext.OptionalDType("uint8")))
+    assert nan_dtype(zarr.open_array(tmp_path / "g.zarr" / "v").metadata.dtype) is None
+    assert _open(tmp_path / "g.zarr").v.dtype.names == ("value", "valid")
