@@ -223,3 +223,33 @@ def test_json_stdout_is_exactly_one_document(
     # nothing before or after it: no progress bar, no blank line (json.loads skips those)
     assert out.startswith("{"), repr(out[:40])
     assert out.endswith("}\n"), repr(out[-40:])
+
+
+def test_a_store_that_grew_says_larger(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+    from zarr.codecs import Crc32cCodec
+
+    from zarrext.recompression import RecompressReport
+
+    # 4-byte chunks stored raw behind a 1-byte header and a 4-byte crc32c: 9 bytes each
+    z = zarrext.create_array(
+        str(tmp_path / "g.zarr"), shape=(16,), chunks=(4,), dtype="uint8",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec()]),
+                                              Crc32cCodec()],
+        decision="never_apply",
+    )
+    z[:] = np.arange(16, dtype="uint8")
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, err = run("inspect", tmp_path / "g.zarr")
+    assert code == 0, err
+    assert "2.25x larger" in out
+    assert "smaller" not in out
+
+    out_file = StringIO()
+    table = RecompressReport("a", 4, 4, bytes_before=100, bytes_after=128, n_codecs=1).table()
+    Console(file=out_file, width=120).print(table)
+    assert "1.28x larger" in out_file.getvalue()

@@ -60,7 +60,15 @@ def test_read_only_and_corrupt(tmp_path: Path) -> None:
     shard.write_bytes(b"\x00" * shard.stat().st_size)  # index checksum now fails
     report = shard_report(zarr.open_array(str(tmp_path / "a"), mode="r"))
     assert [i.layout for i in report] == ["fixed-slot", "unknown"]
-    assert not report[0].in_place  # opened read-only
+    # opened read-only, still a local fixed-slot shard: the report reads the shard
+    assert report[0].in_place
+    assert not report[1].in_place
+    out = StringIO()
+    render_shard_table(report, Console(file=out, width=200))
+    text = out.getvalue()
+    assert "in place (each chunk in its slot)" in text
+    assert "whole-shard rewrite" not in text
+    assert "index unreadable" in text
 
 
 def test_render_table(tmp_path: Path) -> None:
@@ -94,3 +102,45 @@ def test_zarrext_inspect_shows_shards(tmp_path: Path) -> None:
     assert "shards of" in result.output
     assert "fixed-slot" in result.output
     assert "15/16" in result.output
+
+
+def test_inspect_read_only_local_fixed_slot_is_in_place(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from zarrext.cli import app
+
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:8, :8] = 1
+    array = _create(tmp_path / "d", None)  # zarr-python's dense shards
+    array[:8, :8] = 1
+    env = {"COLUMNS": "250"}
+    result = CliRunner().invoke(app, ["inspect", str(tmp_path / "a")], env=env)
+    assert result.exit_code == 0, result.output
+    assert "in place (each chunk in its slot)" in result.output
+    assert "whole-shard rewrite" not in result.output
+    result = CliRunner().invoke(app, ["inspect", str(tmp_path / "d")], env=env)
+    assert "in place (appended; zarrext expand puts chunks in slots)" in result.output
+
+
+def test_shard_rows_capped_with_a_summary(tmp_path: Path) -> None:
+    from zarrext.sharding.inspect import MAX_SHARD_ROWS
+
+    array = zarrext.create_array(
+        str(tmp_path / "a"), shape=(8, 8 * 25), chunks=(8, 8), dtype="i4", fill_value=0,
+        compressors=None, serializer=ShardingCodec(chunk_shape=(8, 4), codecs=[BytesCodec()]),
+        shard_layout="fixed-slot",
+    )
+    array[:, : 8 * 24 + 4] = 1  # 25 shards, the last one half empty
+    report = shard_report(array)
+    assert len(report) == 25 > MAX_SHARD_ROWS == 20
+    out = StringIO()
+    table = render_shard_table(report, Console(file=out, width=200))
+    assert table.row_count == 20
+    text = out.getvalue()
+    assert "c/0/19" in text
+    assert "c/0/20" not in text
+    assert "... and 5 more shards (5 fixed-slot)" in text
+    assert "1/10 empty chunks" in text  # the rest: 5 shards of 2 chunks, one chunk empty
+    full = render_shard_table(report, Console(file=StringIO(), width=200), max_rows=None)
+    assert full.row_count == 25
+    assert full.caption is None

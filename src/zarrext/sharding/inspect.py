@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -39,8 +40,9 @@ class ShardInfo:
     n_chunks : int
         Inner chunks per shard.
     in_place : bool
-        Whether zarrext can write inner chunks of this shard in place (local file);
-        False means writes fall back to zarr-python's whole-shard rewrite.
+        Whether zarrext writers write inner chunks of this shard in place: it is a
+        local file with a readable index (how the array was opened does not
+        matter); False means writes fall back to zarr-python's whole-shard rewrite.
     pending : bool
         A journal of an interrupted write is present (``zarrext check --repair``).
     """
@@ -94,7 +96,6 @@ def shard_report(array: Any) -> list[ShardInfo]:
     shards = shards_of(array)
     geometry = shards.geometry
     local = shards.directory is not None
-    writable = local and not array.read_only
     out: list[ShardInfo] = []
     for key in shards.keys:
         stat = _stat_local(shards, key) if local else _stat_store(array, shards, key)
@@ -106,7 +107,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
             )
         except ValueError:
-            out.append(ShardInfo(key, "unknown", 0, size, 0, geometry.n_chunks, local, pending))
+            out.append(ShardInfo(key, "unknown", 0, size, 0, geometry.n_chunks, False, pending))
             continue
         table = np.asarray(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
         present = table[:, 0] != writer.EMPTY
@@ -118,7 +119,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 file_size=size,
                 empty_chunks=int((~present).sum()),
                 n_chunks=geometry.n_chunks,
-                in_place=writable,
+                in_place=local,
                 pending=pending,
             )
         )
@@ -134,21 +135,67 @@ def _fmt(n: int) -> str:
     return f"{n} B"
 
 
+# How zarrext writers write into a shard of each layout, when it is a local file.
+IN_PLACE = {
+    "fixed-slot": "in place (each chunk in its slot)",
+    "append": "in place (appended)",
+    "dense": "in place (appended; zarrext expand puts chunks in slots)",
+}
+
+MAX_SHARD_ROWS = 20
+
+
+def writes_text(info: ShardInfo) -> str:
+    """How a write reaches this shard, from its file and its own index."""
+    if info.layout == "unknown":
+        writes = "unknown (index unreadable: run zarrext check)"
+    elif info.in_place:
+        writes = IN_PLACE[info.layout]
+    else:
+        writes = "whole-shard rewrite (store cannot write in place)"
+    if info.pending:
+        writes += ", interrupted write pending: run zarrext check --repair"
+    return writes
+
+
+def summary_line(report: list[ShardInfo]) -> str:
+    """One line for shards not shown row by row: count, layouts, bytes, empty chunks."""
+    layouts = ", ".join(
+        f"{n} {layout}" for layout, n in sorted(Counter(i.layout for i in report).items())
+    )
+    used = sum(i.bytes_used for i in report)
+    size = sum(i.file_size for i in report)
+    empty = sum(i.empty_chunks for i in report)
+    chunks = sum(i.n_chunks for i in report)
+    pending = sum(i.pending for i in report)
+    return (
+        f"... and {len(report)} more shards ({layouts}): {_fmt(used)} used of {_fmt(size)}, "
+        f"{empty}/{chunks} empty chunks"
+        + (f", {pending} with an interrupted write pending" if pending else "")
+    )
+
+
 def render_shard_table(
-    report: list[ShardInfo], console: Console, *, title: str = "shards"
+    report: list[ShardInfo],
+    console: Console,
+    *,
+    title: str = "shards",
+    max_rows: int | None = MAX_SHARD_ROWS,
 ) -> Table:
-    """Print ``report`` as a rich table on ``console`` (and return the table)."""
+    """Print ``report`` as a rich table on ``console`` (and return the table).
+
+    Past ``max_rows`` shards (``None``: no limit) the rest are summed up in one line.
+    """
+    shown = report if max_rows is None else report[:max_rows]
     table = Table(title=title)
     for name in ("shard", "layout", "used", "file size", "used %", "empty chunks", "writes"):
         left = name in ("shard", "layout", "writes")
         table.add_column(name, justify="left" if left else "right")
-    for info in report:
+    if len(shown) < len(report):
+        table.caption = summary_line(report[len(shown) :])
+    for info in shown:
         pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
-        writes = (
-            "in place" if info.in_place else "whole-shard rewrite (store cannot write in place)"
-        )
-        if info.pending:
-            writes += ", interrupted write pending: run zarrext check --repair"
+        writes = writes_text(info)
         table.add_row(
             info.key,
             info.layout,
