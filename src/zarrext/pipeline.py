@@ -490,12 +490,14 @@ class RuntimeShardingCodec(ShardingCodec):
         # A local shard is read from one open file under a shared lock, so that
         # no writer, compact or expand changes it between index and chunk reads
         # (see zarrext.sharding.reader); other stores take zarr-python's path.
-        from zarrext.sharding.reader import local_file, open_shared
+        from zarrext.sharding.reader import index_format, local_file, open_shared
 
         path = local_file(byte_getter)
         if path is None:
             return await super()._decode_partial_single(byte_getter, selection, shard_spec)
-        handle = await asyncio.to_thread(open_shared, path)
+        # With the index format, a whole-shard read reads only the referenced bytes.
+        index = index_format(self, self._get_chunks_per_shard(shard_spec))
+        handle = await asyncio.to_thread(open_shared, path, index)
         if handle is None:
             return None
         try:

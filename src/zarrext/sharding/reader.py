@@ -14,7 +14,12 @@ file's index and another's bytes. zarrext's readers (arrays opened with
   it: the journal's old size and index.
 
 :class:`LockedShardFile` answers zarr's byte-range requests from that descriptor,
-so zarr-python's own shard decoding runs unchanged on top of it.
+so zarr-python's own shard decoding runs unchanged on top of it. zarr-python asks
+for the whole file when a read wants every inner chunk of a shard; a fixed-slot
+shard whose chunks were updated is then up to twice its data (the spare slots, holes
+where unused, and stale copies), so the whole-file answer is the shard packed: only
+the bytes its index references, read in runs, behind an index that points into them
+(:meth:`LockedShardFile.read_packed`).
 """
 
 from __future__ import annotations
@@ -24,19 +29,56 @@ import contextlib
 import errno
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.storage import LocalStore
 
+from zarrext.sharding.geometry import EMPTY
 from zarrext.sharding.journal import journal_pending, read_journal
+from zarrext.sharding.state import decode_table, encode_table
 
-__all__ = ["LockedShardFile", "local_file", "open_shared"]
+if TYPE_CHECKING:
+    from zarr.codecs.sharding import ShardingCodec
+
+__all__ = ["IndexFormat", "LockedShardFile", "index_format", "local_file", "open_shared"]
 
 _THREAD_READ = 1 << 20  # larger reads leave the event loop
+# Unreferenced bytes between two referenced ranges up to this size are read through:
+# one larger read costs less than two system calls.
+_READ_THROUGH_GAP = 64 << 10
+# A whole-file request reads only the referenced bytes when they are at most this
+# share of the file; a denser file is read whole, in one call.
+_SPARSE_SHARE = 0.9
+
+
+@dataclass(frozen=True)
+class IndexFormat:
+    """How to find and decode a shard's index.
+
+    Attributes
+    ----------
+    size : int
+        Encoded size of the index.
+    at_end : bool
+        Whether the index ends the file (else it starts it).
+    decode : callable
+        Encoded index -> ``(n, 2)`` uint64 offsets and lengths; raises ``ValueError``
+        when the bytes are no valid index.
+    encode : callable
+        The inverse of ``decode``.
+    """
+
+    size: int
+    at_end: bool
+    decode: Callable[[bytes], np.ndarray]
+    encode: Callable[[np.ndarray], bytes]
 
 
 def local_file(byte_getter: object) -> Path | None:
@@ -46,6 +88,16 @@ def local_file(byte_getter: object) -> Path | None:
     if isinstance(store, LocalStore) and isinstance(path, str):
         return store.root / path
     return None
+
+
+def index_format(codec: ShardingCodec, chunks_per_shard: tuple[int, ...]) -> IndexFormat:
+    """The :class:`IndexFormat` of the shards ``codec`` encodes."""
+    return IndexFormat(
+        size=codec._shard_index_size(chunks_per_shard),
+        at_end=codec.index_location == "end",
+        decode=partial(decode_table, codec, chunks_per_shard),
+        encode=partial(encode_table, codec, chunks_per_shard),
+    )
 
 
 class LockedShardFile:
@@ -59,12 +111,22 @@ class LockedShardFile:
         The size the file is read with.
     overlay : tuple of (int, bytes), optional
         Bytes that replace the file's at an offset (a pending journal's index).
+    index : IndexFormat, optional
+        The shard's index format: whole-file requests then read only the bytes
+        the index references.
     """
 
-    def __init__(self, fd: int, size: int, overlay: tuple[int, bytes] | None = None) -> None:
+    def __init__(
+        self,
+        fd: int,
+        size: int,
+        overlay: tuple[int, bytes] | None = None,
+        index: IndexFormat | None = None,
+    ) -> None:
         self.fd = fd
         self.size = size
         self.overlay = overlay
+        self.index = index
 
     def close(self) -> None:
         os.close(self.fd)  # releases the lock
@@ -92,15 +154,96 @@ class LockedShardFile:
                 data = bytes(buf)
         return data
 
+    def _pread_into(self, out: np.ndarray, start: int) -> None:
+        view = memoryview(out)
+        done = 0
+        while done < view.nbytes:
+            n = os.preadv(self.fd, [view[done:]], start + done)
+            if n <= 0:  # the file ends early: leave zeros, as a short read would
+                return
+            done += n
+
+    def read_packed(self) -> np.ndarray | None:
+        """The shard as this reader sees it, packed: only the bytes its index references.
+
+        The referenced byte ranges are read in runs (gaps up to
+        ``_READ_THROUGH_GAP`` read through) and laid end to end, with the index
+        re-encoded to point into them, where the shard's index goes: zarr-python
+        decodes the result as it would the whole file, and gets the same chunks.
+        Holes, unused or stale spare slots and old copies are never read. None
+        when the whole file is better read in one go: no index format given, an
+        index that does not decode or points outside the file (zarr-python's
+        whole-file decoding then reports it), or referenced bytes that fill most
+        of the file.
+        """
+        fmt = self.index
+        if fmt is None or self.size < fmt.size:
+            return None
+        index_at = self.size - fmt.size if fmt.at_end else 0
+        try:
+            table = np.asarray(
+                fmt.decode(self.read(index_at, index_at + fmt.size)), dtype=np.uint64
+            ).reshape(-1, 2)
+        except ValueError:
+            return None
+        present = np.flatnonzero(table[:, 0] != EMPTY)
+        starts = table[present, 0].astype(np.int64)
+        ends = starts + table[present, 1].astype(np.int64)
+        if ends.size and (int(ends.max()) > self.size or int(starts.min()) < 0):
+            return None
+        if int((ends - starts).sum()) + fmt.size >= _SPARSE_SHARE * self.size:
+            return None
+        order = np.argsort(starts, kind="stable")
+        # Runs of referenced bytes: (file start, file end), and each chunk's run.
+        runs: list[list[int]] = []
+        run_of = np.empty(present.size, dtype=np.int64)
+        for k in order.tolist():
+            lo, hi = int(starts[k]), int(ends[k])
+            if runs and lo <= runs[-1][1] + _READ_THROUGH_GAP:
+                runs[-1][1] = max(runs[-1][1], hi)
+            else:
+                runs.append([lo, hi])
+            run_of[k] = len(runs) - 1
+        lengths = np.array([hi - lo for lo, hi in runs], dtype=np.int64)
+        base = 0 if fmt.at_end else fmt.size
+        packed_at = base + np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        out = np.empty(base + int(lengths.sum()) + (fmt.size if fmt.at_end else 0), np.uint8)
+        for (lo, hi), at in zip(runs, packed_at.tolist(), strict=True):
+            self._pread_into(out[at : at + hi - lo], lo)
+        if self.overlay is not None:  # as read() shows it, wherever the patch lies
+            self._patch(out, runs, packed_at)
+        new = table.copy()
+        if present.size:
+            new[present, 0] = (packed_at[run_of] + starts - np.array(
+                [runs[r][0] for r in run_of.tolist()], dtype=np.int64
+            )).astype(np.uint64)
+        where = out.size - fmt.size if fmt.at_end else 0
+        out[where : where + fmt.size] = np.frombuffer(fmt.encode(new), dtype=np.uint8)
+        return out
+
+    def _patch(self, out: np.ndarray, runs: list[list[int]], packed_at: np.ndarray) -> None:
+        """Apply the overlay to the runs of ``out`` that hold its file bytes."""
+        assert self.overlay is not None
+        at, patch = self.overlay
+        for (lo, hi), dst in zip(runs, packed_at.tolist(), strict=True):
+            a, b = max(lo, at), min(hi, at + len(patch))
+            if a < b:
+                out[dst + a - lo : dst + b - lo] = np.frombuffer(patch, np.uint8)[a - at : b - at]
+
     def get_sync(
         self, prototype: BufferPrototype | None = None, byte_range: Any = None
     ) -> Buffer | None:
+        buffer = (prototype or default_buffer_prototype()).buffer
+        if byte_range is None:
+            packed = self.read_packed()
+            if packed is not None:
+                return buffer.from_array_like(packed)
         start, end = self._range(byte_range)
-        return (prototype or default_buffer_prototype()).buffer.from_bytes(self.read(start, end))
+        return buffer.from_bytes(self.read(start, end))
 
     async def get(self, prototype: BufferPrototype, byte_range: Any = None) -> Buffer | None:
         start, end = self._range(byte_range)
-        if end - start > _THREAD_READ:
+        if byte_range is None or end - start > _THREAD_READ:
             return await asyncio.to_thread(self.get_sync, prototype, byte_range)
         return self.get_sync(prototype, byte_range)
 
@@ -108,11 +251,12 @@ class LockedShardFile:
         return True
 
 
-def open_shared(path: Path) -> LockedShardFile | None:
+def open_shared(path: Path, index: IndexFormat | None = None) -> LockedShardFile | None:
     """Open and share-lock the shard at ``path``; None if there is none.
 
     The caller closes the result. A pending journal (a killed writer's
     transaction) makes the file read with the journal's size and index.
+    ``index`` lets whole-file requests read only what the index references.
     """
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -135,18 +279,18 @@ def open_shared(path: Path) -> LockedShardFile | None:
         if current and journal_pending(path):
             entry = read_journal(path)
             if entry is not None:
-                old_size, index_offset, index = entry
-                size, overlay = min(size, old_size), (index_offset, index)
+                old_size, index_offset, old_index = entry
+                size, overlay = min(size, old_size), (index_offset, old_index)
     except BaseException:
         os.close(fd)
         raise
-    return LockedShardFile(fd, size, overlay)
+    return LockedShardFile(fd, size, overlay, index)
 
 
 @contextlib.contextmanager
-def shared(path: Path) -> Iterator[LockedShardFile | None]:
+def shared(path: Path, index: IndexFormat | None = None) -> Iterator[LockedShardFile | None]:
     """:func:`open_shared` as a context manager."""
-    handle = open_shared(path)
+    handle = open_shared(path, index)
     try:
         yield handle
     finally:

@@ -14,7 +14,15 @@ from zarrext.sharding.geometry import EMPTY, ShardGeometry
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
 
-__all__ = ["ShardCorruptError", "ShardState", "encode_index", "load_state", "read_index"]
+__all__ = [
+    "ShardCorruptError",
+    "ShardState",
+    "decode_table",
+    "encode_index",
+    "encode_table",
+    "load_state",
+    "read_index",
+]
 
 
 class ShardCorruptError(ValueError):
@@ -23,10 +31,31 @@ class ShardCorruptError(ValueError):
 
 def encode_index(codec: ShardingCodec, geometry: ShardGeometry, table: np.ndarray) -> bytes:
     """Encode an ``(n, 2)`` offsets/lengths table with the codec's index codecs."""
-    index = _ShardIndex(
-        geometry.chunks_per_shard, table.reshape((*geometry.chunks_per_shard, 2))
-    )
+    return encode_table(codec, geometry.chunks_per_shard, table)
+
+
+def encode_table(
+    codec: ShardingCodec, chunks_per_shard: tuple[int, ...], table: np.ndarray
+) -> bytes:
+    """Encode an ``(n, 2)`` offsets/lengths table with the codec's index codecs."""
+    index = _ShardIndex(chunks_per_shard, table.reshape((*chunks_per_shard, 2)))
     return codec._encode_shard_index_sync(index).to_bytes()
+
+
+def decode_table(
+    codec: ShardingCodec, chunks_per_shard: tuple[int, ...], raw: bytes
+) -> np.ndarray:
+    """Decode an encoded index into an ``(n, 2)`` uint64 offsets/lengths table.
+
+    Raises
+    ------
+    ValueError
+        When the bytes are no valid index (e.g. checksum mismatch).
+    """
+    index = codec._decode_shard_index_sync(
+        default_buffer_prototype().buffer.from_bytes(raw), chunks_per_shard
+    )
+    return np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
 
 
 class ShardState:
@@ -80,12 +109,10 @@ def read_index(
     offset = 0 if geometry.index_location == "start" else size - isz
     raw = os.pread(fd, isz, offset)
     try:
-        index = codec._decode_shard_index_sync(
-            default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
-        )
+        table = decode_table(codec, geometry.chunks_per_shard, raw)
     except ValueError as e:
         raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
-    return size, offset, raw, np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
+    return size, offset, raw, table
 
 
 def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any) -> ShardState:
