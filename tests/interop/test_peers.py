@@ -21,9 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BytesCodec
+from zarr.codecs import BytesCodec, CastValue, ShardingCodec
 
 import zarrext
+from zarrext import quantize
 
 zarrs = pytest.importorskip("zarrs")
 ts = pytest.importorskip("tensorstore")
@@ -37,13 +38,17 @@ def _ints(dtype: str, bits: int, shift: int = 0) -> Callable[[np.random.Generato
     def make(rng: np.random.Generator) -> np.ndarray:
         signed = np.dtype(dtype).kind == "i"
         low, high = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if signed else (0, (1 << bits) - 1)
-        values = rng.integers(low, high, size=SHAPE, endpoint=True)
-        return (values * (1 << shift)).astype(dtype)
+        values = rng.integers(low, high, size=SHAPE, endpoint=True, dtype=dtype)
+        return values << np.array(shift, dtype)
     return make
 
 
 def _floats(dtype: str) -> Callable[[np.random.Generator], np.ndarray]:
     return lambda rng: (rng.standard_normal(SHAPE) * 100).astype(dtype)
+
+
+def _complex(dtype: str) -> Callable[[np.random.Generator], np.ndarray]:
+    return lambda rng: (rng.standard_normal(SHAPE) + 1j * rng.standard_normal(SHAPE)).astype(dtype)
 
 
 def _bools(rng: np.random.Generator) -> np.ndarray:
@@ -56,6 +61,7 @@ class Case:
     values: Callable[[np.random.Generator], np.ndarray]
     serializer: Callable[[], Any] = BytesCodec
     compressors: Callable[[], Any] = lambda: None
+    filters: Callable[[], Any] = lambda: None
     fill_value: Any = 0
     # why each peer cannot, per direction: {"zarrs-read": reason, ...}
     fails: dict[str, str] = field(default_factory=dict)
@@ -91,7 +97,8 @@ ZARRS_VOID = ("zarrs-python 0.2.3 refuses arrays whose in-memory dtype is struct
               "(UnsupportedDataTypeError), which every optional array's is")
 TS_OPTIONAL = {d: "tensorstore lacks data type optional" for d in ("ts-read", "ts-write")}
 ZARRS_FIRST_BIT = "zarrs 0.23.8 mis-decodes packbits with first_bit > 0 (a zarrs bug)"
-ZARRS_SIGN = ("zarrs 0.23.8 sign-extends a 21-bit packbits int32 only to 24 bits: negative "
+ZARRS_SIGN = ("zarrs 0.23.8 sign-extends narrowed signed packbits values only to the next "
+              "whole byte (int32 bits 0-20: to 24 bits; int64 bits 0-39: not at all): negative "
               "values read as large positive ones (a zarrs bug)")
 
 CASES: dict[str, Case] = {
@@ -116,6 +123,36 @@ CASES: dict[str, Case] = {
         fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_FIRST_BIT}),
     "packbits-f32": Case("float32", _floats("float32"), zarrext.PackBitsCodec,
                          fails=_lacks("packbits", "tensorstore")),
+    "packbits-i8-all": Case("int8", _ints("int8", 8), zarrext.PackBitsCodec,
+                            fails=_lacks("packbits", "tensorstore")),
+    "packbits-u16-0-4": Case("uint16", _ints("uint16", 5),
+                             lambda: zarrext.PackBitsCodec(first_bit=0, last_bit=4),
+                             fails=_lacks("packbits", "tensorstore")),
+    "packbits-i64-0-39": Case("int64", _ints("int64", 40),
+                              lambda: zarrext.PackBitsCodec(last_bit=39),
+                              fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_SIGN}),
+    "packbits-u64-all": Case("uint64", _ints("uint64", 64), zarrext.PackBitsCodec,
+                             fails=_lacks("packbits", "tensorstore")),
+    "packbits-f16": Case("float16", _floats("float16"), zarrext.PackBitsCodec,
+                         fails=_lacks("packbits", "tensorstore")),
+    "packbits-f64": Case("float64", _floats("float64"), zarrext.PackBitsCodec,
+                         fails=_lacks("packbits", "tensorstore")),
+    "packbits-c64": Case("complex64", _complex("complex64"), zarrext.PackBitsCodec,
+                         fails=_lacks("packbits", "tensorstore")),
+    "packbits-c128": Case("complex128", _complex("complex128"), zarrext.PackBitsCodec,
+                          fails=_lacks("packbits", "tensorstore")),
+    "packbits-in-shard": Case(
+        "uint16", _ints("uint16", 11),
+        lambda: ShardingCodec(chunk_shape=(2, 5), codecs=[zarrext.PackBitsCodec(last_bit=10)]),
+        fails=_lacks("packbits", "tensorstore")),
+    "scale_offset-cast_value": Case(
+        "float32", _floats("float32"), BytesCodec, fill_value=np.nan,
+        filters=lambda: quantize.plan(_expected("scale_offset-cast_value"), max_abs_error=0.01),
+        fails=_lacks("scale_offset", "zarrs", "tensorstore")),
+    "cast_value": Case(
+        "float64", lambda rng: _ints("int16", 16)(rng).astype("float64"), BytesCodec,
+        filters=lambda: [CastValue(data_type="int16")],
+        fails=_lacks("cast_value", "zarrs", "tensorstore")),
     "shuffle": Case("int32", _ints("int32", 20), BytesCodec,
                     lambda: [zarrext.ShuffleCodec(element_size=4)],
                     fails=_lacks("shuffle", "zarrs", "tensorstore")),
@@ -176,7 +213,7 @@ def _create(path: Path, name: str) -> zarr.Array:
     case = CASES[name]
     return zarr.create_array(path, shape=SHAPE, chunks=CHUNKS, dtype=case.dtype,
                              fill_value=case.fill_value, serializer=case.serializer(),
-                             compressors=case.compressors())
+                             compressors=case.compressors(), filters=case.filters())
 
 
 def _zarrext_write(path: Path, name: str) -> np.ndarray:

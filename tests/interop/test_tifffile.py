@@ -143,12 +143,15 @@ def test_chunks_written_by_plain_zarr_and_xarray_are_tiffs(
     np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
 
 
-def test_xarray_to_zarr_with_tiff_encoding_writes_tiffs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
+def test_xarray_to_zarr_with_tiff_encoding_writes_tiffs(tmp_path: Path, dask: bool) -> None:
     xr = pytest.importorskip("xarray")
     data = sample((70, 45), "uint16", seed=4)
     kwargs = tiff.create_kwargs((32, 20), "uint16", compression="zstd")
     encoding = {"img": {"chunks": kwargs["chunks"], "serializer": kwargs["serializer"],
                         "compressors": kwargs["compressors"]}}
-    xr.Dataset({"img": (("y", "x"), data)}).to_zarr(
-        tmp_path / "g.zarr", encoding=encoding, consolidated=False, zarr_format=3)
+    ds = xr.Dataset({"img": (("y", "x"), data)})
+    if dask:  # chunks encoded by dask's threads, one task per zarr chunk
+        ds = ds.chunk({"y": 32, "x": 20})
+    ds.to_zarr(tmp_path / "g.zarr", encoding=encoding, consolidated=False, zarr_format=3)
     _assert_chunks_are_tiffs(tmp_path / "g.zarr" / "img", data, 50000)
