@@ -128,9 +128,9 @@ CASES: dict[str, Case] = {
     "packbits-u16-0-4": Case("uint16", _ints("uint16", 5),
                              lambda: zarrext.PackBitsCodec(first_bit=0, last_bit=4),
                              fails=_lacks("packbits", "tensorstore")),
-    "packbits-i64-0-39": Case("int64", _ints("int64", 40),
-                              lambda: zarrext.PackBitsCodec(last_bit=39),
-                              fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_SIGN}),
+    "packbits-i64-0-39": Case(
+        "int64", _ints("int64", 40), lambda: zarrext.PackBitsCodec(last_bit=39),
+        fails={**_lacks("packbits", "tensorstore"), "zarrs-read": ZARRS_SIGN}),
     "packbits-u64-all": Case("uint64", _ints("uint64", 64), zarrext.PackBitsCodec,
                              fails=_lacks("packbits", "tensorstore")),
     "packbits-f16": Case("float16", _floats("float16"), zarrext.PackBitsCodec,
