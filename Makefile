@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench clean
+.PHONY: demo test test-slow lint bench zarr-suite clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -31,6 +31,11 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e ".[bench]"
 	$(VENV)/bin/python benchmarks/run_all.py
+
+# zarr-python's own tests from the sdist of the installed zarr, without and with zarrext
+# (downloads the sdist and builds a scratch venv in .zarr-suite/; minutes; not in CI).
+zarr-suite: $(STAMP)
+	$(VENV)/bin/python scripts/zarr_suite.py --workdir .zarr-suite
 
 clean:
 	rm -rf $(VENV)

@@ -10,9 +10,13 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from zarrext.dtypes.optional import register_with_zarr as _register_optional
+
 # Light and needed by any array whose pad codec holds a TIFF header: the TIFF
 # template must be registered before such an array is written through plain zarr.
 from zarrext.formats import tiff as _tiff  # noqa: F401
+
+_register_optional()
 
 # Public names and the modules they live in, imported on first use (PEP 562): an
 # entry point that loads one codec, or ``import zarrext``, loads only what it needs.

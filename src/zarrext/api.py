@@ -8,7 +8,6 @@ not touched: the same array opened with plain zarr-python reads the same values.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -16,15 +15,19 @@ from typing import Any
 import zarr
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array import AsyncArray
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
-from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
+from zarrext._zarr_compat import (
+    async_array_of,
+    set_codec_pipeline,
+    sharding_codec_fields,
+    with_codecs,
+)
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction
 from zarrext.decisions import DecisionLike
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.specs import array_spec, regular_chunk_shape
 
 __all__ = ["create_array", "open_array", "with_runtime"]
 
@@ -32,13 +35,9 @@ __all__ = ["create_array", "open_array", "with_runtime"]
 def _map_codecs(codec: Any, leaf: Callable[[Any], Any]) -> Any:
     """Apply ``leaf`` to ``codec`` and to every codec nested in it, at any depth."""
     if isinstance(codec, ShardingCodec):
-        return RuntimeShardingCodec(
-            chunk_shape=codec.chunk_shape,
-            codecs=[_map_codecs(c, leaf) for c in codec.codecs],
-            index_codecs=codec.index_codecs,
-            index_location=codec.index_location,
-            subchunk_write_order=codec.subchunk_write_order,
-        )
+        fields = sharding_codec_fields(codec)
+        fields["codecs"] = [_map_codecs(c, leaf) for c in codec.codecs]
+        return RuntimeShardingCodec(**fields)
     rebind = getattr(codec, "map_nested_codecs", None)
     if rebind is not None:
         codec = rebind(lambda c: _map_codecs(c, leaf))
@@ -74,18 +73,10 @@ def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPi
         array_path=array_path,
         chunk_key_encoding=metadata.chunk_key_encoding,
     )
-    if isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
-        chunk_shape = metadata.chunk_grid.chunk_shape
-    else:
-        chunk_shape = (1,) * len(metadata.shape)
-    chunk_spec = ArraySpec(
-        shape=chunk_shape,
-        dtype=metadata.data_type,
-        fill_value=metadata.fill_value,
-        config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
-    )
-    return pipeline.evolve_from_array_spec(chunk_spec)
+    # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
+    # irregular grids (the actual chunk shape is passed per call).
+    chunk_shape = regular_chunk_shape(metadata) or (1,) * len(metadata.shape)
+    return pipeline.evolve_from_array_spec(array_spec(metadata, chunk_shape))
 
 
 def with_runtime(
@@ -125,7 +116,7 @@ def with_runtime(
         A new array object over the same store; its metadata serializes exactly as
         the original's.
     """
-    async_array = array._async_array
+    async_array = async_array_of(array)
     metadata = async_array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError("zarrext runtime settings need a Zarr format 3 array")
@@ -145,10 +136,9 @@ def with_runtime(
         from zarrext.sharding.layout import bind_layout
 
         codecs = bind_layout(codecs, shard_layout, metadata)
-    bound = copy.copy(metadata)
-    object.__setattr__(bound, "codecs", codecs)
+    bound = with_codecs(metadata, codecs)
     new = AsyncArray(metadata=bound, store_path=async_array.store_path, config=async_array.config)
-    object.__setattr__(new, "codec_pipeline", build_pipeline(bound, async_array.store_path.path))
+    set_codec_pipeline(new, build_pipeline(bound, async_array.store_path.path))
     return zarr.Array(new)
 
 

@@ -16,17 +16,24 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
-from zarr.abc.codec import BytesBytesCodec, _codec_supports_sync
+from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs.sharding import ShardingCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
+from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.core.sync import sync
 
 from zarrext._context import _chunk_index
+from zarrext._zarr_compat import (
+    chunk_grid_of,
+    codec_supports_sync,
+    decode_shard_index,
+    shard_index_size,
+)
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import format_mask
+from zarrext.specs import array_spec
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -182,7 +189,7 @@ def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]
     store = array.store_path.store
     base = array.store_path.path
     prefix = f"{base}/" if base else ""
-    grid = array._async_array._chunk_grid
+    grid = chunk_grid_of(array)
     for key in sorted(sync(_list_keys(store, prefix))):
         relative = key[len(prefix) :]
         if relative == "zarr.json" or relative.startswith("."):
@@ -211,19 +218,13 @@ def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingC
 
 
 def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
-    return ArraySpec(
-        shape=shape,
-        dtype=metadata.data_type,
-        fill_value=metadata.fill_value,
-        config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
-    )
+    return array_spec(metadata, shape)
 
 
 def _decode_chain(codecs: tuple[Any, ...], data: Buffer, spec: ArraySpec) -> Buffer:
     """Undo bytes->bytes ``codecs`` (last applied first)."""
     for codec in reversed(codecs):
-        if _codec_supports_sync(codec):
+        if codec_supports_sync(codec):
             data = codec._decode_sync(data, spec)
         else:
             data = sync(codec._decode_single(data, spec))
@@ -304,7 +305,7 @@ def shard_entries(
     sharding: ShardingCodec, shard: Buffer, chunks_per_shard: tuple[int, ...], key: str
 ) -> Iterator[tuple[tuple[int, ...], tuple[int, int]]]:
     """``(inner coordinates, (start, stop))`` of every inner chunk stored in a shard."""
-    index_size = sharding._shard_index_size(chunks_per_shard)
+    index_size = shard_index_size(sharding, chunks_per_shard)
     if len(shard) < index_size:
         raise ValueError(
             f"shard {key!r}: {len(shard)} bytes is shorter than its {index_size}-byte index"
@@ -313,7 +314,7 @@ def shard_entries(
         index_bytes = shard[:index_size]
     else:
         index_bytes = shard[len(shard) - index_size :]
-    index = sync(sharding._decode_shard_index(index_bytes, chunks_per_shard))
+    index = sync(decode_shard_index(sharding, index_bytes, chunks_per_shard))
     for local in np.ndindex(chunks_per_shard):
         found = index.get_chunk_slice(local)
         if found is None:

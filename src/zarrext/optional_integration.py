@@ -19,11 +19,13 @@ when zarr-python first loads zarrext's data type.
 
 from __future__ import annotations
 
-import functools
+import inspect
+from collections.abc import Callable
 from typing import Any
 
 from zarr.core.dtype import ZDType
 
+from zarrext._zarr_compat import wrap_core_array
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, is_nan
@@ -32,51 +34,44 @@ __all__ = ["OptionalDType", "install_hooks", "optional_create_kwargs"]
 
 
 def install_hooks() -> None:
-    """Convert written values for optional arrays; default their serializer.
+    """Convert written values for optional arrays; default their serializer and codecs.
 
-    Both wrap module-level functions of ``zarr.core.array`` that zarr-python looks
-    up at call time; other data types pass through unchanged.
+    Each wraps a module-level function of ``zarr.core.array`` that zarr-python looks
+    up at call time (through :func:`zarrext._zarr_compat.wrap_core_array`, which
+    checks their signatures); other data types pass through unchanged.
     """
-    import zarr.core.array as core_array
+    wrap_core_array("_set_selection", _convert_written_values)
+    wrap_core_array("default_serializer_v3", _default_serializer)
+    wrap_core_array("init_array", _registry_default_codecs)
 
-    set_selection = core_array._set_selection
-    if not getattr(set_selection, "_zarrext_optional", False):
 
-        @functools.wraps(set_selection)
-        async def _set_selection(*args: Any, **kwargs: Any) -> Any:
-            metadata = args[1] if len(args) > 1 else kwargs["metadata"]
-            dtype = getattr(metadata, "dtype", None)
-            if isinstance(dtype, OptionalDType) and not kwargs.get("fields"):
-                if len(args) > 6:
-                    args = (*args[:6], as_optional_array(args[6], dtype), *args[7:])
-                else:
-                    kwargs["value"] = as_optional_array(kwargs["value"], dtype)
-            return await set_selection(*args, **kwargs)
+def _convert_written_values(set_selection: Callable[..., Any]) -> Callable[..., Any]:
+    signature = inspect.signature(set_selection)
 
-        _set_selection._zarrext_optional = True  # type: ignore[attr-defined]
-        core_array._set_selection = _set_selection
+    async def _set_selection(*args: Any, **kwargs: Any) -> Any:
+        call = signature.bind(*args, **kwargs)
+        dtype = getattr(call.arguments["metadata"], "dtype", None)
+        if isinstance(dtype, OptionalDType) and not call.arguments.get("fields"):
+            call.arguments["value"] = as_optional_array(call.arguments["value"], dtype)
+        return await set_selection(*call.args, **call.kwargs)
 
-    default_serializer = core_array.default_serializer_v3
-    if not getattr(default_serializer, "_zarrext_optional", False):
+    return _set_selection
 
-        @functools.wraps(default_serializer)
-        def default_serializer_v3(dtype: ZDType[Any, Any]) -> Any:
-            if isinstance(dtype, OptionalDType):
-                return OptionalCodec.default_for(dtype)
-            return default_serializer(dtype)
 
-        default_serializer_v3._zarrext_optional = True  # type: ignore[attr-defined]
-        core_array.default_serializer_v3 = default_serializer_v3
+def _default_serializer(default_serializer: Callable[..., Any]) -> Callable[..., Any]:
+    def default_serializer_v3(dtype: ZDType[Any, Any]) -> Any:
+        if isinstance(dtype, OptionalDType):
+            return OptionalCodec.default_for(dtype)
+        return default_serializer(dtype)
 
-    init_array = core_array.init_array
-    if not getattr(init_array, "_zarrext_optional", False):
+    return default_serializer_v3
 
-        @functools.wraps(init_array)
-        async def _init_array(**kwargs: Any) -> Any:
-            return await init_array(**optional_create_kwargs(kwargs))
 
-        _init_array._zarrext_optional = True  # type: ignore[attr-defined]
-        core_array.init_array = _init_array
+def _registry_default_codecs(init_array: Callable[..., Any]) -> Callable[..., Any]:
+    async def _init_array(**kwargs: Any) -> Any:
+        return await init_array(**optional_create_kwargs(kwargs))
+
+    return _init_array
 
 
 def optional_create_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:

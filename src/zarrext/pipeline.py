@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import imagecodecs
 import numpy as np
-from zarr.abc.store import SyncByteGetter, SyncByteSetter, _store_supports_sync_io
+from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.codecs import ZstdCodec
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -49,6 +49,7 @@ from zarr.core.config import config
 from zarr.storage import StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
+from zarrext._zarr_compat import inner_chunk_spec, sharding_codec_fields, store_supports_sync_io
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 
@@ -191,7 +192,7 @@ def _scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
 def _sync_io(holder: object, *, write: bool) -> bool:
     """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
     if isinstance(holder, StorePath):
-        return _store_supports_sync_io(holder.store)
+        return store_supports_sync_io(holder.store)
     return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
 
 
@@ -431,13 +432,7 @@ class RuntimeShardingCodec(ShardingCodec):
     """
 
     def _fields(self) -> tuple[Any, ...]:
-        return (
-            self.chunk_shape,
-            self.codecs,
-            self.index_codecs,
-            self.index_location,
-            self.subchunk_write_order,
-        )
+        return tuple(sharding_codec_fields(self).values())
 
     def __eq__(self, other: object) -> bool:
         # The dataclass __eq__ inherited from ShardingCodec requires the exact same
@@ -474,7 +469,8 @@ class RuntimeShardingCodec(ShardingCodec):
             object.__setattr__(self, "_zarrext_inner_pipelines", cache)
         pipeline = cache.get(shard_spec)
         if pipeline is None:
-            pipeline = self.codec_pipeline.evolve_from_array_spec(self._get_chunk_spec(shard_spec))
+            spec = inner_chunk_spec(self, shard_spec)
+            pipeline = self.codec_pipeline.evolve_from_array_spec(spec)
             cache[shard_spec] = pipeline
         return pipeline
 

@@ -44,6 +44,7 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
+from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
 from zarrext.decisions import DecisionLike, format_mask
 from zarrext.inspection import (
@@ -189,15 +190,15 @@ class _Rewriter:
         if self.directory is None:
             return
         if self.sharding is None:
-            transform = getattr(runtime._async_array.codec_pipeline, "transform", None)
+            transform = getattr(async_array_of(runtime).codec_pipeline, "transform", None)
             if transform is not None:
                 self.transform, self.chunk_spec, self.mode = transform, self.spec, "chunk"
         elif metadata.codecs[-1] is self.sharding:  # shards in place: no outer codecs
             try:
-                self.transform = self.sharding._get_inner_chunk_transform(self.spec)
+                self.transform = inner_chunk_transform(self.sharding, self.spec)
             except TypeError:  # an inner codec without a synchronous path
                 return
-            self.chunk_spec = self.sharding._get_chunk_spec(self.spec)
+            self.chunk_spec = inner_chunk_spec(self.sharding, self.spec)
             self.geometry = geometry_of(self.sharding, self.spec)
             if self.geometry.slot_size is None:
                 # Slots are placed by the bound writers use (raw size + header, for

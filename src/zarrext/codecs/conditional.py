@@ -19,12 +19,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from zarr.abc.codec import BytesBytesCodec, _codec_supports_sync
+from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON
-from zarr.registry import _resolve_codec
 
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
+from zarrext._zarr_compat import codec_supports_sync, resolve_codec
 from zarrext.decisions import (
     NEVER_APPLY,
     ChunkEncoding,
@@ -74,7 +74,7 @@ def parse_nested_codecs(data: object) -> tuple[BytesBytesCodec, ...]:
             # bytes->bytes codec's own configuration must not be reported as a wrong kind.
             try:
                 with nested("conditional"):
-                    codec = _resolve_codec(dict(item))
+                    codec = resolve_codec(dict(item))
             except NestingError:
                 raise
             except (TypeError, KeyError, AttributeError) as e:
@@ -234,7 +234,7 @@ class ConditionalCodec(BytesBytesCodec):
 
     @property
     def _sync_capable(self) -> bool:
-        return all(_codec_supports_sync(c) for c in self.codecs)
+        return all(codec_supports_sync(c) for c in self.codecs)
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
@@ -317,7 +317,7 @@ class ConditionalCodec(BytesBytesCodec):
     ) -> Buffer:
         def encode_step(i: int, buffer: Buffer) -> Buffer:
             codec = self.codecs[i]
-            if _codec_supports_sync(codec):
+            if codec_supports_sync(codec):
                 out = codec._encode_sync(buffer, chunk_spec)  # type: ignore[attr-defined]
             elif loop is not None:
                 out = asyncio.run_coroutine_threadsafe(

@@ -27,7 +27,6 @@ from zarr.abc.codec import (
     ArrayArrayCodec,
     ArrayBytesCodec,
     BytesBytesCodec,
-    _codec_supports_sync,
 )
 from zarr.codecs.bytes import BytesCodec
 from zarr.codecs.transpose import TransposeCodec
@@ -38,6 +37,7 @@ from zarr.core.metadata.v3 import parse_codecs
 
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
+from zarrext._zarr_compat import codec_supports_sync
 
 if TYPE_CHECKING:
     from typing import Self
@@ -255,7 +255,7 @@ class N5DefaultCodec(ArrayBytesCodec):
 
     @property
     def _sync_capable(self) -> bool:
-        return all(_codec_supports_sync(c) for c in self.codecs)
+        return all(codec_supports_sync(c) for c in self.codecs)
 
     def _inner_specs(self, chunk_spec: ArraySpec) -> tuple[ArraySpec, ArraySpec]:
         """Specs of the nested chain: (transpose input, bytes input)."""

@@ -24,7 +24,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec, _codec_supports_sync
+from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
@@ -37,6 +37,7 @@ from zarr.registry import get_pipeline_class
 
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
+from zarrext._zarr_compat import codec_supports_sync
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
@@ -269,7 +270,7 @@ class OptionalCodec(ArrayBytesCodec):
 
     @property
     def _sync_capable(self) -> bool:
-        return all(_codec_supports_sync(c) for c in (*self.mask_codecs, *self.data_codecs))
+        return all(codec_supports_sync(c) for c in (*self.mask_codecs, *self.data_codecs))
 
     @cached_property
     def _mask_transform(self) -> ChunkTransform:

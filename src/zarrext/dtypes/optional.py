@@ -40,12 +40,18 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self, TypeGuard, cast
 
 import numpy as np
 from zarr.core.context import Context, Resolver
-from zarr.core.dtype import VariableLengthUTF8, ZDType, get_data_type_from_native_dtype, parse_dtype
+from zarr.core.dtype import (
+    VariableLengthUTF8,
+    ZDType,
+    data_type_registry,
+    get_data_type_from_native_dtype,
+    parse_dtype,
+)
 from zarr.core.dtype.common import HasItemSize
-from zarr.core.dtype.registry import _NestedDataTypeValidationError
 from zarr.errors import DataTypeValidationError
 
 from zarrext._nesting import NestingError, check_depth, nested
+from zarrext._zarr_compat import NestedDataTypeValidationError
 
 if TYPE_CHECKING:
     from zarr.core.common import JSON, ZarrFormat
@@ -53,11 +59,15 @@ if TYPE_CHECKING:
     from zarr.core.dtype.common import DTypeJSON
     from zarr.core.dtype.wrapper import TBaseDType, TBaseScalar
 
-__all__ = ["OptionalDType", "is_optional_native"]
+__all__ = ["OptionalDType", "is_optional_native", "register_with_zarr"]
 
 NAME = "optional"
 NAMES = ("optional", "zarrs.optional")
 FIELDS = ("value", "valid")
+# The inner type of ``OptionalDType()``: NumPy's default data type, so that code
+# which builds every registered data type with no arguments (zarr-python's generic
+# data type tests do) gets a valid, round-tripping type.
+DEFAULT_INNER = "float64"
 
 
 def is_optional_native(dtype: object) -> TypeGuard[np.dtypes.VoidDType[int]]:
@@ -77,12 +87,12 @@ def _inner_json(data: object) -> DTypeJSON:
     """The registry's form of the inner data type JSON (``{"name": "uint8",
     "configuration": {}}`` is the string ``"uint8"`` to zarr-python)."""
     if not isinstance(data, Mapping) or not isinstance(data.get("name"), str):
-        raise _NestedDataTypeValidationError(
+        raise NestedDataTypeValidationError(
             f"optional: the inner data type must be an object with a 'name', got {data!r}"
         )
     unknown = set(data) - {"name", "configuration"}
     if unknown:
-        raise _NestedDataTypeValidationError(
+        raise NestedDataTypeValidationError(
             f"optional: unknown keys {sorted(unknown)} in the inner data type {data!r}"
         )
     configuration = data.get("configuration")
@@ -97,7 +107,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
 
     Parameters
     ----------
-    inner : ZDType or data type like
+    inner : ZDType or data type like, default ``"float64"``
         The data type of present values, e.g. ``Float32()``, ``"int16"``,
         ``OptionalDType("uint8")``.
     name : {"optional", "zarrs.optional"}
@@ -112,7 +122,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
     inner: ZDType[TBaseDType, TBaseScalar]
     name: str = field(default=NAME, compare=False)
 
-    def __init__(self, inner: ZDTypeLike, name: str = NAME) -> None:
+    def __init__(self, inner: ZDTypeLike = DEFAULT_INNER, name: str = NAME) -> None:
         if name not in NAMES:
             raise ValueError(f"optional: name must be one of {NAMES}, got {name!r}")
         if not isinstance(inner, ZDType):
@@ -213,7 +223,7 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
         except (DataTypeValidationError, NestingError):
             raise
         except ValueError as e:
-            raise _NestedDataTypeValidationError(
+            raise NestedDataTypeValidationError(
                 f"optional: unknown inner data type {configuration!r}: {e}"
             ) from e
         return cls(inner=inner, name=cast("str", cast("Mapping[str, object]", data)["name"]))
@@ -281,3 +291,15 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
         if not bool(scalar["valid"]):
             return None
         return [self.inner.to_json_scalar(scalar["value"], zarr_format=zarr_format)]
+
+
+def register_with_zarr() -> None:
+    """Put :class:`OptionalDType` in zarr-python's data type registry now.
+
+    zarr-python loads data types from entry points lazily, on the first lookup, and
+    code that iterates ``data_type_registry.contents`` while resolving a type (zarr's
+    own test suite does) would see the registry grow under it ("dictionary changed
+    size during iteration"). Registered here, the later entry-point load registers
+    the same class again, which leaves the registry as it is.
+    """
+    data_type_registry.register(OptionalDType._zarr_v3_name, OptionalDType)

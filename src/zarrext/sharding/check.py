@@ -43,6 +43,7 @@ from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
+from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
@@ -179,11 +180,11 @@ class _Decoder:
         metadata = array.metadata
         self.shards = shards
         if shards is not None:
-            self.spec = shards.codec._get_chunk_spec(shards.shard_spec)
-            self.transform = shards.codec._get_inner_chunk_transform(shards.shard_spec)
+            self.spec = inner_chunk_spec(shards.codec, shards.shard_spec)
+            self.transform = inner_chunk_transform(shards.codec, shards.shard_spec)
         else:
             self.spec = shard_spec_of(metadata)
-            pipeline = with_runtime(array)._async_array.codec_pipeline
+            pipeline = async_array_of(with_runtime(array)).codec_pipeline
             self.transform = getattr(pipeline, "transform", None)
 
     def problem(self, coords: tuple[int, ...], data: bytes) -> str | None:
@@ -360,7 +361,7 @@ def check(
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
-    store_path = array._async_array.store_path
+    store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
         raise ShardLayoutError("zarrext check works on arrays in a local directory store")
     directory = store_path.store.root / store_path.path if store_path.path else (

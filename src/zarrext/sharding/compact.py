@@ -20,6 +20,7 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from zarrext._zarr_compat import inner_chunk_spec
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -140,7 +141,7 @@ def _run(
     if mode == "fixed-slot" and shards.geometry.slot_size is None:
         from zarrext.sharding.layout import slot_bound
 
-        slot_bound(shards.codec.codecs, shards.codec._get_chunk_spec(shards.shard_spec))
+        slot_bound(shards.codec.codecs, inner_chunk_spec(shards.codec, shards.shard_spec))
     keys = [k for k in shards.keys if shards.path(k).exists()]
     before = after = done = 0
     workers = workers or min(8, (os.cpu_count() or 1) * 2)

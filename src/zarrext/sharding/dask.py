@@ -18,6 +18,7 @@ import numpy as np
 import zarr
 from zarr.storage import LocalStore
 
+from zarrext._zarr_compat import async_array_of
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import LayoutShardingCodec, ShardLayoutError, shards_of
@@ -142,7 +143,7 @@ def write_dask(
             f"write_dask: source shape {source.shape} differs from the array's {array.shape}"
         )
     _check_aligned(source.chunks, shards.codec.chunk_shape, array.shape)
-    store_path = array._async_array.store_path
+    store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
         raise ShardLayoutError("write_dask writes into arrays in a local directory store")
     layout, decision = _runtime_of(array)

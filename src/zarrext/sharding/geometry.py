@@ -9,11 +9,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from zarr.codecs.sharding import MAX_UINT_64
+
+from zarrext._zarr_compat import EMPTY_SHARD_INDEX_ENTRY
 
 __all__ = ["EMPTY", "ShardGeometry", "ShardLayoutError", "guess_layout"]
 
-EMPTY = np.uint64(MAX_UINT_64)
+EMPTY = np.uint64(EMPTY_SHARD_INDEX_ENTRY)
 
 
 class ShardLayoutError(ValueError):

@@ -14,6 +14,7 @@ from rich.table import Table
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from zarrext._zarr_compat import async_array_of, decode_shard_index_sync
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -75,7 +76,7 @@ def _stat_local(shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None
 
 
 def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:
-    store_path = array._async_array.store_path / key
+    store_path = async_array_of(array).store_path / key
     value = sync(store_path.get(prototype=default_buffer_prototype()))
     if value is None:
         return None
@@ -103,7 +104,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
             continue
         size, raw, pending = stat
         try:
-            index = shards.codec._decode_shard_index_sync(
+            index = decode_shard_index_sync(shards.codec,
                 default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
             )
         except ValueError:

@@ -23,14 +23,24 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
-from zarr.core.array_spec import ArrayConfig, ArraySpec
-from zarr.core.buffer import default_buffer_prototype
+from zarr.core.array_spec import ArraySpec
 from zarr.core.metadata import ArrayV3Metadata
-from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.storage import LocalStore
 
+from zarrext._zarr_compat import (
+    ShardingByteSetter,
+    async_array_of,
+    chunks_per_shard,
+    codec_supports_sync,
+    inner_chunk_spec,
+    inner_chunk_transform,
+    shard_index_size,
+    shard_indexer_and_value,
+    sharding_codec_fields,
+)
 from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
+from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -110,9 +120,10 @@ def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
 
 
 def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
-    if not isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+    shape = regular_chunk_shape(metadata)
+    if shape is None:
         raise ShardLayoutError("shard layouts need a regular chunk grid")
-    return tuple(metadata.chunk_grid.chunk_shape)
+    return shape
 
 
 def sharding_codec_of(metadata: ArrayV3Metadata) -> ShardingCodec | None:
@@ -127,25 +138,19 @@ def sharding_codec_of(metadata: ArrayV3Metadata) -> ShardingCodec | None:
 
 def shard_spec_of(metadata: ArrayV3Metadata) -> ArraySpec:
     """The ``ArraySpec`` of one (whole) shard of the array."""
-    return ArraySpec(
-        shape=_shard_shape(metadata),
-        dtype=metadata.data_type,
-        fill_value=metadata.fill_value,
-        config=ArrayConfig.from_dict({}),
-        prototype=default_buffer_prototype(),
-    )
+    return array_spec(metadata, _shard_shape(metadata))
 
 
 def geometry_of(codec: ShardingCodec, shard_spec: ArraySpec) -> ShardGeometry:
     """The geometry of a shard encoded by ``codec``; ``slot_size`` is None when unbounded."""
-    chunks_per_shard = codec._get_chunks_per_shard(shard_spec)
+    per_shard = chunks_per_shard(codec, shard_spec)
     try:
-        slot: int | None = slot_bound(codec.codecs, codec._get_chunk_spec(shard_spec))
+        slot: int | None = slot_bound(codec.codecs, inner_chunk_spec(codec, shard_spec))
     except ShardLayoutError:
         slot = None
     return ShardGeometry(
-        chunks_per_shard=chunks_per_shard,
-        index_size=codec._shard_index_size(chunks_per_shard),
+        chunks_per_shard=per_shard,
+        index_size=shard_index_size(codec, per_shard),
         index_location=codec.index_location,
         slot_size=slot,
     )
@@ -182,14 +187,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
 
     @classmethod
     def from_codec(cls, codec: ShardingCodec, shard_layout: str) -> LayoutShardingCodec:
-        return cls(
-            shard_layout=shard_layout,
-            chunk_shape=codec.chunk_shape,
-            codecs=codec.codecs,
-            index_codecs=codec.index_codecs,
-            index_location=codec.index_location,
-            subchunk_write_order=codec.subchunk_write_order,
-        )
+        return cls(shard_layout=shard_layout, **sharding_codec_fields(codec))
 
     def __getstate__(self) -> dict[str, Any]:
         # zarr-python pickles the codec's metadata, which has no runtime settings.
@@ -212,12 +210,10 @@ class LayoutShardingCodec(RuntimeShardingCodec):
 
     def _sync_inner_transform(self, shard_spec: ArraySpec) -> Any:
         """zarr-python's synchronous transform of the inner codecs, if they have one."""
-        from zarr.abc.codec import _codec_supports_sync
-
-        if not all(_codec_supports_sync(c) for c in self.codecs):
+        if not all(codec_supports_sync(c) for c in self.codecs):
             return None
         try:
-            return self._get_inner_chunk_transform(shard_spec)
+            return inner_chunk_transform(self, shard_spec)
         except (TypeError, ValueError, NotImplementedError):
             return None
 
@@ -237,7 +233,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         from zarrext.sharding import writer
 
         geometry = self.geometry(shard_spec)
-        chunk_spec = self._get_chunk_spec(shard_spec)
+        chunk_spec = inner_chunk_spec(self, shard_spec)
         partial = sorted({coords for coords, _, _, complete in indexer if not complete})
         existing = writer.read_chunks(target, self, geometry, partial) if partial else {}
         updates: dict[tuple[int, ...], Any] = {}
@@ -270,8 +266,6 @@ class LayoutShardingCodec(RuntimeShardingCodec):
     ) -> None:
         import asyncio
 
-        from zarr.codecs.sharding import _ShardingByteSetter
-
         from zarrext._context import _inner_origin
         from zarrext.sharding import writer
 
@@ -279,7 +273,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         if target is None:
             await super()._encode_partial_single(byte_setter, shard_array, selection, shard_spec)
             return
-        indexer, shard_array = self._get_shard_indexer_and_value(selection, shard_spec, shard_array)
+        indexer, shard_array = shard_indexer_and_value(self, selection, shard_spec, shard_array)
         transform = self._sync_inner_transform(shard_spec)
         if transform is not None:
             # One worker thread does encode and IO: no task per inner chunk.
@@ -294,7 +288,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
             )
             return
         geometry = self.geometry(shard_spec)
-        chunk_spec = self._get_chunk_spec(shard_spec)
+        chunk_spec = inner_chunk_spec(self, shard_spec)
         touched = list(dict.fromkeys(coords for coords, *_ in indexer))
         partial = sorted({coords for coords, _, _, complete in indexer if not complete})
         shard_dict: dict[tuple[int, ...], Any] = dict.fromkeys(touched)
@@ -304,7 +298,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
             )
         await self._get_inner_pipeline(shard_spec).write(
             [
-                (_ShardingByteSetter(shard_dict, coords), chunk_spec, chunk_sel, out_sel, complete)
+                (ShardingByteSetter(shard_dict, coords), chunk_spec, chunk_sel, out_sel, complete)
                 for coords, chunk_sel, out_sel, complete in indexer
             ],
             shard_array,
@@ -337,7 +331,7 @@ def bind_layout(
             bound = LayoutShardingCodec.from_codec(codec, shard_layout)
             if shard_layout == "fixed-slot":
                 spec = shard_spec_of(metadata)
-                slot_bound(bound.codecs, bound._get_chunk_spec(spec))
+                slot_bound(bound.codecs, inner_chunk_spec(bound, spec))
             out.append(bound)
             found = True
         else:
@@ -394,7 +388,7 @@ def shards_of(array: Any) -> ArrayShards:
     if codec is None:
         raise ShardLayoutError(f"array {array.path!r} is not sharded")
     spec = shard_spec_of(metadata)
-    store_path = array._async_array.store_path
+    store_path = async_array_of(array).store_path
     directory = None
     if isinstance(store_path.store, LocalStore):
         directory = store_path.store.root / store_path.path if store_path.path else (

@@ -6,9 +6,9 @@ import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from zarr.codecs.sharding import _ShardIndex
 from zarr.core.buffer import default_buffer_prototype
 
+from zarrext._zarr_compat import ShardIndex, decode_shard_index_sync, encode_shard_index_sync
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
 if TYPE_CHECKING:
@@ -38,8 +38,8 @@ def encode_table(
     codec: ShardingCodec, chunks_per_shard: tuple[int, ...], table: np.ndarray
 ) -> bytes:
     """Encode an ``(n, 2)`` offsets/lengths table with the codec's index codecs."""
-    index = _ShardIndex(chunks_per_shard, table.reshape((*chunks_per_shard, 2)))
-    return codec._encode_shard_index_sync(index).to_bytes()
+    index = ShardIndex(chunks_per_shard, table.reshape((*chunks_per_shard, 2)))
+    return encode_shard_index_sync(codec, index).to_bytes()
 
 
 def decode_table(
@@ -52,8 +52,8 @@ def decode_table(
     ValueError
         When the bytes are no valid index (e.g. checksum mismatch).
     """
-    index = codec._decode_shard_index_sync(
-        default_buffer_prototype().buffer.from_bytes(raw), chunks_per_shard
+    index = decode_shard_index_sync(
+        codec, default_buffer_prototype().buffer.from_bytes(raw), chunks_per_shard
     )
     return np.array(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
 
