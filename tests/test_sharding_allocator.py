@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from zarrext.sharding.allocator import allocate, freed_ranges
+from zarrext.sharding.allocator import WHOLE_FILE, allocate, freed_ranges
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
 S = 100
@@ -51,6 +51,16 @@ def test_foreign_bytes_are_quarantined_and_not_reused() -> None:
     # a rolled-back transaction's tail past the end is not appended over
     got = allocate(t2, 1000, 0, g, {3: 150}, "fixed-slot", [(1000, 1500, 10.0)], now=5.0)
     assert got.offsets == {3: 1500}
+
+
+def test_unreadable_quarantine_holds_the_file_and_appends_at_its_end() -> None:
+    # CI once saw EFBIG: a torn quarantine held [0, 2**62) and appends went past it.
+    g = START
+    t = table((g.data_start, 60), None, None, None)
+    everything = [(0, WHOLE_FILE, 10.0)]
+    got = allocate(t, g.spare_end, 0, g, {0: 60, 1: 60}, "fixed-slot", everything, now=5.0)
+    assert got.offsets == {0: g.spare_end, 1: g.spare_end + 60}
+    assert got.eof == g.spare_end + 120
 
 
 def test_index_at_end_moves_past_the_spare_area() -> None:

@@ -358,3 +358,32 @@ def test_layout_is_a_runtime_field_kept_by_replace_and_evolve() -> None:
     assert codec.evolve_from_array_spec(spec).shard_layout == "append"
     assert pickle.loads(pickle.dumps(codec)).shard_layout == "append"
     assert "shard_layout" not in json.dumps(codec.to_dict())
+
+
+def test_damaged_quarantine_holds_the_file_and_writes_append(tmp_path: Path) -> None:
+    # A quarantine that does not pass its checksum holds every byte of the shard:
+    # the next update goes to the end of the file (CI once saw EFBIG here: the
+    # update went past a hold ending at 2**62).
+    array = make(tmp_path / "a")
+    array[:32, :32] = 3
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    Path(f"{shard}.zarrext-free").write_bytes(b"ZXF1\0\0")  # torn
+    size = shard.stat().st_size
+    array[:8, :8] = 5
+    # past the (sparse) spare area: one chunk and the index
+    assert size < shard.stat().st_size <= size + 16 * RAW + RAW + 16 * 16 + 4
+    expected = np.full((64, 64), -1, "i4")
+    expected[:32, :32] = 3
+    expected[:8, :8] = 5
+    np.testing.assert_array_equal(fresh(tmp_path / "a"), expected)
+
+
+def test_quarantine_is_replaced_atomically(tmp_path: Path) -> None:
+    from zarrext.sharding import journal
+
+    shard = tmp_path / "s"
+    shard.write_bytes(b"")
+    journal.write_quarantine(shard, [(0, 10, 1e12)])
+    journal.write_quarantine(shard, [(5, 20, 1e12)])
+    assert journal.read_quarantine(shard, now=0.0) == [(5, 20, 1e12)]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "s.zarrext-free"]

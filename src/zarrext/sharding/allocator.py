@@ -33,10 +33,14 @@ import numpy as np
 
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
-__all__ = ["REUSE_GRACE", "Allocation", "Interval", "allocate", "freed_ranges"]
+__all__ = ["REUSE_GRACE", "WHOLE_FILE", "Allocation", "Interval", "allocate", "freed_ranges"]
 
 REUSE_GRACE = 10.0
 """Seconds during which bytes freed outside a chunk's own places are not reused."""
+
+WHOLE_FILE = 1 << 62
+"""End of a quarantined range that holds every byte of the file (an unreadable
+quarantine). It holds places inside the file; appends still go to its end."""
 
 Interval = tuple[int, int, float]  # start, end (exclusive), release time (epoch seconds)
 
@@ -117,7 +121,9 @@ def allocate(
     )
     # Appends start past everything: the file, the spare area, and quarantined
     # bytes past the end (a rolled-back transaction's, which a reader may hold).
-    tail = max([size, *(b for a, b in held if b > size)])
+    # A WHOLE_FILE hold says nothing about where the file ends: appending past
+    # it would ask for a 4 EiB file (EFBIG).
+    tail = max([size, *(b for a, b in held if size < b < WHOLE_FILE)])
     slot = geometry.slot_size
     offsets: dict[int, int] = {}
     used_spare = False

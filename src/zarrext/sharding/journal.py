@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 import google_crc32c
 import numpy as np
 
-from zarrext.sharding.allocator import REUSE_GRACE, Interval
+from zarrext.sharding.allocator import REUSE_GRACE, WHOLE_FILE, Interval
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 from zarrext.sharding.state import encode_index
 
@@ -58,8 +58,6 @@ _JOURNAL_HEAD = struct.Struct("<4sQQQ")  # magic, old size, index offset, index 
 _INACTIVE = b"\0\0\0\0"  # an older zarrext's committed journal
 _FREE_MAGIC = b"ZXF1"
 _FREE_ENTRY = struct.Struct("<QQd")  # start, end, release time
-# A quarantine that cannot be read holds everything: nothing is reused for a grace.
-_EVERYTHING = 1 << 62
 
 
 def free_path(path: Path) -> Path:
@@ -232,8 +230,8 @@ def recover(path: Path, fd: int) -> bool:
 def read_quarantine(path: Path, now: float | None = None) -> list[Interval] | None:
     """The held ranges of the shard at ``path`` (expired ones dropped); None if none.
 
-    A quarantine file that does not pass its checksum (torn by a kill) holds the
-    whole file for :data:`REUSE_GRACE` seconds from now.
+    A quarantine file that does not pass its checksum (damaged: writers replace it
+    atomically) holds every byte of the file for :data:`REUSE_GRACE` seconds from now.
     """
     try:
         record = free_path(path).read_bytes()
@@ -247,7 +245,7 @@ def read_quarantine(path: Path, now: float | None = None) -> list[Interval] | No
         or (len(body) - 4) % _FREE_ENTRY.size
         or google_crc32c.value(body).to_bytes(4, "little") != crc
     ):
-        return [(0, _EVERYTHING, now + REUSE_GRACE)]
+        return [(0, WHOLE_FILE, now + REUSE_GRACE)]
     entries = [
         _FREE_ENTRY.unpack_from(body, off) for off in range(4, len(body), _FREE_ENTRY.size)
     ]
@@ -260,8 +258,12 @@ def write_quarantine(path: Path, entries: list[Interval]) -> None:
         free_path(path).unlink(missing_ok=True)
         return
     body = _FREE_MAGIC + b"".join(_FREE_ENTRY.pack(a, b, r) for a, b, r in entries)
-    fd = os.open(free_path(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    # Built under a temporary name and renamed: a writer killed here leaves the
+    # previous quarantine, never a torn one (which would hold the whole file).
+    tmp = temp_path(path)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         os.write(fd, body + google_crc32c.value(body).to_bytes(4, "little"))
     finally:
         os.close(fd)
+    os.replace(tmp, free_path(path))
