@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -17,12 +25,64 @@ def tree_digest(root: Path) -> dict[str, bytes]:
     files = sorted(p for p in root.rglob("*") if p.is_file())
     return {str(p.relative_to(root)): p.read_bytes() for p in files}
 
+
+
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[str]:
+    """An S3-compatible server (moto's server mode) on loopback; its endpoint URL.
+
+    A real HTTP server in its own process, started once per test process and
+    stopped at the end: s3fs, zarr's FsspecStore and zarrext talk to it over
+    HTTP exactly as to a real object store.
+    """
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture
+def s3(s3_server: str) -> dict[str, Any]:
+    """A fresh bucket on the loopback S3 server: its URL and the storage options."""
+    import s3fs
+
+    options = {
+        "endpoint_url": s3_server,
+        "key": "testing",
+        "secret": "testing",
+        "client_kwargs": {"region_name": "eu-west-1"},  # us-east-1 refuses a LocationConstraint
+    }
+    bucket = f"zarrext-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(**options, skip_instance_cache=True).mkdir(bucket)
+    return {"url": f"s3://{bucket}", "options": options}
+
+
 settings.register_profile(
     "default",
     deadline=None,
     max_examples=60,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
+
+
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 

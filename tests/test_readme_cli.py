@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import shlex
+import shutil
 from pathlib import Path
 
 import pytest
@@ -15,11 +16,17 @@ from tests.test_readme import BLOCKS
 
 README = (ROOT / "README.md").read_text()
 SECTION = README[README.index("## Command line") :]
-COMMANDS = [
-    shlex.split(line.split("#", 1)[0])
-    for line in re.search(r"```sh\n(.*?)```", SECTION, flags=re.S).group(1).splitlines()  # type: ignore[union-attr]
-    if line.strip()
-]
+
+
+def _commands(section: str) -> list[list[str]]:
+    block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert block is not None
+    lines = block.group(1).splitlines()
+    return [shlex.split(line, comments=True) for line in lines if line.strip()]
+
+
+COMMANDS = _commands(SECTION)
+URL_COMMANDS = _commands(README[README.index("### Object stores and zip archives") :])
 
 
 def test_the_block_is_found() -> None:
@@ -38,6 +45,38 @@ def test_readme_cli_block_runs(
         code, out, err = run(*command[1:])
         assert code == 0, (command, err)
         assert err == "", (command, err)
+        if "--json" in command:
+            assert json.loads(out)
+        else:
+            assert out.strip()
+
+
+def test_readme_object_store_block_runs(
+    run: Run,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    s3_server: str,
+) -> None:
+    import s3fs
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    maker = next(b for b in BLOCKS if '"ingest.zarr"' in b)
+    exec(compile(maker, "README.md", "exec"), {"__name__": "__readme__"})
+    shutil.make_archive("ingest", "zip", "ingest.zarr")
+    fs = s3fs.S3FileSystem(
+        endpoint_url=s3_server, client_kwargs={"region_name": "eu-west-1"},
+        skip_instance_cache=True,
+    )
+    if not fs.exists("my-bucket"):
+        fs.mkdir("my-bucket")
+    fs.put("ingest.zarr", "my-bucket/", recursive=True)
+    assert any("s3://" in arg for command in URL_COMMANDS for arg in command)
+    for command in URL_COMMANDS:
+        command = [a.replace("http://localhost:9000", s3_server) for a in command]
+        code, out, err = run(*command[1:])
+        assert code == 0, (command, err)
         if "--json" in command:
             assert json.loads(out)
         else:

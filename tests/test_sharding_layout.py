@@ -239,12 +239,15 @@ def test_oversized_chunk_goes_elsewhere_and_spares_neighbours(tmp_path: Path) ->
     assert report[0].file_size > 16 * slot + 16 * 16 + 4
 
 
-def test_memory_store_falls_back_and_inspect_says_so() -> None:
+def test_memory_store_refuses_in_place_layouts_and_inspect_says_so() -> None:
     store = MemoryStore()
-    array = zarrext.create_array(
-        store, shape=(16, 16), chunks=(16, 16), dtype="i4", fill_value=0, compressors=None,
-        serializer=ShardingCodec(chunk_shape=(8, 8)), shard_layout="fixed-slot",
-    )
+    kwargs = {
+        "shape": (16, 16), "chunks": (16, 16), "dtype": "i4", "fill_value": 0,
+        "compressors": None, "serializer": ShardingCodec(chunk_shape=(8, 8)),
+    }
+    with pytest.raises(ShardLayoutError, match="MemoryStore cannot do"):
+        zarrext.create_array(store, shard_layout="fixed-slot", **kwargs)
+    array = zarrext.create_array(store, **kwargs)
     array[:8, :8] = 4
     array[8:, 8:] = 5
     np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:8, :8], np.full((8, 8), 4))

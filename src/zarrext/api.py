@@ -8,6 +8,7 @@ not touched: the same array opened with plain zarr-python reads the same values.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
@@ -27,7 +28,9 @@ from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction
 from zarrext.decisions import DecisionLike
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
+from zarrext.stores import open_store, writes_in_place
 
 __all__ = ["create_array", "open_array", "with_runtime"]
 
@@ -79,6 +82,25 @@ def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPi
     return pipeline.evolve_from_array_spec(array_spec(metadata, chunk_shape))
 
 
+def _require_in_place(store: Any, shard_layout: str) -> None:
+    if not writes_in_place(store):
+        raise ShardLayoutError(
+            f"shard_layout={shard_layout!r} writes inner chunks in place, which "
+            f"{type(store).__name__} cannot do (only local directories, LocalStore, "
+            "can); open without shard_layout (whole shards are rewritten), or work "
+            "on a local copy and upload it"
+        )
+
+
+def _store_of(store: Any, mode: str, kwargs: dict[str, Any]) -> Any:
+    """A path, zip archive or URL as a store (zarr itself takes no zip path)."""
+    if isinstance(store, str | os.PathLike) and kwargs.get("zarr_format") != 2:
+        return open_store(
+            os.fspath(store), mode=mode, storage_options=kwargs.pop("storage_options", None)
+        )
+    return store
+
+
 def with_runtime(
     array: zarr.Array,
     *,
@@ -86,6 +108,7 @@ def with_runtime(
     trial_encode: bool | None = None,
     shard_layout: str | None = None,
     padding: PaddingFunction | None = None,
+    _probe: bool = False,
 ) -> zarr.Array:
     """The same array, with runtime settings attached.
 
@@ -135,6 +158,9 @@ def with_runtime(
     if shard_layout is not None:
         from zarrext.sharding.layout import bind_layout
 
+        if not _probe:  # create_array's in-memory dry run: the real store was checked
+            _require_in_place(async_array.store_path.store, shard_layout)
+
         codecs = bind_layout(codecs, shard_layout, metadata)
     bound = with_codecs(metadata, codecs)
     new = AsyncArray(metadata=bound, store_path=async_array.store_path, config=async_array.config)
@@ -175,6 +201,7 @@ def open_array(
             f"zarrext.open_array opens existing arrays; mode {mode!r} would replace it "
             "(use zarrext.create_array)"
         )
+    store = _store_of(store, "r" if mode == "r" else "r+", kwargs)
     array = zarr.open_array(store, mode=mode, **kwargs)
     if mode != "r":
         from zarrext.sharding.check import recover_array
@@ -214,6 +241,9 @@ def create_array(
         "fixed-slot"`` with inner codecs whose encoded size has no bound), before
         anything is written to ``store``.
     """
+    store = _store_of(store, "w", kwargs)
+    if shard_layout is not None:
+        _require_in_place(store, shard_layout)
     if any(v is not None for v in (decision, shard_layout, padding)):
         # Validate on the same metadata in memory first: a refusal must leave no
         # zarr.json behind (a retry would meet ContainsArrayError).
@@ -227,6 +257,7 @@ def create_array(
         with_runtime(
             zarr.create_array(MemoryStore(), **probe), decision=decision,
             trial_encode=trial_encode, shard_layout=shard_layout, padding=padding,
+            _probe=True,
         )
     array = zarr.create_array(store, **kwargs)
     return with_runtime(

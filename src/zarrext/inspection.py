@@ -9,7 +9,7 @@ the header's mask is validated.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING, Any
@@ -34,6 +34,7 @@ from zarrext._zarr_compat import (
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import format_mask
 from zarrext.specs import array_spec
+from zarrext.stores import list_keys
 
 if TYPE_CHECKING:
     from zarr.abc.store import Store
@@ -173,14 +174,6 @@ class ArrayInventory:
         return out
 
 
-async def _list_keys(store: Store, prefix: str) -> list[str]:
-    keys = []
-    iterator: AsyncIterator[str] = store.list_prefix(prefix)
-    async for key in iterator:
-        keys.append(key)
-    return keys
-
-
 def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]]:
     """``(chunk coordinates, store key)`` of every stored chunk (shard) of ``array``."""
     metadata = array.metadata
@@ -190,7 +183,7 @@ def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]
     base = array.store_path.path
     prefix = f"{base}/" if base else ""
     grid = chunk_grid_of(array)
-    for key in sorted(sync(_list_keys(store, prefix))):
+    for key in list_keys(store, prefix):
         relative = key[len(prefix) :]
         if relative == "zarr.json" or relative.startswith("."):
             continue

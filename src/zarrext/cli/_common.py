@@ -20,10 +20,14 @@ from pathlib import Path
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+import typer
 import zarr
 from zarr.errors import NodeNotFoundError
 
+from zarrext.stores import StoreOpenError, is_url, open_store, parse_storage_options
+
 __all__ = [
+    "STORAGE_OPTIONS",
     "CliError",
     "check_scheduler",
     "fail",
@@ -56,17 +60,41 @@ def one_line(error: BaseException) -> str:
     return "; ".join(" ".join(p.split()) for p in parts if p)
 
 
+PATH_HELP = "A Zarr array or group: a directory, a .zip archive, or a URL (s3://, gs://, ...)."
+
+STORAGE_OPTIONS = typer.Option(
+    "--storage-options",
+    help="JSON object of options for a URL's file system (fsspec), e.g. "
+    '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
+)
+"""The ``--storage-options`` option every command taking a PATH has."""
+
+
 def _is_local(path: str) -> bool:
-    return "://" not in path
+    return not is_url(path) or path.startswith("file://")
 
 
-def open_node(path: Path | str, mode: str = "r") -> zarr.Array | zarr.Group:
-    """Open the Zarr format 3 array or group at ``path``, or fail with one line."""
+def open_node(
+    path: Path | str, mode: str = "r", storage_options: str | None = None
+) -> zarr.Array | zarr.Group:
+    """Open the Zarr format 3 array or group at ``path``, or fail with one line.
+
+    ``path`` is a local path, a zip archive or a URL; ``storage_options`` is the
+    ``--storage-options`` JSON text.
+    """
     text = str(path)
-    if _is_local(text) and not Path(text).exists():
+    local = text.removeprefix("file://") if _is_local(text) else None
+    if local is not None and not Path(local).exists():
         fail(f"{text}: no such file or directory")
     try:
-        node = zarr.open(text, mode=mode)  # type: ignore[arg-type]
+        store = open_store(
+            text, mode="r" if mode == "r" else "r+",
+            storage_options=parse_storage_options(storage_options),
+        )
+    except StoreOpenError as e:
+        fail(str(e))
+    try:
+        node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
     except json.JSONDecodeError as e:
         fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
     except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
@@ -83,9 +111,11 @@ def open_node(path: Path | str, mode: str = "r") -> zarr.Array | zarr.Group:
     return node
 
 
-def iter_arrays(path: Path | str, mode: str = "r") -> Iterator[zarr.Array]:
+def iter_arrays(
+    path: Path | str, mode: str = "r", storage_options: str | None = None
+) -> Iterator[zarr.Array]:
     """Every array at ``path``: the array itself, or all arrays of a group, recursively."""
-    node = open_node(path, mode)
+    node = open_node(path, mode, storage_options)
     if isinstance(node, zarr.Array):
         yield node
         return
@@ -108,11 +138,20 @@ def _read_only(path: Path) -> bool:
 
 
 def require_writable(path: Path | str, job: str) -> None:
-    """Refuse a job that writes when ``path`` (a local store) is read-only."""
+    """Refuse a job that writes when ``path`` (a local store) is read-only.
+
+    A zip archive is read-only for zarrext's jobs; an object store says itself
+    whether a write is allowed, when the job writes.
+    """
     text = str(path)
     if not _is_local(text):
         return
-    local = Path(text)
+    local = Path(text.removeprefix("file://"))
+    if local.suffix == ".zip" and local.is_file():
+        fail(
+            f"{text}: {job} rewrites the store, and zip archives are read-only for zarrext; "
+            "unzip it, run the job on the directory, zip it again"
+        )
     if _read_only(local) or (
         local.is_dir() and (local / "zarr.json").exists() and _read_only(local / "zarr.json")
     ):

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -11,30 +10,45 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.cli._common import fail, one_line
+from zarrext.cli._common import STORAGE_OPTIONS, fail, one_line, open_node
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def quantize(
-        path: Annotated[Path, typer.Argument(help="A zarr array of float16/32/64 values.")],
+        path: Annotated[
+            str, typer.Argument(help="A zarr array of float16/32/64 values (path, .zip or URL).")
+        ],
         max_abs_error: Annotated[
             float,
             typer.Option(
                 "--max-abs-error", help="Every finite value must decode within this error."
             ),
         ],
-        out: Annotated[Path, typer.Option("--out", help="Where to write the quantized copy.")],
+        out: Annotated[
+            str,
+            typer.Option("--out", help="Where to write the quantized copy (path, .zip or URL)."),
+        ],
         overwrite: Annotated[
             bool, typer.Option(help="Replace an existing array at --out.")
         ] = False,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the plan and the result as JSON.")
         ] = False,
+        storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
     ) -> None:
         """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
         from zarrext.quantize import QuantizationError, copy_quantized
+        from zarrext.stores import is_url, open_store, parse_storage_options
 
+        # Opened once here for one-line errors (missing, not Zarr, format 2); the
+        # store goes to the job, so a URL's storage options reach it.
+        source = open_node(path, storage_options=storage_options).store_path.store
+        output: object = out
+        if is_url(out) and not out.startswith("file://"):
+            output = open_store(
+                out, mode="w", storage_options=parse_storage_options(storage_options)
+            )
         console = Console(quiet=as_json)
         with Progress(
             TextColumn("{task.description}"),
@@ -53,7 +67,7 @@ def register(app: typer.Typer) -> None:
 
             try:
                 report = copy_quantized(
-                    str(path), str(out), max_abs_error=max_abs_error, overwrite=overwrite,
+                    source, output, max_abs_error=max_abs_error, overwrite=overwrite,
                     progress=progress,
                 )
             except (QuantizationError, TypeError, ValueError, FileNotFoundError) as e:

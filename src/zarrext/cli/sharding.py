@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Annotated
 
 import typer
 import zarr
 from rich.console import Console
 
-from zarrext.cli._common import require_writable, run_each
+from zarrext.cli._common import PATH_HELP, STORAGE_OPTIONS, require_writable, run_each
 
 
-def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
+def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[zarr.Array]:
     from zarr.core.metadata import ArrayV3Metadata
 
     from zarrext.cli._common import iter_arrays
@@ -21,7 +20,7 @@ def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
 
     return [
         a
-        for a in iter_arrays(path, mode=mode)
+        for a in iter_arrays(path, mode=mode, storage_options=storage_options)
         if isinstance(a.metadata, ArrayV3Metadata) and sharding_codec_of(a.metadata) is not None
     ]
 
@@ -29,7 +28,7 @@ def _sharded_arrays(path: Path, mode: str) -> list[zarr.Array]:
 def register(app: typer.Typer) -> None:
     @app.command()
     def compact(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
             int | None, typer.Option(min=1, help="Shards rewritten at once.")
         ] = None,
@@ -39,7 +38,8 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
         ] = False,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.sharding.compact import READER_NOTE
         from zarrext.sharding.compact import compact as run_compact
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         if dry_run:
             from zarrext.inspection import inventory
 
-            for array in _sharded_arrays(path, "r"):
+            for array in _sharded_arrays(path, "r", storage_options):
                 inv = inventory(array, read_masks=False)
                 console.print(
                     f"would {'expand' if expand else 'compact'} {array.path or '/'}: "
@@ -59,7 +59,7 @@ def register(app: typer.Typer) -> None:
                 )
             return
         require_writable(path, "expand" if expand else "compact")
-        arrays = _sharded_arrays(path, "r+")
+        arrays = _sharded_arrays(path, "r+", storage_options)
         if not arrays:
             console.print(f"no sharded arrays under {path}")
         else:
@@ -77,17 +77,18 @@ def register(app: typer.Typer) -> None:
 
     @app.command(name="expand")
     def expand_command(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
             int | None, typer.Option(min=1, help="Shards rewritten at once.")
         ] = None,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """Rewrite every shard into fixed slots (fast in-place ingest), atomically."""
-        compact(path, workers=workers, expand=True, dry_run=False)
+        compact(path, workers=workers, expand=True, dry_run=False, storage_options=storage_options)
 
     @app.command()
     def check(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         repair: Annotated[
             bool, typer.Option("--repair", help="Roll back interrupted writes, fix what can be.")
         ] = False,
@@ -97,7 +98,8 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the findings as JSON.")
         ] = False,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
         from zarrext.sharding.check import check as run_check
@@ -108,7 +110,9 @@ def register(app: typer.Typer) -> None:
         console = Console()
         unrepaired = 0
         report = []
-        arrays = list(iter_arrays(path, mode="r+" if repair else "r"))
+        arrays = list(
+            iter_arrays(path, mode="r+" if repair else "r", storage_options=storage_options)
+        )
         for array in arrays:
             name = array.path or "/"
             findings = run_check(array, repair=repair, deep=deep)

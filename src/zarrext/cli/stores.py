@@ -13,6 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from zarrext.cli._common import (
+    PATH_HELP,
+    STORAGE_OPTIONS,
     CliError,
     check_scheduler,
     fail,
@@ -137,14 +139,15 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def inspect(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         plot: Annotated[
             Path | None, typer.Option(help="Write a PNG of the chunk grid(s) to this file.")
         ] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print per-array totals as JSON.")
         ] = False,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
         from zarrext.sharding.inspect import render_sharded
 
@@ -152,7 +155,7 @@ def register(app: typer.Typer) -> None:
         if plot is not None:
             require_writable_file(plot)
         inventories = []
-        for array in iter_arrays(path):
+        for array in iter_arrays(path, storage_options=storage_options):
             inv = inventory(array)
             inventories.append(inv)
             if not as_json:
@@ -176,7 +179,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command()
     def recompress(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group directory.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         decision: Annotated[
             str, typer.Option(help="Built-in decision for the conditional codec(s).")
         ] = "compress_if_smaller",
@@ -195,7 +198,8 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
         ] = False,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """Rewrite every stored chunk with freshly decided conditional masks, in place."""
         from zarrext.decisions import BUILTIN_DECISIONS
         from zarrext.inspection import conditional_placement
@@ -206,7 +210,9 @@ def register(app: typer.Typer) -> None:
             fail(f"--decision {decision!r} is unknown; choose one of {known}")
         if not dry_run:
             require_writable(path, "recompress")
-        arrays = list(iter_arrays(path, mode="r" if dry_run else "r+"))
+        arrays = list(
+            iter_arrays(path, mode="r" if dry_run else "r+", storage_options=storage_options)
+        )
         console = Console(quiet=quiet or as_json)
         if dry_run:
             plans = []
@@ -308,15 +314,16 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
 def register_info(app: typer.Typer) -> None:
     @app.command()
     def info(
-        path: Annotated[Path, typer.Argument(help="A Zarr array or group.")],
+        path: Annotated[str, typer.Argument(help=PATH_HELP)],
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the tree as JSON.")
         ] = False,
-    ) -> None:
+            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+) -> None:
         """The tree of a store: per array shape, dtype, chunks, shards, codecs, bytes."""
         from zarrext.inspection import node_info
 
-        tree = node_info(open_node(path))
+        tree = node_info(open_node(path, storage_options=storage_options))
         tree["store"] = str(path)
         if as_json:
             typer.echo(json.dumps(tree, indent=2, default=str))

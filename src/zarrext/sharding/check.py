@@ -48,6 +48,7 @@ from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, shards_of
+from zarrext.sharding.state import decode_table
 
 __all__ = ["STALE_AFTER", "ShardCheck", "check", "recover_array"]
 
@@ -363,7 +364,13 @@ def check(
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
     store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
-        raise ShardLayoutError("zarrext check works on arrays in a local directory store")
+        if repair:
+            raise ShardLayoutError(
+                f"check --repair works on local directories; {type(store_path.store).__name__} "
+                "has no journals or leftovers to repair (run check without --repair to see "
+                "what is wrong; rewrite or delete a damaged object)"
+            )
+        return _check_objects(array, deep=deep)
     directory = store_path.store.root / store_path.path if store_path.path else (
         store_path.store.root
     )
@@ -404,6 +411,99 @@ def check(
         elif decoder is not None:
             _check_chunk(directory, key, coords, result, decoder)
     return [f for f in found.values() if f.problems]
+
+
+def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
+    """:func:`check` for a store of whole objects (object store, zip, memory).
+
+    Each stored object is read whole: a shard's index must decode and its entries
+    stay inside the object and apart; with ``deep``, every chunk must decode.
+    """
+    from zarr.core.sync import sync
+
+    from zarrext.stores import list_keys
+
+    metadata = array.metadata
+    store_path = async_array_of(array).store_path
+    try:
+        shards: ArrayShards | None = shards_of(array)
+    except ShardLayoutError:
+        shards = None
+    if shards is not None:
+        per_object = shards.shard_spec.shape
+    elif isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+        per_object = tuple(metadata.chunk_grid.chunk_shape)
+    else:
+        raise ShardLayoutError("zarrext check needs a regular chunk grid")
+    if shards is None and not deep:
+        return []  # nothing to parse in a plain chunk without decoding it
+    prefix = f"{store_path.path}/" if store_path.path else ""
+    stored = set(list_keys(store_path.store, prefix))
+    decoder = _Decoder(array, shards) if deep else None
+    prototype = default_buffer_prototype()
+    found: list[ShardCheck] = []
+    for key, coords in _stored_keys(array, per_object):
+        if prefix + key not in stored:
+            continue
+        buffer = sync((store_path / key).get(prototype=prototype))
+        if buffer is None:  # deleted since listed
+            continue
+        data, result = buffer.to_bytes(), ShardCheck(key)
+        if shards is None:
+            assert decoder is not None
+            why = decoder.problem(coords, data)
+            if why is not None:
+                result.problem(f"chunk {coords} does not decode: {why}")
+        else:
+            _check_shard_bytes(shards, key, coords, data, result, decoder)
+        if result.problems:
+            found.append(result)
+    return found
+
+
+def _check_shard_bytes(
+    shards: ArrayShards,
+    key: str,
+    coords: tuple[int, ...],
+    data: bytes,
+    result: ShardCheck,
+    decoder: _Decoder | None,
+) -> None:
+    geometry = shards.geometry
+    isz = geometry.index_size
+    if len(data) < isz:
+        result.problem(
+            f"truncated: the object is {len(data)} bytes, shorter than its {isz}-byte index"
+        )
+        return
+    offset = 0 if geometry.index_location == "start" else len(data) - isz
+    try:
+        table = decode_table(
+            shards.codec, geometry.chunks_per_shard, data[offset : offset + isz]
+        )
+    except ValueError as e:
+        result.problem(f"index does not decode (checksum error?): {e}")
+        return
+    problems = _entry_problems(table, len(data), (offset, offset + isz))
+    for text, _ in problems:
+        result.problem(text)
+    if decoder is None:
+        return
+    drop = {flat for _, flat in problems}
+    per_shard = geometry.chunks_per_shard
+    origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
+    for flat in np.flatnonzero(table[:, 0] != EMPTY).tolist():
+        if flat in drop:
+            continue
+        start, length = (int(v) for v in table[flat])
+        inner = tuple(
+            o + int(i) for o, i in zip(origin, np.unravel_index(flat, per_shard), strict=True)
+        )
+        why = decoder.problem(inner, data[start : start + length])
+        if why is not None:
+            result.problem(
+                f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}"
+            )
 
 
 def recover_array(array: Any) -> int:

@@ -6,6 +6,13 @@ never a mix, and a crash leaves the old shard (plus a temporary file that
 ``zarrext check --repair`` deletes). Chunk bytes are copied file to file with
 ``os.copy_file_range`` (no decoding: the shard's chunks are moved, not re-encoded),
 adjacent chunks in one call. Shards are rewritten in parallel.
+
+On an object store (no locks, no rename, no positioned writes) :func:`compact`
+reads each shard object whole, packs its chunks in memory and writes the object
+back whole: a reader gets the old object or the new one. Nothing coordinates
+with other writers there (zarr-python's writers take no locks either): compact
+an object store while no one writes to it. :func:`expand` is refused there, as
+fixed slots only serve in-place writes.
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ import numpy as np
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from zarrext._zarr_compat import inner_chunk_spec
+from zarrext._zarr_compat import async_array_of, inner_chunk_spec
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
+from zarrext.sharding.state import state_of_bytes
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -94,6 +102,41 @@ def _plan(
     return table, end
 
 
+def _packed(
+    data: bytes, shards: ArrayShards, key: str, mode: str
+) -> bytes:
+    """A whole shard held in memory, rewritten (dense or fixed-slot) in memory."""
+    geometry = shards.geometry
+    state = state_of_bytes(data, shards.codec, geometry, key)
+    table, end = _plan(state, geometry, mode)
+    index = writer.encode_index(shards.codec, geometry, table)
+    out = bytearray(end + (len(index) if geometry.index_location == "end" else 0))
+    source = memoryview(data)
+    for flat in np.flatnonzero(state.present()).tolist():
+        start, length = int(state.table[flat, 0]), int(state.table[flat, 1])
+        dest = int(table[flat, 0])
+        out[dest : dest + length] = source[start : start + length]
+    where = 0 if geometry.index_location == "start" else end
+    out[where : where + len(index)] = index
+    return bytes(out)
+
+
+def _rewrite_object(array: Any, shards: ArrayShards, key: str) -> tuple[int, int] | None:
+    """Compact one shard object of a store that takes whole objects only."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    store_path = async_array_of(array).store_path / key
+    buffer = sync(store_path.get(prototype=default_buffer_prototype()))
+    if buffer is None:
+        return None
+    data = buffer.to_bytes()
+    packed = _packed(data, shards, key, "dense")
+    if packed != data:
+        sync(store_path.set(default_buffer_prototype().buffer.from_bytes(packed)))
+    return len(data), len(packed)
+
+
 def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None:
     path = shards.path(key)
     geometry = shards.geometry
@@ -136,17 +179,31 @@ def _run(
     progress: bool | Console,
 ) -> RewriteReport:
     shards = shards_of(array)
-    if shards.directory is None:
-        raise ShardLayoutError("shard rewrites work on arrays in a local directory store")
+    if shards.directory is None and mode != "dense":
+        store = type(async_array_of(array).store_path.store).__name__
+        raise ShardLayoutError(
+            f"expand makes room for in-place writes, which {store} cannot do "
+            "(only local directories can); object stores keep dense shards"
+        )
     if mode == "fixed-slot" and shards.geometry.slot_size is None:
         from zarrext.sharding.layout import slot_bound
 
         slot_bound(shards.codec.codecs, inner_chunk_spec(shards.codec, shards.shard_spec))
-    keys = [k for k in shards.keys if shards.path(k).exists()]
+    if shards.directory is None:
+        from zarrext.stores import list_keys
+
+        store_path = async_array_of(array).store_path
+        prefix = f"{store_path.path}/" if store_path.path else ""
+        stored = set(list_keys(store_path.store, prefix))
+        keys = [k for k in shards.keys if prefix + k in stored]
+    else:
+        keys = [k for k in shards.keys if shards.path(k).exists()]
     before = after = done = 0
     workers = workers or min(8, (os.cpu_count() or 1) * 2)
 
     def one(key: str) -> tuple[int, int] | None:
+        if shards.directory is None:
+            return _rewrite_object(array, shards, key)
         return _rewrite(shards, key, mode)
 
     def consume(advance: Callable[[], None]) -> None:

@@ -22,6 +22,7 @@ __all__ = [
     "encode_table",
     "load_state",
     "read_index",
+    "state_of_bytes",
 ]
 
 
@@ -101,18 +102,54 @@ def read_index(
         (e.g. checksum mismatch).
     """
     size = os.fstat(fd).st_size
+    offset = _index_offset(size, geometry, where)
+    raw = os.pread(fd, geometry.index_size, offset)
+    return size, offset, raw, _decoded(codec, geometry, raw, where)
+
+
+def _index_offset(size: int, geometry: ShardGeometry, where: Any) -> int:
     isz = geometry.index_size
     if size < isz:
         raise ShardCorruptError(
             f"shard {where}: {size} bytes is shorter than its {isz}-byte index"
         )
-    offset = 0 if geometry.index_location == "start" else size - isz
-    raw = os.pread(fd, isz, offset)
+    return 0 if geometry.index_location == "start" else size - isz
+
+
+def _decoded(codec: ShardingCodec, geometry: ShardGeometry, raw: bytes, where: Any) -> np.ndarray:
     try:
-        table = decode_table(codec, geometry.chunks_per_shard, raw)
+        return decode_table(codec, geometry.chunks_per_shard, raw)
     except ValueError as e:
         raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
-    return size, offset, raw, table
+
+
+def _checked(state: ShardState, where: Any) -> ShardState:
+    table, size = state.table, state.size
+    present = table[:, 0] != EMPTY
+    ends = table[present, 0] + table[present, 1]
+    if ends.size and int(ends.max()) > size:
+        bad = int(np.flatnonzero(present)[int(np.argmax(ends))])
+        raise ShardCorruptError(
+            f"shard {where}: index entry of inner chunk {bad} ends at byte {int(ends.max())}, "
+            f"past the end of the {size}-byte file"
+        )
+    return state
+
+
+def state_of_bytes(
+    data: bytes, codec: ShardingCodec, geometry: ShardGeometry, where: Any
+) -> ShardState:
+    """The decoded index of a whole shard held in memory (an object store's shard).
+
+    Raises
+    ------
+    ShardCorruptError
+        As :func:`load_state`.
+    """
+    offset = _index_offset(len(data), geometry, where)
+    raw = bytes(data[offset : offset + geometry.index_size])
+    table = _decoded(codec, geometry, raw, where)
+    return _checked(ShardState(len(data), offset, raw, table), where)
 
 
 def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: Any) -> ShardState:
@@ -125,12 +162,4 @@ def load_state(fd: int, codec: ShardingCodec, geometry: ShardGeometry, where: An
         (e.g. checksum mismatch), or an entry points outside the file.
     """
     size, offset, raw, table = read_index(fd, codec, geometry, where)
-    present = table[:, 0] != EMPTY
-    ends = table[present, 0] + table[present, 1]
-    if ends.size and int(ends.max()) > size:
-        bad = int(np.flatnonzero(present)[int(np.argmax(ends))])
-        raise ShardCorruptError(
-            f"shard {where}: index entry of inner chunk {bad} ends at byte {int(ends.max())}, "
-            f"past the end of the {size}-byte file"
-        )
-    return ShardState(size, offset, raw, table)
+    return _checked(ShardState(size, offset, raw, table), where)

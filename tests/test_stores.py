@@ -1,0 +1,359 @@
+"""Stores beyond local directories: S3 (a real server on loopback), zip archives, URLs.
+
+The S3 tests talk HTTP to moto's server mode (``s3_server`` in tests/conftest.py),
+through s3fs and zarr's ``FsspecStore``, as they would to a real object store.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import s3fs
+import zarr
+from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
+
+import zarrext
+from zarrext.cli import main
+from zarrext.sharding import ShardLayoutError
+from zarrext.stores import (
+    StoreOpenError,
+    is_url,
+    local_directory,
+    open_store,
+    parse_storage_options,
+    writes_in_place,
+)
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run ``zarrext ARGS`` as the console script does: (exit code, stdout, stderr)."""
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        code = exited.value.code
+        return (code if isinstance(code, int) else 1), out, err
+
+    return invoke
+
+
+def one_line_error(err: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("zarrext: error: "), err
+    return lines[0]
+
+
+def _fs(s3: dict[str, Any]) -> s3fs.S3FileSystem:
+    return s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+
+
+def _conditional_data() -> np.ndarray:
+    rng = np.random.default_rng(3)
+    data = np.repeat(np.arange(32, dtype="u2"), 32).reshape(32, 32)
+    data[:16, :16] = rng.integers(0, 2**16, (16, 16), dtype="u2")  # one incompressible chunk
+    return data
+
+
+def _create_conditional(location: Any, **kwargs: Any) -> zarr.Array:
+    kwargs.setdefault("decision", "compress_if_smaller")
+    array = zarrext.create_array(
+        location, shape=(32, 32), chunks=(16, 16), dtype="u2", serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec([ZstdCodec()])], **kwargs,
+    )
+    array[:] = _conditional_data()
+    return array
+
+
+# -- locations -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("location", "url"),
+    [
+        ("s3://bucket/x.zarr", True),
+        ("gs://b/x", True),
+        ("file:///tmp/x", True),
+        ("data/x.zarr", False),
+        ("/abs/x.zip", False),
+        ("C:/x", False),
+    ],
+    ids=["s3", "gs", "file", "relative", "zip", "drive"],
+)
+def test_is_url(location: str, url: bool) -> None:
+    assert is_url(location) is url
+
+
+def test_local_directory_is_never_a_mangled_url() -> None:
+    assert local_directory("s3://bucket/x.zarr") is None
+    assert local_directory("file:///tmp/x.zarr") == Path("/tmp/x.zarr")
+    assert local_directory("a.zip") is None
+    assert local_directory("a.zarr") == Path("a.zarr")
+
+
+def test_open_store_kinds(tmp_path: Path, s3: dict[str, Any]) -> None:
+    assert isinstance(open_store(tmp_path), LocalStore)
+    assert open_store(tmp_path).read_only
+    assert not open_store(f"file://{tmp_path}", mode="r+").read_only
+    remote = open_store(f"{s3['url']}/x.zarr", mode="r+", storage_options=s3["options"])
+    assert isinstance(remote, FsspecStore)
+    assert writes_in_place(open_store(tmp_path, mode="r+"))
+    assert not writes_in_place(remote)
+    assert not writes_in_place(MemoryStore())
+    assert isinstance(open_store(tmp_path / "new.zip", mode="w"), ZipStore)
+
+
+def test_open_store_refusals(tmp_path: Path) -> None:
+    with pytest.raises(StoreOpenError, match="are for URLs"):
+        open_store(tmp_path, storage_options={"anon": True})
+    archive = tmp_path / "a.zip"
+    zipfile.ZipFile(archive, "w").close()
+    with pytest.raises(StoreOpenError, match="zip archives are read-only"):
+        open_store(archive, mode="r+")
+    with pytest.raises(StoreOpenError, match="no file system for nosuchfs://"):
+        open_store("nosuchfs://bucket/x")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [("{bad", "not valid JSON"), ("[1]", "must be a JSON object")],
+    ids=["malformed", "not-an-object"],
+)
+def test_parse_storage_options_refusals(text: str, message: str) -> None:
+    with pytest.raises(StoreOpenError, match=message):
+        parse_storage_options(text)
+    assert parse_storage_options('{"anon": true}') == {"anon": True}
+    assert parse_storage_options(None) is None
+
+
+# -- the Python API on S3 ----------------------------------------------------------------
+
+
+def test_readme_conditional_example_on_s3(s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/cond.zarr"
+    _create_conditional(url, storage_options=s3["options"])
+    # plain zarr reads it back, through the entry points only
+    back = zarr.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], _conditional_data())
+    assert _fs(s3).exists(f"{url}/c/0/0")
+
+
+@pytest.mark.parametrize("layout", ["fixed-slot", "append"])
+def test_in_place_layouts_refused_on_stores_that_cannot(
+    s3: dict[str, Any], layout: str
+) -> None:
+    url = f"{s3['url']}/sharded.zarr"
+    kwargs = {
+        "shape": (16, 16), "chunks": (16, 16), "dtype": "i4", "compressors": None,
+        "serializer": ShardingCodec(chunk_shape=(8, 8)),
+    }
+    with pytest.raises(ShardLayoutError, match="FsspecStore cannot do"):
+        zarrext.create_array(url, storage_options=s3["options"], shard_layout=layout, **kwargs)
+    assert not _fs(s3).exists(f"{url}/zarr.json")  # refused before anything was written
+    with pytest.raises(ShardLayoutError, match="MemoryStore cannot do"):
+        zarrext.create_array(MemoryStore(), shard_layout=layout, **kwargs)
+    zarrext.create_array(url, storage_options=s3["options"], **kwargs)[:] = 3
+    with pytest.raises(ShardLayoutError, match="writes inner chunks in place"):
+        zarrext.open_array(url, storage_options=s3["options"], shard_layout=layout)
+    # without a layout, whole shards are rewritten, as zarr-python does
+    array = zarrext.open_array(url, storage_options=s3["options"])
+    array[:8, :8] = 5
+    assert int(zarr.open_array(url, storage_options=s3["options"])[0, 0]) == 5
+
+
+# -- the command line on S3 ------------------------------------------------------------
+
+
+def _options(s3: dict[str, Any]) -> str:
+    return json.dumps(s3["options"])
+
+
+def test_info_inspect_recompress_check_on_s3(run: Run, s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/cond.zarr"
+    _create_conditional(url, storage_options=s3["options"], decision="never_apply")
+    so = ("--storage-options", _options(s3))
+
+    code, out, err = run("info", url, "--json", *so)
+    assert code == 0, err
+    tree = json.loads(out)
+    assert tree["store"] == url
+    assert tree["shape"] == [32, 32]
+    assert tree["stored_bytes"] > 0
+
+    code, out, err = run("inspect", url, "--json", *so)
+    assert code == 0, err
+    (inv,) = json.loads(out)["arrays"]
+    assert inv["mask_counts"] == {"0b0": 4}  # written with decision "never_apply"
+    before = inv["stored_bytes"]
+
+    code, out, err = run("recompress", url, "--json", *so)
+    assert code == 0, err
+    (report,) = json.loads(out)["arrays"]
+    assert report["masks_after"] == {"0b0": 1, "0b1": 3}
+    assert report["bytes_after"] < before
+    back = zarr.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], _conditional_data())
+
+    code, out, err = run("check", url, "--deep", "--json", *so)
+    assert code == 0, err
+    assert json.loads(out)["ok"] is True
+
+
+def _upload(local: Path, fs: s3fs.S3FileSystem, url: str) -> None:
+    for path in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.pipe(f"{url}/{path.relative_to(local).as_posix()}", path.read_bytes())
+
+
+def _sharded_with_holes(path: Path) -> np.ndarray:
+    """A fixed-slot shard after updates: spare copies and holes that compact removes."""
+    array = zarrext.create_array(
+        str(path), shape=(32, 32), chunks=(32, 32), dtype="i4", fill_value=0,
+        compressors=None, shard_layout="fixed-slot",
+        serializer=ShardingCodec(
+            chunk_shape=(8, 8),
+            codecs=[BytesCodec(), zarrext.ConditionalCodec([ZstdCodec()]), Crc32cCodec()],
+        ),
+        decision="compress_if_smaller",
+    )
+    data = np.arange(32 * 32, dtype="i4").reshape(32, 32) % 7
+    array[:] = data
+    array[:8, :8] = 1
+    data[:8, :8] = 1
+    return data
+
+
+def test_compact_and_check_on_s3(run: Run, s3: dict[str, Any], tmp_path: Path) -> None:
+    data = _sharded_with_holes(tmp_path / "a.zarr")
+    url = f"{s3['url']}/a.zarr"
+    fs = _fs(s3)
+    _upload(tmp_path / "a.zarr", fs, url)
+    so = ("--storage-options", _options(s3))
+    before = fs.size(f"{url}/c/0/0")
+
+    code, out, err = run("compact", url, *so)
+    assert code == 0, err
+    after = fs.size(f"{url}/c/0/0")
+    assert after < before
+    np.testing.assert_array_equal(
+        zarr.open_array(url, mode="r", storage_options=s3["options"])[:], data
+    )
+    code, out, err = run("check", url, "--deep", *so)
+    assert code == 0, err
+    assert "every shard validates" in out
+
+    # expanding makes no sense where nothing is written in place
+    code, _, err = run("expand", url, *so)
+    assert code == 1
+    assert "expand makes room for in-place writes" in one_line_error(err)
+
+    # a damaged object is found (no repair on an object store)
+    raw = bytearray(fs.cat(f"{url}/c/0/0"))
+    raw[-3] ^= 0xFF  # the index (at the end) no longer matches its crc32c
+    fs.pipe(f"{url}/c/0/0", bytes(raw))
+    code, out, err = run("check", url, "--json", *so)
+    assert code == 1
+    (finding,) = json.loads(out)["arrays"][0]["findings"]
+    assert finding["key"] == "c/0/0"
+    assert "index does not decode" in finding["problems"][0]
+    code, _, err = run("check", url, "--repair", *so)
+    assert code == 1
+    assert "check --repair works on local directories" in one_line_error(err)
+
+
+def test_quantize_s3_to_s3_never_over_what_exists(run: Run, s3: dict[str, Any]) -> None:
+    source, out = f"{s3['url']}/t.zarr", f"{s3['url']}/q.zarr"
+    values = np.linspace(-5, 30, 64 * 64, dtype="f4").reshape(64, 64)
+    zarr.create_array(
+        source, shape=(64, 64), chunks=(32, 32), dtype="f4", storage_options=s3["options"]
+    )[:] = values
+    so = ("--storage-options", _options(s3))
+    code, stdout, err = run("quantize", source, "--max-abs-error", "0.01", "--out", out,
+                            "--json", *so)
+    assert code == 0, err
+    report = json.loads(stdout)
+    assert report["worst_error"] <= 0.01
+    back = zarr.open_array(out, mode="r", storage_options=s3["options"])[:]
+    assert float(np.abs(back - values).max()) <= 0.01
+    fs = _fs(s3)
+    bucket = s3["url"].removeprefix("s3://")
+    assert sorted(p.rsplit("/", 1)[-1] for p in fs.ls(bucket, refresh=True)) == [
+        "q.zarr", "t.zarr"  # no temporary prefix left behind
+    ]
+    # an existing output is never replaced without --overwrite
+    code, _, err = run("quantize", source, "--max-abs-error", "0.01", "--out", out, *so)
+    assert code == 1
+    assert "already exists" in one_line_error(err)
+    # a prefix that holds something other than Zarr is never replaced
+    fs.pipe(f"{s3['url']}/notes/readme.txt", b"keep me")
+    code, _, err = run("quantize", source, "--max-abs-error", "0.01", "--out",
+                       f"{s3['url']}/notes", "--overwrite", *so)
+    assert code == 1
+    assert "is not a Zarr array or group" in one_line_error(err)
+    assert fs.cat(f"{s3['url']}/notes/readme.txt") == b"keep me"
+
+
+def test_cli_url_errors_are_one_line(run: Run, s3: dict[str, Any]) -> None:
+    so = ("--storage-options", _options(s3))
+    code, _, err = run("info", f"{s3['url']}/missing.zarr", *so)
+    assert code == 1
+    assert "not a Zarr array or group" in one_line_error(err)
+    code, _, err = run("inspect", "nosuchfs://bucket/x.zarr")
+    assert code == 1
+    assert "no file system for nosuchfs://" in one_line_error(err)
+    code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", "{bad")
+    assert code == 1
+    assert "--storage-options is not valid JSON" in one_line_error(err)
+
+
+# -- zip archives ----------------------------------------------------------------------
+
+
+def _zipped(tmp_path: Path) -> Path:
+    _create_conditional(str(tmp_path / "d.zarr"))
+    archive = tmp_path / "d.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for path in sorted((tmp_path / "d.zarr").rglob("*")):
+            if path.is_file():
+                z.write(path, path.relative_to(tmp_path / "d.zarr").as_posix())
+    return archive
+
+
+def test_zip_archives_read_and_written_whole(run: Run, tmp_path: Path) -> None:
+    archive = _zipped(tmp_path)
+    code, out, err = run("info", archive, "--json")
+    assert code == 0, err
+    assert json.loads(out)["shape"] == [32, 32]
+    code, out, err = run("inspect", archive, "--json")
+    assert code == 0, err
+    assert json.loads(out)["arrays"][0]["stored_chunks"] == 4
+    np.testing.assert_array_equal(zarrext.open_array(archive, mode="r")[:], _conditional_data())
+    # jobs that rewrite the store refuse a zip, saying what to do
+    for job in ("recompress", "compact"):
+        code, _, err = run(job, archive)
+        assert code == 1
+        assert "zip archives are read-only for zarrext" in one_line_error(err)
+    # a new zip is written whole, by a job that writes a new array
+    values = np.linspace(0, 1, 256, dtype="f8").reshape(16, 16)
+    zarr.create_array(str(tmp_path / "f.zarr"), shape=(16, 16), chunks=(8, 8), dtype="f8")[:] = (
+        values
+    )
+    code, _, err = run("quantize", tmp_path / "f.zarr", "--max-abs-error", "0.001", "--out",
+                       tmp_path / "q.zip")
+    assert code == 0, err
+    back = zarr.open_array(ZipStore(tmp_path / "q.zip", mode="r"), mode="r")[:]
+    assert float(np.abs(back - values).max()) <= 0.001
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "d.zarr", "d.zip", "f.zarr", "q.zip"
+    ]
