@@ -52,7 +52,13 @@ DEFAULT_TESTS = (
 # store libraries some tests import; the same set in both runs, so skips match.
 EXTRA_TEST_DEPENDENCIES = ("fsspec>=2023.10.0", "obstore>=0.5.1")
 
-# Loaded with ``-p``: imports zarrext before any test module, as a user's code would.
+# A ``sitecustomize`` module on PYTHONPATH: every Python process of the run (pytest,
+# its xdist workers, and the processes zarr's multiprocessing tests spawn) imports
+# zarrext before anything else, as a user's program that uses zarrext does. With
+# ``-p plugin`` alone, spawned children do not import zarrext; zarr's test conftest
+# then iterates ``data_type_registry.contents`` while a Struct lookup lazily loads
+# the entry points, and the dict grows under it (RuntimeError in the child, and
+# ``test_multiprocessing[spawn/forkserver]`` waits forever on the lost task).
 PLUGIN = "import zarrext  # noqa: F401\n"
 
 # Outcomes that may differ because a test names a zarrext codec as its example of a
@@ -82,10 +88,12 @@ def main() -> int:
     _pip(python, "uninstall", "-y", "zarrext")
     runs["without"] = _run(python, source, args.tests, args.workers, workdir / "without.jsonl")
     _pip(python, "install", "--no-deps", "-e", str(REPO))
-    (workdir / "zarrext_suite_plugin.py").write_text(PLUGIN)
+    plugin_dir = workdir / "with-zarrext"
+    plugin_dir.mkdir(exist_ok=True)
+    (plugin_dir / "sitecustomize.py").write_text(PLUGIN)
     runs["with"] = _run(
         python, source, args.tests, args.workers, workdir / "with.jsonl",
-        plugin_dir=workdir,
+        plugin_dir=plugin_dir,
     )
     _pip(python, "uninstall", "-y", "zarrext")
 
@@ -171,7 +179,6 @@ def _run(
         import os
 
         env = {**os.environ, "PYTHONPATH": str(plugin_dir)}
-        command[3:3] = ["-p", "zarrext_suite_plugin"]
     subprocess.run(command, cwd=source, env=env, check=False)
     outcomes: dict[str, str] = {}
     if not report.exists():  # pytest stopped before collecting (e.g. a conftest error)

@@ -253,3 +253,32 @@ def test_a_store_that_grew_says_larger(
     table = RecompressReport("a", 4, 4, bytes_before=100, bytes_after=128, n_codecs=1).table()
     Console(file=out_file, width=120).print(table)
     assert "1.28x larger" in out_file.getvalue()
+
+
+@pytest.mark.parametrize("job", ["compact", "expand"])
+def test_quiet_shard_jobs_print_nothing(run: Run, tmp_path: Path, job: str) -> None:  # noqa: F811
+    make_store(tmp_path / "s.zarr")
+    code, out, err = run(job, tmp_path / "s.zarr", "--quiet")
+    assert code == 0, err
+    assert (out, err) == ("", "")
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "s.zarr" / "sub" / "sharded"))[:], np.full((8, 8), 1.5)
+    )
+    code, out, _ = run(job, tmp_path / "s.zarr")
+    assert code == 0
+    assert "sub/sharded: 4 shards" in out
+
+
+def test_quiet_quantize_prints_nothing(run: Run, tmp_path: Path) -> None:  # noqa: F811
+    values = np.linspace(0, 1, 64, dtype="f4").reshape(8, 8)
+    zarr.create_array(str(tmp_path / "f.zarr"), shape=(8, 8), chunks=(4, 4), dtype="f4")[:] = (
+        values
+    )
+    code, out, err = run(
+        "quantize", tmp_path / "f.zarr", "--max-abs-error", "0.01", "--out", tmp_path / "q.zarr",
+        "--quiet",
+    )
+    assert code == 0, err
+    assert (out, err) == ("", "")
+    back = zarr.open_array(str(tmp_path / "q.zarr"))[:]
+    assert float(np.abs(back - values).max()) <= 0.01

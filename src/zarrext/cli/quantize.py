@@ -35,6 +35,9 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the plan and the result as JSON.")
         ] = False,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+        ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
     ) -> None:
         """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
@@ -49,7 +52,7 @@ def register(app: typer.Typer) -> None:
             output = open_store(
                 out, mode="w", storage_options=parse_storage_options(storage_options)
             )
-        console = Console(quiet=as_json)
+        console = Console(quiet=as_json or quiet)
         with Progress(
             TextColumn("{task.description}"),
             BarColumn(),

@@ -38,7 +38,10 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
         ] = False,
-            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+            quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+        ] = False,
+        storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.sharding.compact import READER_NOTE
@@ -46,7 +49,7 @@ def register(app: typer.Typer) -> None:
         from zarrext.sharding.compact import expand as run_expand
         from zarrext.sharding.inspect import _fmt
 
-        console = Console()
+        console = Console(quiet=quiet)
         if dry_run:
             from zarrext.inspection import inventory
 
@@ -81,10 +84,16 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[
             int | None, typer.Option(min=1, help="Shards rewritten at once.")
         ] = None,
-            storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+            quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+        ] = False,
+        storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Rewrite every shard into fixed slots (fast in-place ingest), atomically."""
-        compact(path, workers=workers, expand=True, dry_run=False, storage_options=storage_options)
+        compact(
+            path, workers=workers, expand=True, dry_run=False, quiet=quiet,
+            storage_options=storage_options,
+        )
 
     @app.command()
     def check(
