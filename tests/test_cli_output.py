@@ -233,6 +233,7 @@ def test_a_store_that_grew_says_larger(
     from rich.console import Console
     from zarr.codecs import Crc32cCodec
 
+    from zarrext.cli.render import recompress_table
     from zarrext.recompression import RecompressReport
 
     # 4-byte chunks stored raw behind a 1-byte header and a 4-byte crc32c: 9 bytes each
@@ -250,7 +251,9 @@ def test_a_store_that_grew_says_larger(
     assert "smaller" not in out
 
     out_file = StringIO()
-    table = RecompressReport("a", 4, 4, bytes_before=100, bytes_after=128, n_codecs=1).table()
+    table = recompress_table(
+        RecompressReport("a", 4, 4, bytes_before=100, bytes_after=128, n_codecs=1)
+    )
     Console(file=out_file, width=120).print(table)
     assert "1.28x larger" in out_file.getvalue()
 

@@ -668,7 +668,7 @@ def test_spec_example_2_write_fast_compress_later(tmp_path: Path, rewrite: str) 
             s = tuple(slice(i * chunk, (i + 1) * chunk) for i in idx)
             z[s] = z[s]
     else:
-        zarrext.recompress(str(tmp_path), decide_based_on_size, trial_encode=True, progress=False)
+        zarrext.recompress(str(tmp_path), decide_based_on_size, trial_encode=True)
 
     assert (tmp_path / "zarr.json").read_bytes() == metadata
     optimized = chunk_files(tmp_path)

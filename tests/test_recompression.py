@@ -55,8 +55,15 @@ def test_recompress_shrinks_store_and_keeps_metadata(tmp_path: Path) -> None:
     before = chunk_files(tmp_path / "a.zarr")
     assert all(b[0] == 0 for b in before.values())  # ingest stored every chunk raw
 
-    report = recompress(str(tmp_path / "a.zarr"), "compress_if_smaller", progress=False)
+    calls: list[tuple[int, int]] = []
+    report = recompress(str(tmp_path / "a.zarr"), "compress_if_smaller",
+                        progress=lambda done, total: calls.append((done, total)))
 
+    # from (0, 16) up to (16, 16), never backwards, in the calling thread
+    assert calls[0] == (0, 16)
+    assert calls[-1] == (16, 16)
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+    assert {t for _, t in calls} == {16}
     after = chunk_files(tmp_path / "a.zarr")
     assert (tmp_path / "a.zarr" / "zarr.json").read_bytes() == meta
     assert set(after) == set(before)
@@ -86,7 +93,7 @@ def test_recompress_skips_chunks_that_are_not_stored(tmp_path: Path) -> None:
         decision="never_apply",
     )
     z[16:32, :] = data[16:32]  # one row of chunks only
-    report = recompress(z, "always_apply", progress=False)
+    report = recompress(z, "always_apply")
     assert report.objects == 4
     files = chunk_files(tmp_path / "a.zarr")
     assert sorted(files) == [f"c/1/{j}" for j in range(4)]
@@ -101,7 +108,7 @@ def test_recompress_keeps_stored_fill_value_chunks(tmp_path: Path) -> None:
     )
     z[:] = 0.0
     assert len(chunk_files(tmp_path / "a.zarr")) == 4
-    recompress(z, "compress_if_smaller", progress=False)
+    recompress(z, "compress_if_smaller")
     files = chunk_files(tmp_path / "a.zarr")
     assert len(files) == 4
     assert all(b[0] == 0b11 for b in files.values())
@@ -117,7 +124,7 @@ def test_recompress_sharded_inner_chunks(tmp_path: Path) -> None:
     )
     z[:48] = data[:48]  # the last row of inner chunks stays absent
     meta = (tmp_path / "s.zarr" / "zarr.json").read_bytes()
-    report = recompress(z, "compress_if_smaller", progress=False)
+    report = recompress(z, "compress_if_smaller")
     assert (tmp_path / "s.zarr" / "zarr.json").read_bytes() == meta
     assert report.objects == 2  # two shards
     assert report.chunks == 12  # 3 rows x 4 stored inner chunks
@@ -137,7 +144,7 @@ def test_recompress_with_decision_function_gets_chunk_indices(tmp_path: Path) ->
         seen.add(chunk_index)
         return chunk_index[1] == 0
 
-    report = recompress(str(tmp_path / "a.zarr"), only_first_column, progress=False, workers=3)
+    report = recompress(str(tmp_path / "a.zarr"), only_first_column, workers=3)
     assert seen == {(i, j) for i in range(4) for j in range(4)}
     assert report.masks_after == Counter({0b11: 4, 0: 12})
 
@@ -146,7 +153,7 @@ def test_recompress_refuses_array_without_conditional(tmp_path: Path) -> None:
     z = zarr.create_array(str(tmp_path / "p.zarr"), shape=(4,), chunks=(2,), dtype="i4")
     z[:] = 1
     with pytest.raises(ValueError, match="no conditional codec"):
-        recompress(z, "compress_if_smaller", progress=False)
+        recompress(z, "compress_if_smaller")
 
 
 @pytest.mark.slow
@@ -160,8 +167,10 @@ def test_recompress_on_dask_cluster(tmp_path: Path) -> None:
                                  dashboard_address=None) as cluster,
         distributed.Client(cluster) as client,
     ):
+        calls: list[tuple[int, int]] = []
         report = recompress(str(tmp_path / "a.zarr"), "compress_if_smaller", client=client,
-                            progress=False)
+                            progress=lambda done, total: calls.append((done, total)))
+    assert calls[-1] == (16, 16)
     assert report.masks_after == Counter({0: 4, 0b11: 12})
     assert (tmp_path / "a.zarr" / "zarr.json").read_bytes() == meta
     back = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")[:]

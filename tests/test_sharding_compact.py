@@ -97,12 +97,25 @@ def test_compact_with_progress_and_no_shards(tmp_path: Path) -> None:
 
     from rich.console import Console
 
+    from zarrext.cli.render import progress_bar
+
     array = _array(tmp_path / "a", "end")
-    assert zarrext.compact(array, progress=Console(file=StringIO())).shards == 0
+    calls: list[tuple[int, int]] = []
+    assert zarrext.compact(array, progress=lambda *a: calls.append(a)).shards == 0
+    assert calls == [(0, 0)]
     array[:8, :8] = 1
-    out = StringIO()
-    assert zarrext.compact(array, progress=Console(file=out, force_terminal=True)).shards == 1
-    assert "compacting" in out.getvalue()
+    array[40:48, 40:48] = 2
+    calls.clear()
+    assert zarrext.compact(array, progress=lambda *a: calls.append(a)).shards == 2
+    assert calls == [(0, 2), (1, 2), (2, 2)]
+    # the CLI's bar draws in a terminal only (rich ends a bar on a pipe with a blank line)
+    for terminal, drawn in ((True, True), (False, False)):
+        out = StringIO()
+        console = Console(file=out, force_terminal=terminal, force_interactive=terminal)
+        with progress_bar("compacting a", console=console) as progress:
+            assert zarrext.compact(array, progress=progress).shards == 2
+        assert ("compacting a" in out.getvalue()) is drawn
+        assert out.getvalue() == "" or drawn
 
 
 def test_expand_needs_a_bound(tmp_path: Path) -> None:

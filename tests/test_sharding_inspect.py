@@ -12,7 +12,8 @@ from rich.console import Console
 from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
-from zarrext.sharding import ShardLayoutError, render_shard_table, shard_report
+from zarrext.cli.render import render_shard_table
+from zarrext.sharding import ShardLayoutError, shard_report
 
 RAW = 8 * 8 * 4
 ISZ = 16 * 16 + 4

@@ -97,7 +97,7 @@ n = 0
 while not os.path.exists(stop):
     if job == "recompress":
         decision = ("compress_if_smaller", "never_apply")[n % 2]
-        zarrext.recompress(path, decision, progress=False, workers=2)
+        zarrext.recompress(path, decision, workers=2)
     elif job == "compact":
         array = zarr.open_array(path, mode="r+")
         (zarrext.compact if n % 2 == 0 else zarrext.expand)(array)
@@ -183,7 +183,7 @@ def test_recompress_keeps_fixed_slots(tmp_path: Path) -> None:
     array[:] = expected(40)
     array[:8, :8] = 3  # an update: the chunk moves to the spare area
     assert {s.layout for s in shard_report(array)} == {"fixed-slot"}
-    zarrext.recompress(str(path), "compress_if_smaller", progress=False)
+    zarrext.recompress(str(path), "compress_if_smaller")
     assert {s.layout for s in shard_report(array)} == {"fixed-slot"}
     want = expected(40)
     want[:8, :8] = 3
@@ -216,7 +216,7 @@ def test_killed_writer_then_recompress_then_repair(
     proc = subprocess.run([sys.executable, "-c", KILLED, str(ROOT), str(path)], env=env)
     assert proc.returncode == -signal.SIGKILL
     assert writer.journal_pending(path / "c" / "0" / "0")
-    zarrext.recompress(str(path), "compress_if_smaller", progress=False)
+    zarrext.recompress(str(path), "compress_if_smaller")
     zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
     assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
     actual = zarr.open_array(str(path), mode="r")[:]
@@ -234,7 +234,7 @@ sys.path.insert(0, sys.argv[1])
 import zarrext
 while True:
     for decision in ("compress_if_smaller", "never_apply"):
-        zarrext.recompress(sys.argv[2], decision, progress=False, workers=1)
+        zarrext.recompress(sys.argv[2], decision, workers=1)
 """
 
 
@@ -271,7 +271,7 @@ def test_sigkill_writers_and_recompress(tmp_path: Path) -> None:
             proc.wait()
             kills += proc.returncode == -signal.SIGKILL
         # the documented repair after a killed writer: recompress, then check --repair
-        zarrext.recompress(str(path), "compress_if_smaller", progress=False)
+        zarrext.recompress(str(path), "compress_if_smaller")
         zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
         assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
         assert not list(path.rglob("*zarrext-tmp*"))
@@ -371,7 +371,7 @@ import zarrext
 print("R", flush=True)
 while True:
     for decision in ("compress_if_smaller", "never_apply"):
-        zarrext.recompress(sys.argv[2], decision, progress=False, workers=2)
+        zarrext.recompress(sys.argv[2], decision, workers=2)
 """
 
 

@@ -46,7 +46,7 @@ _LAZY: dict[str, str] = {
     "check": "zarrext.sharding",
     "compact": "zarrext.sharding",
     "expand": "zarrext.sharding",
-    "write_dask": "zarrext.sharding",
+    "write_dask": "zarrext.sharding.dask",
 }
 
 if TYPE_CHECKING:
@@ -70,7 +70,8 @@ if TYPE_CHECKING:
     )
     from zarrext.inspection import inventory
     from zarrext.recompression import RecompressReport, recompress
-    from zarrext.sharding import check, compact, expand, write_dask
+    from zarrext.sharding import check, compact, expand
+    from zarrext.sharding.dask import write_dask
     from zarrext.xarray_backend import optional_encoding
 
 

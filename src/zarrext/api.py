@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 import zarr
@@ -27,9 +26,9 @@ from zarrext._zarr_compat import (
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction
 from zarrext.decisions import DecisionLike
-from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.pipeline import RuntimeShardingCodec, build_pipeline
 from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.specs import array_spec, regular_chunk_shape
+from zarrext.sharding.layout import bind_layout, recover_array
 from zarrext.stores import open_store, writes_in_place
 
 __all__ = ["create_array", "open_array", "with_runtime"]
@@ -69,19 +68,6 @@ def _contains(codec: Any, kind: type) -> bool:
     return any(_contains(c, kind) for c in nested)
 
 
-def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
-    """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline."""
-    pipeline = replace(
-        ZarrextCodecPipeline.from_codecs(metadata.codecs),
-        array_path=array_path,
-        chunk_key_encoding=metadata.chunk_key_encoding,
-    )
-    # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
-    # irregular grids (the actual chunk shape is passed per call).
-    chunk_shape = regular_chunk_shape(metadata) or (1,) * len(metadata.shape)
-    return pipeline.evolve_from_array_spec(array_spec(metadata, chunk_shape))
-
-
 def _require_in_place(store: Any, shard_layout: str) -> None:
     if not writes_in_place(store):
         raise ShardLayoutError(
@@ -99,7 +85,6 @@ def _store_of(store: Any, mode: str, kwargs: dict[str, Any]) -> Any:
             os.fspath(store), mode=mode, storage_options=kwargs.pop("storage_options", None)
         )
     return store
-
 
 def with_runtime(
     array: zarr.Array,
@@ -156,11 +141,8 @@ def with_runtime(
         )
     codecs = tuple(_map_codecs(c, bind) for c in metadata.codecs)
     if shard_layout is not None:
-        from zarrext.sharding.layout import bind_layout
-
         if not _probe:  # create_array's in-memory dry run: the real store was checked
             _require_in_place(async_array.store_path.store, shard_layout)
-
         codecs = bind_layout(codecs, shard_layout, metadata)
     bound = with_codecs(metadata, codecs)
     new = AsyncArray(metadata=bound, store_path=async_array.store_path, config=async_array.config)
@@ -204,8 +186,6 @@ def open_array(
     store = _store_of(store, "r" if mode == "r" else "r+", kwargs)
     array = zarr.open_array(store, mode=mode, **kwargs)
     if mode != "r":
-        from zarrext.sharding.check import recover_array
-
         recover_array(array)
     return with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,

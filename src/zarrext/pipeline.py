@@ -52,6 +52,7 @@ from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 from zarrext._zarr_compat import inner_chunk_spec, sharding_codec_fields, store_supports_sync_io
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
     from typing import Self
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.indexing import SelectorTuple
+    from zarr.core.metadata import ArrayV3Metadata
 
     Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
 
@@ -500,3 +502,16 @@ class RuntimeShardingCodec(ShardingCodec):
             return await super()._decode_partial_single(handle, selection, shard_spec)
         finally:
             handle.close()
+
+
+def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
+    """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline."""
+    pipeline = replace(
+        ZarrextCodecPipeline.from_codecs(metadata.codecs),
+        array_path=array_path,
+        chunk_key_encoding=metadata.chunk_key_encoding,
+    )
+    # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
+    # irregular grids (the actual chunk shape is passed per call).
+    chunk_shape = regular_chunk_shape(metadata) or (1,) * len(metadata.shape)
+    return pipeline.evolve_from_array_spec(array_spec(metadata, chunk_shape))

@@ -35,9 +35,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-from rich.console import Console
-from rich.progress import Progress
-from rich.table import Table
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
@@ -52,10 +49,10 @@ from zarrext.inspection import (
     _mask_of,
     conditional_placement,
     inventory,
-    size_change,
     storage_block,
     stored_chunk_keys,
 )
+from zarrext.progress import ProgressCallback
 from zarrext.sharding import writer
 from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.transcode import transcode_shard
@@ -101,25 +98,6 @@ class RecompressReport:
     def ratio(self) -> float:
         """``bytes_before / bytes_after``."""
         return self.bytes_before / self.bytes_after if self.bytes_after else float("inf")
-
-    def table(self) -> Table:
-        """A rich table of the report."""
-        table = Table(title=f"recompress {self.path or '/'}")
-        table.add_column("")
-        table.add_column("before", justify="right")
-        table.add_column("after", justify="right")
-        table.add_row("chunks", str(self.chunks), str(self.chunks))
-        table.add_row("bytes", f"{self.bytes_before:,}", f"{self.bytes_after:,}")
-        masks = sorted(set(self.masks_before) | set(self.masks_after))
-        for mask in masks:
-            table.add_row(
-                f"mask {self.mask_text(mask)}",
-                str(self.masks_before.get(mask, 0)),
-                str(self.masks_after.get(mask, 0)),
-            )
-        change = size_change(self.bytes_before, self.bytes_after)
-        table.caption = f"{change} in {self.seconds:.2f} s"
-        return table
 
 
 def _region(
@@ -320,8 +298,7 @@ def recompress(
     *,
     client: Any = None,
     workers: int | None = None,
-    progress: bool = True,
-    on_progress: Callable[[int], None] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> RecompressReport:
     """Rewrite every stored chunk of ``array`` in place with a new conditional decision.
 
@@ -338,10 +315,10 @@ def recompress(
         workers can reach).
     workers : int, optional
         Threads for the local pool (default: ``min(8, number of objects)``).
-    progress : bool
-        Show a progress bar (on stderr).
-    on_progress : callable, optional
-        Called with the number of store objects finished, after each batch.
+    progress : callable, optional
+        ``progress(done, total)`` with the store objects (chunks or shards) rewritten
+        so far and their number, before the first batch and after each one, in the
+        calling thread (``zarrext.cli.render.progress_bar`` draws it as a bar).
 
     Returns
     -------
@@ -361,43 +338,41 @@ def recompress(
     batch_size = max(1, len(units) // 64)
     batches = list(_batches(units, batch_size))
 
-    # On stderr: stdout carries what the caller prints (a table, or JSON scripts parse).
-    # Only in a terminal: rich ends a bar on a file or pipe with a blank line.
-    console = Console(stderr=True)
-    shown = progress and console.is_interactive
-    with Progress(disable=not shown, transient=True, console=console) as bar:
-        task = bar.add_task(f"recompress {array.path or '/'}", total=len(units))
+    done = 0
+    if progress is not None:
+        progress(0, len(units))
 
-        def advance(result: tuple[int, _Stats]) -> None:
-            n, batch_stats = result
-            stats.add(batch_stats)
-            bar.advance(task, n)
-            if on_progress is not None:
-                on_progress(n)
+    def advance(result: tuple[int, _Stats]) -> None:
+        nonlocal done
+        n, batch_stats = result
+        stats.add(batch_stats)
+        done += n
+        if progress is not None:
+            progress(done, len(units))
 
-        if client is not None:
-            store = array.store_path.store
-            if not isinstance(store, LocalStore):
-                raise ValueError(
-                    "recompress on a Dask cluster needs an array in a local directory "
-                    f"(LocalStore); this one is in {type(store).__name__}"
-                )
-            from dask.distributed import as_completed
+    if client is not None:
+        store = array.store_path.store
+        if not isinstance(store, LocalStore):
+            raise ValueError(
+                "recompress on a Dask cluster needs an array in a local directory "
+                f"(LocalStore); this one is in {type(store).__name__}"
+            )
+        from dask.distributed import as_completed
 
-            futures = [
-                client.submit(
-                    _rewrite_on_worker, str(store.root), array.path, decision, trial_encode,
-                    batch, pure=False,
-                )
-                for batch in batches
-            ]
-            for future in as_completed(futures):
-                advance(future.result())
-        else:
-            n_workers = workers or max(1, min(8, len(batches)))
-            with ThreadPoolExecutor(n_workers) as pool:
-                for done in pool.map(lambda b: _rewrite(rewriter, b), batches):
-                    advance(done)
+        futures = [
+            client.submit(
+                _rewrite_on_worker, str(store.root), array.path, decision, trial_encode,
+                batch, pure=False,
+            )
+            for batch in batches
+        ]
+        for future in as_completed(futures):
+            advance(future.result())
+    else:
+        n_workers = workers or max(1, min(8, len(batches)))
+        with ThreadPoolExecutor(n_workers) as pool:
+            for finished in pool.map(lambda b: _rewrite(rewriter, b), batches):
+                advance(finished)
 
     if before is not None:
         after = inventory(array)

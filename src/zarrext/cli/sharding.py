@@ -44,10 +44,11 @@ def register(app: typer.Typer) -> None:
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
-        from zarrext.sharding.compact import READER_NOTE
+        from zarrext.cli.render import progress_bar
+        from zarrext.sharding.compact import READER_NOTE, RewriteReport
         from zarrext.sharding.compact import compact as run_compact
         from zarrext.sharding.compact import expand as run_expand
-        from zarrext.sharding.inspect import _fmt
+        from zarrext.sharding.inspect import format_bytes
 
         console = Console(quiet=quiet)
         if dry_run:
@@ -68,14 +69,20 @@ def register(app: typer.Typer) -> None:
         else:
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
         run = run_expand if expand else run_compact
+        verb = "expanding" if expand else "compacting"
+
+        def one(array: zarr.Array) -> RewriteReport:
+            with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
+                return run(array, workers=workers, progress=progress)
+
         for array, report in run_each(
-            arrays, lambda a: run(a, workers=workers, progress=console), path=path,
+            arrays, one, path=path,
             verb="expand" if expand else "compact",
             on_interrupt="each shard is replaced whole; rerun the same command to finish",
         ):
             console.print(
                 f"{array.path or '/'}: {report.shards} shards, "
-                f"{_fmt(report.bytes_before)} -> {_fmt(report.bytes_after)}"
+                f"{format_bytes(report.bytes_before)} -> {format_bytes(report.bytes_after)}"
             )
 
     @app.command(name="expand")

@@ -149,7 +149,7 @@ def register(app: typer.Typer) -> None:
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
-        from zarrext.sharding.inspect import render_sharded
+        from zarrext.cli.render import render_sharded
 
         console = Console()
         if plot is not None:
@@ -201,6 +201,7 @@ def register(app: typer.Typer) -> None:
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Rewrite every stored chunk with freshly decided conditional masks, in place."""
+        from zarrext.cli.render import recompress_table
         from zarrext.decisions import BUILTIN_DECISIONS
         from zarrext.inspection import conditional_placement
         from zarrext.recompression import recompress as run
@@ -251,15 +252,17 @@ def register(app: typer.Typer) -> None:
             try:
                 for _, report in run_each(
                     eligible,
-                    lambda a: run(a, decision, client=client, workers=workers,
-                                  progress=not quiet),
+                    lambda a: _recompress_one(
+                        a, run, decision=decision, client=client, workers=workers,
+                        quiet=quiet,
+                    ),
                     path=path, verb="recompress",
                     # each chunk is replaced whole, so a half-done array reads correctly
                     on_interrupt="every chunk still reads correctly, rerun the same command "
                     "to finish",
                 ):
                     reports.append(_recompress_json(report))
-                    console.print(report.table())
+                    console.print(recompress_table(report))
             except CliError as e:  # some arrays skipped: report the others first
                 skipped = e
             if as_json:
@@ -269,6 +272,14 @@ def register(app: typer.Typer) -> None:
         finally:
             if client is not None:
                 client.close()
+
+
+def _recompress_one(array: Any, run: Any, *, quiet: bool, **options: Any) -> Any:
+    """Recompress one array with a progress bar on stderr (stdout keeps the JSON)."""
+    from zarrext.cli.render import progress_bar
+
+    with progress_bar(f"recompress {array.path or '/'}", enabled=not quiet) as progress:
+        return run(array, progress=progress, **options)
 
 
 def _recompress_json(report: Any) -> dict[str, Any]:

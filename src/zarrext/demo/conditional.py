@@ -12,6 +12,7 @@ from rich.table import Table
 from zarr.codecs import BytesCodec, Crc32cCodec
 
 import zarrext
+from zarrext.cli.render import recompress_table
 from zarrext.decisions import format_mask
 from zarrext.inspection import inventory
 from zarrext.recompression import recompress
@@ -77,9 +78,9 @@ def run(root: Path, console: Console) -> None:
     z[:] = data
     ingest_s = time.perf_counter() - t0
     before = _digest(path / "zarr.json")
-    report = recompress(str(path), "compress_if_smaller", progress=False)
+    report = recompress(str(path), "compress_if_smaller")
     after = _digest(path / "zarr.json")
-    console.print(report.table())
+    console.print(recompress_table(report))
     console.print(
         f"2. ingest (no compression) took {ingest_s:.3f} s; recompress {report.seconds:.3f} s; "
         f"store {report.bytes_before:,} -> {report.bytes_after:,} bytes "

@@ -77,7 +77,7 @@ def run(root: Path, console: Console) -> None:
 
     # 2. recompress later: compress where it pays; each shard swapped in whole, slotted
     t0 = time.perf_counter()
-    recompress(array, decision="compress_if_smaller", progress=False)
+    recompress(array, decision="compress_if_smaller")
     rows.append(("2. recompress (compress_if_smaller)", time.perf_counter() - t0, _sizes(array)))
 
     # 3. compact: pack each shard densely, atomically

@@ -5,15 +5,15 @@ where a writer puts inner chunks (:mod:`~zarrext.sharding.layout`), writes them 
 place and crash-safely (:mod:`~zarrext.sharding.writer`), rewrites shards densely
 or back into slots (:mod:`~zarrext.sharding.compact`), validates and repairs
 (:mod:`~zarrext.sharding.check`), reports (:mod:`~zarrext.sharding.inspect`) and
-ingests Dask arrays (:mod:`~zarrext.sharding.dask`).
+ingests Dask arrays (:mod:`~zarrext.sharding.dask`, above :mod:`zarrext.api`, so not
+imported here: :func:`zarrext.write_dask`).
 """
 
 from __future__ import annotations
 
 from zarrext.sharding.check import ShardCheck, check
 from zarrext.sharding.compact import RewriteReport, compact, expand
-from zarrext.sharding.dask import write_dask
-from zarrext.sharding.inspect import ShardInfo, render_shard_table, shard_report
+from zarrext.sharding.inspect import ShardInfo, shard_report
 from zarrext.sharding.layout import LAYOUTS, LayoutShardingCodec, ShardLayoutError, slot_bound
 
 __all__ = [
@@ -26,8 +26,6 @@ __all__ = [
     "check",
     "compact",
     "expand",
-    "render_shard_table",
     "shard_report",
     "slot_bound",
-    "write_dask",
 ]

@@ -47,7 +47,7 @@ from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_t
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
-from zarrext.sharding.layout import ArrayShards, shards_of
+from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
 
 __all__ = ["STALE_AFTER", "ShardCheck", "check", "recover_array"]
@@ -175,7 +175,7 @@ class _Decoder:
     """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
 
     def __init__(self, array: Any, shards: ArrayShards | None) -> None:
-        from zarrext.api import with_runtime
+        from zarrext.pipeline import build_pipeline
         from zarrext.sharding.layout import shard_spec_of
 
         metadata = array.metadata
@@ -185,8 +185,8 @@ class _Decoder:
             self.transform = inner_chunk_transform(shards.codec, shards.shard_spec)
         else:
             self.spec = shard_spec_of(metadata)
-            pipeline = async_array_of(with_runtime(array)).codec_pipeline
-            self.transform = getattr(pipeline, "transform", None)
+            pipeline = build_pipeline(metadata, array.path)
+            self.transform = pipeline.transform
 
     def problem(self, coords: tuple[int, ...], data: bytes) -> str | None:
         """Why ``data`` does not decode as the chunk at ``coords``, or None."""
@@ -504,33 +504,3 @@ def _check_shard_bytes(
             result.problem(
                 f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}"
             )
-
-
-def recover_array(array: Any) -> int:
-    """Roll back interrupted shard writes of ``array``; returns how many were.
-
-    A no-op for arrays that are not sharded or not on a local store. Safe while
-    other writers run: each shard is recovered under its lock.
-    """
-    try:
-        shards = shards_of(array)
-    except ShardLayoutError:
-        return 0
-    if shards.directory is None or not shards.directory.is_dir():
-        return 0
-    count = 0
-    for dirpath, _, files in os.walk(shards.directory):
-        for name in files:
-            if not name.endswith(writer.JOURNAL_SUFFIX):
-                continue
-            shard = Path(dirpath) / name[: -len(writer.JOURNAL_SUFFIX)]
-            if not writer.journal_pending(shard):
-                continue
-            if not shard.exists():
-                (Path(dirpath) / name).unlink(missing_ok=True)
-                count += 1
-                continue
-            with writer.locked_shard(shard):
-                count += 1  # locked_shard rolled it back (or another writer did)
-    return count
-

@@ -18,16 +18,14 @@ fixed slots only serve in-place writes.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec
+from zarrext.progress import ProgressCallback
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -176,7 +174,7 @@ def _run(
     mode: str,
     *,
     workers: int | None,
-    progress: bool | Console,
+    progress: ProgressCallback | None,
 ) -> RewriteReport:
     shards = shards_of(array)
     if shards.directory is None and mode != "dense":
@@ -206,31 +204,15 @@ def _run(
             return _rewrite_object(array, shards, key)
         return _rewrite(shards, key, mode)
 
-    def consume(advance: Callable[[], None]) -> None:
-        nonlocal before, after, done
-        with ThreadPoolExecutor(max_workers=workers) as pool:
-            for result in pool.map(one, keys):
-                if result is not None:
-                    before, after, done = before + result[0], after + result[1], done + 1
-                advance()
-
-    if progress:
-        console = progress if isinstance(progress, Console) else Console(stderr=True)
-        verb = "compacting" if mode == "dense" else "expanding"
-        with Progress(
-            TextColumn(f"{verb} {array.path or '/'}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-            transient=True,
-            # rich ends a bar on a file or pipe with a blank line: draw none there
-            disable=not console.is_interactive,
-        ) as bar:
-            task = bar.add_task(verb, total=len(keys))
-            consume(lambda: bar.advance(task))
-    else:
-        consume(lambda: None)
+    if progress is not None:
+        progress(0, len(keys))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        # Results come back in this thread, so ``progress`` needs no lock.
+        for finished, result in enumerate(pool.map(one, keys), start=1):
+            if result is not None:
+                before, after, done = before + result[0], after + result[1], done + 1
+            if progress is not None:
+                progress(finished, len(keys))
     return RewriteReport(done, before, after)
 
 
@@ -243,7 +225,7 @@ READER_NOTE = (
 
 
 def compact(
-    array: Any, *, workers: int | None = None, progress: bool | Console = False
+    array: Any, *, workers: int | None = None, progress: ProgressCallback | None = None
 ) -> RewriteReport:
     """Rewrite every shard of ``array`` densely: chunks back to back in C order.
 
@@ -262,8 +244,9 @@ def compact(
         A sharded array in a local directory store.
     workers : int, optional
         Shards rewritten at once (threads).
-    progress : bool or rich Console
-        Show a progress bar (on the given console, or stderr).
+    progress : callable, optional
+        ``progress(done, total)``, called before the first shard and after each one
+        (``zarrext.cli.render.progress_bar`` draws it as a bar).
 
     Returns
     -------
@@ -273,7 +256,7 @@ def compact(
 
 
 def expand(
-    array: Any, *, workers: int | None = None, progress: bool | Console = False
+    array: Any, *, workers: int | None = None, progress: ProgressCallback | None = None
 ) -> RewriteReport:
     """Rewrite every shard of ``array`` into fixed slots, ready for in-place writes.
 

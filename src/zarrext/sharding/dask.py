@@ -19,6 +19,7 @@ import zarr
 from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import async_array_of
+from zarrext.api import with_runtime
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import LayoutShardingCodec, ShardLayoutError, shards_of
@@ -57,8 +58,6 @@ def _open_once(ref: _ArrayRef) -> zarr.Array:
     # Opening (read zarr.json, parse metadata, build the codec pipeline, set the
     # runtime) took about as long as writing a 64x64 float32 inner chunk; a
     # worker reuses the array for every task of the same write_dask call.
-    from zarrext.api import with_runtime
-
     array = zarr.open_array(LocalStore(ref.root), path=ref.path, mode="r+")
     return with_runtime(array, decision=ref.decision, shard_layout=ref.shard_layout)
 

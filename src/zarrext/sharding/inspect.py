@@ -1,4 +1,7 @@
-"""Per-shard report: layout, bytes used against file size, empty inner chunks."""
+"""Per-shard report: layout, bytes used against file size, empty inner chunks.
+
+The report is data (:class:`ShardInfo`); ``zarrext.cli.render`` prints it as a table.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +12,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from rich.console import Console
-from rich.table import Table
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
@@ -19,7 +20,15 @@ from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
 
-__all__ = ["ShardInfo", "guess_layout", "render_shard_table", "render_sharded", "shard_report"]
+__all__ = [
+    "MAX_SHARD_ROWS",
+    "ShardInfo",
+    "format_bytes",
+    "guess_layout",
+    "shard_report",
+    "summary_line",
+    "writes_text",
+]
 
 
 @dataclass(frozen=True)
@@ -127,7 +136,8 @@ def shard_report(array: Any) -> list[ShardInfo]:
     return out
 
 
-def _fmt(n: int) -> str:
+def format_bytes(n: int) -> str:
+    """``n`` bytes in B, KiB, MiB or GiB, for tables."""
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if value < 1024 or unit == "GiB":
@@ -170,52 +180,7 @@ def summary_line(report: list[ShardInfo]) -> str:
     chunks = sum(i.n_chunks for i in report)
     pending = sum(i.pending for i in report)
     return (
-        f"... and {len(report)} more shards ({layouts}): {_fmt(used)} used of {_fmt(size)}, "
-        f"{empty}/{chunks} empty chunks"
+        f"... and {len(report)} more shards ({layouts}): "
+        f"{format_bytes(used)} used of {format_bytes(size)}, {empty}/{chunks} empty chunks"
         + (f", {pending} with an interrupted write pending" if pending else "")
     )
-
-
-def render_shard_table(
-    report: list[ShardInfo],
-    console: Console,
-    *,
-    title: str = "shards",
-    max_rows: int | None = MAX_SHARD_ROWS,
-) -> Table:
-    """Print ``report`` as a rich table on ``console`` (and return the table).
-
-    Past ``max_rows`` shards (``None``: no limit) the rest are summed up in one line.
-    """
-    shown = report if max_rows is None else report[:max_rows]
-    table = Table(title=title)
-    for name in ("shard", "layout", "used", "file size", "used %", "empty chunks", "writes"):
-        left = name in ("shard", "layout", "writes")
-        table.add_column(name, justify="left" if left else "right")
-    if len(shown) < len(report):
-        table.caption = summary_line(report[len(shown) :])
-    for info in shown:
-        pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
-        writes = writes_text(info)
-        table.add_row(
-            info.key,
-            info.layout,
-            _fmt(info.bytes_used),
-            _fmt(info.file_size),
-            f"{pct:.0f}%",
-            f"{info.empty_chunks}/{info.n_chunks}",
-            writes,
-        )
-    console.print(table)
-    return table
-
-
-def render_sharded(array: Any, console: Console) -> None:
-    """Print the shard table of ``array`` if it is a sharded Zarr format 3 array."""
-    from zarr.core.metadata import ArrayV3Metadata
-
-    from zarrext.sharding.layout import sharding_codec_of
-
-    metadata = array.metadata
-    if isinstance(metadata, ArrayV3Metadata) and sharding_codec_of(metadata) is not None:
-        render_shard_table(shard_report(array), console, title=f"shards of {array.path or '/'}")

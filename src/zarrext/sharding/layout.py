@@ -19,7 +19,9 @@ Layouts are runtime settings, never written to ``zarr.json``.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
@@ -39,12 +41,11 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
 )
 from zarrext.pipeline import RuntimeShardingCodec
+from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from zarr.abc.codec import Codec
     from zarr.abc.store import ByteSetter
     from zarr.codecs.sharding import ShardingCodec
@@ -59,6 +60,7 @@ __all__ = [
     "bind_layout",
     "geometry_of",
     "local_path",
+    "recover_array",
     "slot_bound",
 ]
 
@@ -230,7 +232,6 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         from zarr.core.chunk_utils import merge_and_encode_chunk
 
         from zarrext._context import _chunk_index
-        from zarrext.sharding import writer
 
         geometry = self.geometry(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
@@ -267,7 +268,6 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         import asyncio
 
         from zarrext._context import _inner_origin
-        from zarrext.sharding import writer
 
         target = local_path(byte_setter)
         if target is None:
@@ -397,3 +397,32 @@ def shards_of(array: Any) -> ArrayShards:
     grid = tuple(-(-s // c) for s, c in zip(metadata.shape, spec.shape, strict=True))
     keys = [metadata.encode_chunk_key(c) for c in itertools.product(*(range(g) for g in grid))]
     return ArrayShards(codec, geometry_of(codec, spec), spec, directory, keys)
+
+
+def recover_array(array: Any) -> int:
+    """Roll back interrupted shard writes of ``array``; returns how many were.
+
+    A no-op for arrays that are not sharded or not on a local store. Safe while
+    other writers run: each shard is recovered under its lock.
+    """
+    try:
+        shards = shards_of(array)
+    except ShardLayoutError:
+        return 0
+    if shards.directory is None or not shards.directory.is_dir():
+        return 0
+    count = 0
+    for dirpath, _, files in os.walk(shards.directory):
+        for name in files:
+            if not name.endswith(writer.JOURNAL_SUFFIX):
+                continue
+            shard = Path(dirpath) / name[: -len(writer.JOURNAL_SUFFIX)]
+            if not writer.journal_pending(shard):
+                continue
+            if not shard.exists():
+                (Path(dirpath) / name).unlink(missing_ok=True)
+                count += 1
+                continue
+            with writer.locked_shard(shard):
+                count += 1  # locked_shard rolled it back (or another writer did)
+    return count
