@@ -254,3 +254,27 @@ def test_nesting_depth_is_capped_at_parse_time() -> None:
         get_data_type_from_json(nest(33), zarr_format=3)
     with pytest.raises(ValueError, match="more than 32 levels deep"):
         get_data_type_from_json(nest(500), zarr_format=3)
+
+
+def test_zarrext_create_array_names_the_optional_codecs_itself(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """zarrext's API passes the serializer explicitly (the public route): it does not
+    need zarr's default serializer, which zarrext wraps only for plain zarr users."""
+    import zarr.core.array as core_array
+
+    stock = core_array.default_serializer_v3
+
+    def refuse(dtype: object) -> object:
+        if isinstance(dtype, OptionalDType):
+            raise AssertionError("zarr's default serializer was asked for the optional type")
+        return stock(dtype)  # the values' own serializer, inside the optional codec
+
+    monkeypatch.setattr(core_array, "default_serializer_v3", refuse)
+    z = zarrext.create_array(tmp_path / "a", shape=(5,), dtype=OptionalDType("i4"))
+    z[:] = [1, None, 3, None, 5]
+    codecs = json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"]
+    assert [c["name"] for c in codecs] == ["optional"]  # the registry's advice: alone
+    assert zarrext.to_masked(zarr.open_array(tmp_path / "a")[:]).mask.tolist() == [
+        False, True, False, True, False
+    ]

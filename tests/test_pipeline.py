@@ -643,3 +643,50 @@ def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> Non
     for back in (got, stock):
         np.testing.assert_array_equal(back.mask, mask)
         np.testing.assert_array_equal(back.data[~mask], values[~mask])
+
+
+# -- the public route: zarr's codec_pipeline.path ----------------------------------------
+
+PIPELINE_PATH = {"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}
+
+
+@pytest.mark.parametrize(
+    "encoding", [("default", "/"), ("default", "."), ("v2", "."), ("v2", "/")],
+    ids=["default-slash", "default-dot", "v2-dot", "v2-slash"],
+)
+def test_codec_pipeline_path_gives_plain_zarr_arrays_chunk_indices(
+    tmp_path: Path, encoding: tuple[str, str]
+) -> None:
+    """Through zarr's entry point and config, without zarrext.open_array: zarr gives
+    no array path, so chunk coordinates come from the end of each key."""
+    from zarrext._zarr_compat import async_array_of
+
+    rec = Recorder(answer=True)
+    zarr.open_group(tmp_path, mode="w").create_group("c")  # a group named like a key part
+    with zarr.config.set(PIPELINE_PATH):
+        z = zarr.create_array(
+            tmp_path, name="c/a", shape=(6, 4, 2), chunks=(2, 2, 2), dtype="u1",
+            chunk_key_encoding={"name": encoding[0], "separator": encoding[1]},
+            compressors=[ConditionalCodec(codecs=[ZstdCodec(level=1)], decision=rec)],
+        )
+        assert type(async_array_of(z).codec_pipeline) is ZarrextCodecPipeline
+        z[:] = 7
+        assert rec.indices() == grid(3, 2, 1)
+        back = zarr.open_array(tmp_path, path="c/a", mode="r")
+        assert type(async_array_of(back).codec_pipeline) is ZarrextCodecPipeline
+        np.testing.assert_array_equal(back[:], np.full((6, 4, 2), 7, "u1"))
+    # zarr's default again outside the config: the route changes nothing for others
+    plain = zarr.open_array(tmp_path, path="c/a", mode="r")
+    assert type(async_array_of(plain).codec_pipeline) is not ZarrextCodecPipeline
+    np.testing.assert_array_equal(plain[:], np.full((6, 4, 2), 7, "u1"))
+
+
+def test_codec_pipeline_path_on_zero_dimensional_and_v2_arrays(tmp_path: Path) -> None:
+    with zarr.config.set(PIPELINE_PATH):
+        scalar = zarr.create_array(tmp_path / "s", shape=(), dtype="i4", fill_value=0)
+        scalar[()] = 5
+        assert int(zarr.open_array(tmp_path / "s", mode="r")[()]) == 5
+        v2 = zarr.create_array(tmp_path / "v2", shape=(4,), chunks=(2,), dtype="i4",
+                               zarr_format=2)
+        v2[:] = [1, 2, 3, 4]
+        np.testing.assert_array_equal(zarr.open_array(tmp_path / "v2")[:], [1, 2, 3, 4])

@@ -86,6 +86,29 @@ def _store_of(store: Any, mode: str, kwargs: dict[str, Any]) -> Any:
         )
     return store
 
+
+def _explicit_optional_codecs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """An optional array's serializer and compressors, passed to zarr explicitly.
+
+    zarr-python's own defaults for them come from zarrext's wrappers of zarr
+    internals (for users of plain ``zarr.create_array``); zarrext's API takes the
+    public route and names the codecs itself.
+    """
+    from zarrext.codecs.optional import OptionalCodec
+    from zarrext.dtypes.optional import OptionalDType
+    from zarrext.optional_integration import optional_create_kwargs
+
+    if not isinstance(kwargs.get("dtype"), OptionalDType) and not isinstance(
+        kwargs.get("serializer"), OptionalCodec
+    ):
+        return kwargs
+    kwargs = optional_create_kwargs(kwargs)
+    dtype = kwargs.get("dtype")
+    if isinstance(dtype, OptionalDType) and kwargs.get("serializer", "auto") == "auto":
+        kwargs = {**kwargs, "serializer": OptionalCodec.default_for(dtype)}
+    return kwargs
+
+
 def with_runtime(
     array: zarr.Array,
     *,
@@ -222,6 +245,7 @@ def create_array(
         anything is written to ``store``.
     """
     store = _store_of(store, "w", kwargs)
+    kwargs = _explicit_optional_codecs(kwargs)
     if shard_layout is not None:
         _require_in_place(store, shard_layout)
     if any(v is not None for v in (decision, shard_layout, padding)):

@@ -204,18 +204,47 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     Parameters
     ----------
-    array_path : str
-        The array's path in its store; chunk keys are relative to it.
+    array_path : str or None
+        The array's path in its store; chunk keys are relative to it. ``None``
+        when zarr-python built the pipeline from ``codec_pipeline.path`` (it
+        passes no path): coordinates are read from the end of each key.
     chunk_key_encoding : ChunkKeyEncoding or None
         Decodes a chunk key into coordinates. ``None`` for a shard's inner
         pipeline, whose chunks carry their coordinates.
+    ndim : int or None
+        The array's number of dimensions (to read keys when ``array_path`` is None).
+
+    Notes
+    -----
+    zarrext registers this class under zarr's ``zarr.codec_pipeline`` entry point,
+    so ``zarr.config.set({"codec_pipeline.path":
+    "zarrext.pipeline.ZarrextCodecPipeline"})`` makes every array zarr-python opens
+    use it (:meth:`from_array_metadata_and_store`). :func:`zarrext.open_array`
+    gives it to one array only, without touching zarr's global configuration.
     """
 
-    array_path: str = ""
+    array_path: str | None = ""
     chunk_key_encoding: ChunkKeyEncoding | None = None
+    ndim: int | None = None
     # The codecs as one synchronous chain, when all of them have a synchronous
     # path; set by evolve_from_array_spec (a pipeline not evolved yet has none).
     transform: ChunkTransform | None = field(default=None, compare=False, repr=False)
+
+    @classmethod
+    def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
+        """The pipeline of an array, as zarr-python asks for it through ``codec_pipeline.path``.
+
+        Raises
+        ------
+        NotImplementedError
+            For Zarr format 2 metadata: zarr-python then builds the pipeline from
+            the codecs (chunk indices unknown, codecs work as usual).
+        """
+        from zarr.core.metadata import ArrayV3Metadata
+
+        if not isinstance(array_metadata, ArrayV3Metadata):
+            raise NotImplementedError
+        return build_pipeline(array_metadata, None, cls)  # type: ignore[return-value]
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         evolved = super().evolve_from_array_spec(array_spec)
@@ -232,6 +261,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             evolved,
             array_path=self.array_path,
             chunk_key_encoding=self.chunk_key_encoding,
+            ndim=self.ndim,
             transform=transform,
         )
 
@@ -247,6 +277,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         path = getattr(key_holder, "path", None)
         if path is None or self.chunk_key_encoding is None:
             return None
+        if self.array_path is None:
+            return self._index_from_key_end(path)
         prefix = f"{self.array_path}/" if self.array_path else ""
         if not path.startswith(prefix):
             return None
@@ -254,6 +286,26 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return self.chunk_key_encoding.decode_chunk_key(path[len(prefix) :])
         except (ValueError, NotImplementedError):
             return None
+
+    def _index_from_key_end(self, path: str) -> ChunkIndex | None:
+        """Coordinates from the last parts of a key whose array path is unknown.
+
+        A tail counts only if it encodes back to itself with the array's number
+        of dimensions (``c/1/2``, ``c.1.2``, ``1.2``, ``1/2``).
+        """
+        encoding, ndim = self.chunk_key_encoding, self.ndim
+        if encoding is None or ndim is None:
+            return None
+        parts = path.split("/")
+        for n in sorted({1, ndim, ndim + 1} - {0}):
+            tail = "/".join(parts[-n:])
+            try:
+                index = tuple(encoding.decode_chunk_key(tail))
+            except (ValueError, NotImplementedError):
+                continue
+            if len(index) == ndim and encoding.encode_chunk_key(index) == tail:
+                return index
+        return None
 
     def _inner_origin_for(self, index: ChunkIndex | None, spec: ArraySpec) -> ChunkIndex | None:
         codec = self.array_bytes_codec
@@ -504,12 +556,21 @@ class RuntimeShardingCodec(ShardingCodec):
             handle.close()
 
 
-def build_pipeline(metadata: ArrayV3Metadata, array_path: str) -> ZarrextCodecPipeline:
-    """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline."""
+def build_pipeline(
+    metadata: ArrayV3Metadata,
+    array_path: str | None,
+    cls: type[ZarrextCodecPipeline] | None = None,
+) -> ZarrextCodecPipeline:
+    """The pipeline zarr-python would build for ``metadata``, as a ZarrextCodecPipeline.
+
+    ``array_path`` None: unknown (zarr's ``codec_pipeline.path`` route), chunk
+    coordinates are read from the end of each key.
+    """
     pipeline = replace(
-        ZarrextCodecPipeline.from_codecs(metadata.codecs),
+        (cls or ZarrextCodecPipeline).from_codecs(metadata.codecs),
         array_path=array_path,
         chunk_key_encoding=metadata.chunk_key_encoding,
+        ndim=len(metadata.shape),
     )
     # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
     # irregular grids (the actual chunk shape is passed per call).
