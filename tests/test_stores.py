@@ -357,3 +357,31 @@ def test_zip_archives_read_and_written_whole(run: Run, tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "d.zarr", "d.zip", "f.zarr", "q.zip"
     ]
+
+
+def test_cli_unreachable_store_and_missing_credentials_are_one_line(
+    run: Run, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        closed = probe.getsockname()[1]
+    options = {"endpoint_url": f"http://127.0.0.1:{closed}", "key": "a", "secret": "b",
+               "config_kwargs": {"retries": {"max_attempts": 1}}}
+    code, _, err = run("info", "s3://bucket/x.zarr", "--storage-options", json.dumps(options))
+    assert code == 1
+    line = one_line_error(err)
+    assert "cannot read the store (EndpointConnectionError" in line
+    assert "check the URL, --storage-options and credentials" in line
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN",
+                 "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.aws
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    anonymous = {"endpoint_url": s3["options"]["endpoint_url"], "skip_instance_cache": True}
+    code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", json.dumps(anonymous))
+    assert code == 1
+    assert "NoCredentialsError" in one_line_error(err)

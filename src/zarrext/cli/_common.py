@@ -93,6 +93,15 @@ def open_node(
         )
     except StoreOpenError as e:
         fail(str(e))
+    if local is None:
+        # One request first: a store that cannot be reached fails here, alone (zarr's
+        # open asks for three keys at once, and the two left waiting print noise).
+        from zarr.core.sync import sync
+
+        try:
+            sync(store.exists("zarr.json"))
+        except Exception as e:
+            fail(_unreachable(text, e))
     try:
         node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
     except json.JSONDecodeError as e:
@@ -102,6 +111,10 @@ def open_node(
             f"{text}: not a Zarr array or group (no zarr.json); "
             "give the directory holding zarr.json"
         )
+    except Exception as e:
+        if local is not None:
+            raise
+        fail(_unreachable(text, e))
     if node.metadata.zarr_format != 3:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
@@ -109,6 +122,15 @@ def open_node(
             "convert it to Zarr format 3 first"
         )
     return node
+
+
+def _unreachable(location: str, error: Exception) -> str:
+    # A remote store's client has its own errors (botocore's NoCredentialsError,
+    # EndpointConnectionError, aiohttp's...): none is an OSError, each library differs.
+    return (
+        f"{location}: cannot read the store ({type(error).__name__}: {one_line(error)}); "
+        "check the URL, --storage-options and credentials"
+    )
 
 
 def iter_arrays(
