@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -162,3 +164,160 @@ def test_cli_check_and_compact(tmp_path: Path) -> None:
     result = runner.invoke(app, ["compact", "--expand", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
     assert zarr.open_array(str(tmp_path / "a"))[0, 0] == 1
+
+
+def _dense(path: Path, location: str = "end") -> zarr.Array:
+    """Shards as zarr-python writes them: chunks packed in order, then (or after) the index."""
+    array = zarr.create_array(
+        str(path), shape=(8, 8), chunks=(8, 8), dtype="float32", compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(2, 2), codecs=[BytesCodec()], index_location=location
+        ),
+    )
+    array[:] = np.linspace(0, 1, 64, dtype="float32").reshape(8, 8)
+    return array
+
+
+Make = Callable[[Path, str], zarr.Array]
+
+
+def _kinds(array: zarr.Array) -> list[tuple[str, str, bool]]:
+    return [(f.key, p.kind, p.repairable) for f in zarrext.check(array) for p in f.details]
+
+
+@pytest.mark.parametrize("make", [_array, _dense], ids=["fixed-slot", "dense"])
+def test_truncated_index_at_end_told_from_checksum_error(tmp_path: Path, make: Make) -> None:
+    array = make(tmp_path / "a", "end")
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    good = shard.read_bytes()
+    isz = ISZ  # 16 inner chunks
+    for cut in [k for k in range(1, isz - 15) if k % 16]:
+        shard.write_bytes(good[:-cut])
+        (finding,) = zarrext.check(array)
+        assert finding.problems == [
+            f"truncated: file is {len(good) - cut} bytes, its index needs {len(good)}"
+        ], cut
+    for at in range(len(good) - isz, len(good)):  # damage in place: never called a cut
+        damaged = bytearray(good)
+        damaged[at] ^= 0x5A
+        shard.write_bytes(bytes(damaged))
+        assert _kinds(array) == [("c/0/0", "index_checksum", False)], at
+    left = len(good) - isz - 7
+    shard.write_bytes(good[:left])  # the index is gone: only a file shorter than one tells
+    kind = "index_checksum" if left >= isz else "truncated"
+    assert _kinds(array) == [("c/0/0", kind, False)]
+    shard.write_bytes(good[:10])
+    (finding,) = zarrext.check(array)
+    assert finding.problems == [f"truncated: file is 10 bytes, its index needs {isz}"]
+
+
+@pytest.mark.parametrize("make", [_array, _dense], ids=["fixed-slot", "dense"])
+def test_truncated_index_at_start(tmp_path: Path, make: Make) -> None:
+    array = make(tmp_path / "a", "start")
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    good = shard.read_bytes()
+    shard.write_bytes(good[:-50])
+    digest = _digest(tmp_path / "a")
+    (finding,) = zarrext.check(array, repair=True)
+    assert finding.problems == [
+        f"truncated: file is {len(good) - 50} bytes, its index needs {len(good)}"
+    ]
+    assert finding.remaining == finding.problems  # repair cannot bring the bytes back
+    assert _digest(tmp_path / "a") == digest
+    data = bytearray(good)
+    data[5] ^= 0xFF
+    shard.write_bytes(bytes(data))
+    assert _kinds(array) == [("c/0/0", "index_checksum", False)]
+
+
+def _damaged_group(path: Path) -> tuple[zarr.Group, int]:
+    """a: c/0/0 cut by 5 bytes, c/1/1 index damaged in place, a dead writer's file
+    beside c/0/0 and c/1/0; b: validates. Returns the group and a shard's size."""
+    group = zarr.open_group(str(path), mode="w")
+    for name in ("a", "b"):
+        group.create_array(name, shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="float32",
+                           compressors=None)[:] = 1.5
+    shards = path / "a" / "c"
+    size = (shards / "0" / "0").stat().st_size
+    (shards / "0" / "0").write_bytes((shards / "0" / "0").read_bytes()[:-5])
+    data = bytearray((shards / "1" / "1").read_bytes())
+    data[-10] ^= 0xFF
+    (shards / "1" / "1").write_bytes(bytes(data))
+    for key in ("0/0", "1/0"):
+        (shards / (key + writer.TMP_MARK + "999999999-abcd")).write_bytes(b"x")
+    return group, size
+
+
+def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
+    def run(*args: str) -> tuple[int, str]:
+        result = CliRunner().invoke(app, list(args))
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+        return result.exit_code, result.output
+
+    path = tmp_path / "g.zarr"
+    _, size = _damaged_group(path)
+    tmp = "0" + writer.TMP_MARK + "999999999-abcd"
+    problems = [
+        "a c/0/0:",
+        "  problem: stale temporary file " + tmp + " (its process is gone)",
+        "    {0}",
+        f"  problem: truncated: file is {size - 5} bytes, its index needs {size}",
+        "    --repair cannot fix this: restore the shard from a copy",
+        "a c/1/0:",
+        "  problem: stale temporary file " + tmp + " (its process is gone)",
+        "    {0}",
+        "a c/1/1:",
+        f"  problem: index checksum error: the 68-byte index at byte {size - 68} "
+        "does not match its checksum",
+        "    --repair cannot fix this: restore the shard from a copy",
+        "b: every shard validates",
+    ]
+    code, out = run("check", str(path))
+    assert code == 1
+    assert out.splitlines() == [line.format("--repair fixes this") for line in problems]
+    for key in ("c/0/0", "c/1/0", "c/1/1"):
+        assert out.count(key) == 1
+
+    code, out = run("check", str(path), "--repair")
+    assert code == 1  # the cut and the checksum error remain
+    assert out.splitlines() == [line.format(f"repaired: deleted {tmp}") for line in problems]
+    assert not list(path.rglob(f"*{writer.TMP_MARK}*"))
+
+    code, out = run("check", str(path), "--json")
+    assert code == 1
+    report = json.loads(out)
+    assert report["ok"] is False
+    findings = {a["array"]: a["findings"] for a in report["arrays"]}
+    assert findings["b"] == []
+    assert [(f["key"], f["ok"], [(p["kind"], p["repairable"], p["repaired"], p["advice"])
+                                 for p in f["problems"]]) for f in findings["a"]] == [
+        ("c/0/0", False, [("truncated", False, False, "restore the shard from a copy")]),
+        ("c/1/1", False, [("index_checksum", False, False, "restore the shard from a copy")]),
+    ]
+
+    for key in ("0/0", "1/1"):  # restored from a copy: only repairable problems left
+        (path / "a" / "c" / key).write_bytes((path / "b" / "c" / key).read_bytes())
+    (path / "a" / "c" / "1" / ("1" + writer.TMP_MARK + "999999999-ef")).write_bytes(b"x")
+    code, out = run("check", str(path), "--json")
+    assert code == 1  # found, not yet repaired
+    (finding,) = json.loads(out)["arrays"][0]["findings"]
+    assert [(p["kind"], p["repairable"], p["repaired"]) for p in finding["problems"]] == [
+        ("stale_temporary_file", True, False)
+    ]
+    code, out = run("check", str(path), "--repair", "--json")
+    assert code == 0
+    (finding,) = json.loads(out)["arrays"][0]["findings"]
+    assert finding["ok"] is True
+    assert finding["problems"][0]["repaired"] is True
+    code, out = run("check", str(path))
+    assert code == 0
+    assert out.splitlines() == ["a: every shard validates", "b: every shard validates"]
+
+
+def test_findings_sorted_by_key_numbers_as_numbers(tmp_path: Path) -> None:
+    array = zarr.create_array(str(tmp_path / "a"), shape=(24,), chunks=(2,), dtype="i4",
+                              compressors=None)
+    array[:] = np.arange(24, dtype="i4")
+    for i in (11, 2, 10, 0):
+        (tmp_path / "a" / "c" / (f"{i}" + writer.TMP_MARK + "999999999-ab")).write_bytes(b"x")
+    assert [f.key for f in zarrext.check(array)] == ["c/0", "c/2", "c/10", "c/11"]

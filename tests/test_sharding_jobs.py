@@ -343,7 +343,9 @@ def test_check_unsharded_leftovers_and_deep(tmp_path: Path) -> None:
     assert fresh.exists()
     assert result["c/3"].ok
     assert not result["c/1"].ok  # the chunk's bytes are gone: said, not hidden
-    assert result["c/1"].to_json()["remaining"][0].startswith("chunk (1,) does not decode")
+    assert result["c/1"].remaining[0].startswith("chunk (1,) does not decode")
+    left = [p for p in result["c/1"].to_json()["problems"] if not p["repaired"]]
+    assert [(p["kind"], p["repairable"]) for p in left] == [("undecodable_chunk", False)]
 
 
 def test_deep_check_names_bad_inner_chunk(tmp_path: Path) -> None:

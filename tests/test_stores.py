@@ -266,7 +266,9 @@ def test_compact_and_check_on_s3(run: Run, s3: dict[str, Any], tmp_path: Path) -
     assert code == 1
     (finding,) = json.loads(out)["arrays"][0]["findings"]
     assert finding["key"] == "c/0/0"
-    assert "index does not decode" in finding["problems"][0]
+    (problem,) = finding["problems"]
+    assert (problem["kind"], problem["repairable"]) == ("index_checksum", False)
+    assert problem["text"].startswith("index checksum error")
     code, _, err = run("check", url, "--repair", *so)
     assert code == 1
     assert "check --repair works on local directories" in one_line_error(err)

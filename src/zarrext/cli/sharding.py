@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 import zarr
@@ -23,6 +23,22 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
         for a in iter_arrays(path, mode=mode, storage_options=storage_options)
         if isinstance(a.metadata, ArrayV3Metadata) and sharding_codec_of(a.metadata) is not None
     ]
+
+
+def _print_findings(name: str, findings: list[Any], *, sharded: bool) -> None:
+    """Each key once, then per problem what it is and what --repair did or can do."""
+    if not findings:
+        typer.echo(f"{name}: every {'shard' if sharded else 'chunk'} validates")
+    for finding in findings:
+        typer.echo(f"{name} {finding.key}:")
+        for problem in finding.details:
+            typer.echo(f"  problem: {problem.text}")
+            if problem.repaired:
+                typer.echo(f"    repaired: {problem.fix}")
+            elif problem.fix is not None:
+                typer.echo("    --repair fixes this")
+            else:
+                typer.echo(f"    --repair cannot fix this: {problem.advice}")
 
 
 def register(app: typer.Typer) -> None:
@@ -123,7 +139,6 @@ def register(app: typer.Typer) -> None:
 
         if repair:
             require_writable(path, "check --repair")
-        console = Console()
         unrepaired = 0
         report = []
         arrays = list(
@@ -134,25 +149,13 @@ def register(app: typer.Typer) -> None:
             findings = run_check(array, repair=repair, deep=deep)
             report.append({"array": name, "findings": [f.to_json() for f in findings]})
             unrepaired += sum(1 for f in findings if not f.ok or not repair)
-            if as_json:
-                continue
-            if not findings:
-                sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
-                what = "shard" if sharded else "chunk"
-                console.print(f"{name}: every {what} validates", highlight=False)
-            for finding in findings:
-                # one heading per key, then what was found, done, and left undone
-                console.print(f"{name} {finding.key}:", highlight=False)
-                for problem in finding.problems:
-                    console.print(f"  problem: {problem}", highlight=False)
-                for fix in finding.repaired:
-                    console.print(f"  repaired: {fix}", highlight=False)
-                if repair:
-                    for left in finding.remaining:
-                        console.print(f"  cannot repair: {left}", highlight=False)
+            if not as_json:
+                _print_findings(name, findings, sharded=(
+                    sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
+                ))
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
         elif not arrays:
-            console.print(f"no arrays under {path}")
+            typer.echo(f"no arrays under {path}")
         if unrepaired:
             raise typer.Exit(code=1)

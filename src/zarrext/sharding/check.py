@@ -2,28 +2,37 @@
 
 :func:`check` works on any Zarr format 3 array in a local directory, sharded or
 not. It reads every shard under a shared lock (so it sees no write half done)
-and reports, once per store key:
+and reports, once per store key and sorted by key, each :class:`Problem` with
+its ``kind``:
 
-- a shard shorter than its index (a *truncated* file) apart from an index that
-  does not decode (a *checksum* error), entries past the end of the file or over
-  the index, entries that overlap;
-- journals of interrupted writes;
-- files that writers leave behind when killed: zarrext's temporary files
-  (``*.zarrext-tmp-<pid>-*``, stale once that process is gone) and zarr-python's
-  (``<key>.<hex>.partial``, stale once untouched for ``stale_after`` seconds);
-- with ``deep=True``, every stored chunk (every inner chunk of every shard) that
-  does not decode through the array's codecs (checksums, conditional headers,
-  optional lengths, ...), named by its chunk coordinates.
+- ``truncated``: a shard file shorter than its index says it is (a file shorter
+  than the index, entries that reach past the end of the file, or, for an index
+  at the end, the head of an index found just before a cut end), told apart from
+  ``index_checksum``: an index whose bytes do not match its checksum in a file
+  of the right length; ``entry_past_end``, ``entry_overlaps_index`` and
+  ``entries_overlap`` for single index entries that point where they cannot;
+- ``interrupted_write``, ``torn_journal``, ``inactive_journal``,
+  ``orphan_journal`` and ``orphan_quarantine``: what writers leave beside a shard;
+- ``stale_temporary_file``: files that writers leave behind when killed:
+  zarrext's temporary files (``*.zarrext-tmp-<pid>-*``, stale once that process
+  is gone) and zarr-python's (``<key>.<hex>.partial``, stale once untouched for
+  ``stale_after`` seconds);
+- with ``deep=True``, ``undecodable_chunk``: every stored chunk (every inner
+  chunk of every shard) that does not decode through the array's codecs
+  (checksums, conditional headers, optional lengths, ...), named by its chunk
+  coordinates.
 
 It changes nothing unless ``repair=True``:
 
 - an interrupted write is rolled back from its journal (:func:`writer.recover`);
-- stale temporary files are deleted;
-- entries that point outside the file or overlap are marked empty (the chunk
-  reads as the fill value; the finding says which chunk was dropped);
-- what cannot be repaired stays in :attr:`ShardCheck.remaining`: an index that
-  fails its checksum with no journal to explain it, a truncated shard, a chunk
-  whose bytes do not decode (its data is gone; rewrite it or delete it).
+- stale temporary files and orphaned journals are deleted;
+- single entries that point outside the file or overlap are marked empty (the
+  chunk reads as the fill value; the problem says which chunk was dropped);
+- what cannot be repaired stays in :attr:`ShardCheck.remaining`, and its
+  :attr:`Problem.advice` says what to do instead: a truncated shard or an index
+  that fails its checksum with no journal to roll back (restore the shard from a
+  copy), a chunk whose bytes do not decode (its data is gone; rewrite it or
+  delete it).
 """
 
 from __future__ import annotations
@@ -32,6 +41,7 @@ import fcntl
 import os
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -45,12 +55,12 @@ from zarr.storage import LocalStore
 from zarrext._context import _chunk_index
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.sharding import writer
-from zarrext.sharding.geometry import EMPTY, ShardLayoutError
+from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
 
-__all__ = ["STALE_AFTER", "ShardCheck", "check", "recover_array"]
+__all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array"]
 
 _TMP_PID = re.compile(re.escape(writer.TMP_MARK) + r"(\d+)-")
 # zarr-python's LocalStore writes ``path.with_suffix(f".{uuid4().hex}.partial")``.
@@ -64,6 +74,59 @@ STALE_AFTER = 60.0
 _DECODE_ERRORS = (ValueError, TypeError, RuntimeError, EOFError, OSError, IndexError, KeyError)
 
 
+RESTORE = "restore the shard from a copy"
+"""What to do about a shard whose bytes are gone (truncated, index unreadable)."""
+REWRITE = "rewrite the chunk (its data is gone) or delete it"
+"""What to do about a chunk whose bytes do not decode."""
+OBJECT_ADVICE = "rewrite or delete the shard object (--repair works on local directories)"
+"""What to do about a bad index entry in a store that cannot be repaired in place."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem :func:`check` found at a store key.
+
+    Attributes
+    ----------
+    kind : str
+        What sort of problem (see the module docstring): ``"truncated"``,
+        ``"index_checksum"``, ``"index_unreadable"``, ``"entry_past_end"``,
+        ``"entry_overlaps_index"``, ``"entries_overlap"``, ``"interrupted_write"``,
+        ``"torn_journal"``, ``"inactive_journal"``, ``"orphan_journal"``,
+        ``"orphan_quarantine"``, ``"stale_temporary_file"`` or ``"undecodable_chunk"``.
+    text : str
+        The problem in words (without the key, which the finding carries).
+    fix : str or None
+        What ``repair=True`` does (or did) about it; None when it cannot fix it.
+    advice : str or None
+        What to do instead when ``repair`` cannot fix it.
+    repaired : bool
+        Whether this run fixed it.
+    """
+
+    kind: str
+    text: str
+    fix: str | None = None
+    advice: str | None = None
+    repaired: bool = False
+
+    @property
+    def repairable(self) -> bool:
+        """Whether ``repair=True`` fixes it."""
+        return self.fix is not None
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of this problem."""
+        return {
+            "kind": self.kind,
+            "text": self.text,
+            "repairable": self.repairable,
+            "repaired": self.repaired,
+            "fix": self.fix,
+            "advice": self.advice,
+        }
+
+
 @dataclass
 class ShardCheck:
     """What :func:`check` found at one store key (a shard, or a chunk file).
@@ -72,40 +135,51 @@ class ShardCheck:
     ----------
     key : str
         The store key, relative to the array (e.g. ``"c/0/1"``).
-    problems : list of str
-        Problems found (empty: the key validates).
-    repaired : list of str
-        What ``repair=True`` did about them.
-    remaining : list of str
-        Problems still there afterwards (every problem, without ``repair``).
+    details : list of Problem
+        Problems found, in the order they were found (empty: the key validates).
     """
 
     key: str
-    problems: list[str] = field(default_factory=list)
-    repaired: list[str] = field(default_factory=list)
-    remaining: list[str] = field(default_factory=list)
+    details: list[Problem] = field(default_factory=list)
+
+    @property
+    def problems(self) -> list[str]:
+        """The problems found, in words."""
+        return [p.text for p in self.details]
+
+    @property
+    def repaired(self) -> list[str]:
+        """What ``repair=True`` did about them."""
+        return [p.fix for p in self.details if p.repaired and p.fix is not None]
+
+    @property
+    def remaining(self) -> list[str]:
+        """Problems still there afterwards (every problem, without ``repair``)."""
+        return [p.text for p in self.details if not p.repaired]
 
     @property
     def ok(self) -> bool:
         """Whether nothing is left to fix (after repair, if it ran)."""
         return not self.remaining
 
-    def problem(self, text: str, *, fixed: str | None = None) -> None:
-        """Record a problem, and what was done about it (None: nothing)."""
-        self.problems.append(text)
-        if fixed is None:
-            self.remaining.append(text)
-        else:
-            self.repaired.append(fixed)
+    def problem(
+        self,
+        kind: str,
+        text: str,
+        *,
+        fix: str | None = None,
+        advice: str | None = None,
+        repaired: bool = False,
+    ) -> None:
+        """Record a problem: ``fix`` is what repair does (None: it cannot), ``repaired`` if done."""
+        self.details.append(Problem(kind, text, fix, advice, repaired and fix is not None))
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of this finding."""
         return {
             "key": self.key,
             "ok": self.ok,
-            "problems": list(self.problems),
-            "repaired": list(self.repaired),
-            "remaining": list(self.remaining),
+            "problems": [p.to_json() for p in self.details],
         }
 
 
@@ -142,9 +216,9 @@ def _leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | N
 
 def _entry_problems(
     table: np.ndarray, size: int, index_range: tuple[int, int]
-) -> list[tuple[str, int]]:
-    """Problems of a decoded index table, each with the inner chunk to drop to fix it."""
-    problems: list[tuple[str, int]] = []
+) -> list[tuple[str, str, int]]:
+    """Problems of a decoded index table: ``(kind, text, inner chunk to drop to fix it)``."""
+    problems: list[tuple[str, str, int]] = []
     drop: set[int] = set()
     present = np.flatnonzero(table[:, 0] != EMPTY)
     starts = table[present, 0].astype(object)
@@ -153,22 +227,99 @@ def _entry_problems(
     for flat, start, end in zip(present.tolist(), starts, ends, strict=True):
         if end > size:
             problems.append((
-                f"inner chunk {flat}: bytes {start}-{end} past end of file ({size}; "
-                "the shard looks truncated)", flat
+                "entry_past_end",
+                f"inner chunk {flat}: bytes {start}-{end} past end of file ({size} bytes)",
+                flat,
             ))
             drop.add(flat)
         elif start < hi and end > lo:
-            problems.append((f"inner chunk {flat}: bytes {start}-{end} overlap the index", flat))
+            problems.append((
+                "entry_overlaps_index",
+                f"inner chunk {flat}: bytes {start}-{end} overlap the index",
+                flat,
+            ))
             drop.add(flat)
     order = sorted((s, e, f) for f, s, e in zip(present.tolist(), starts, ends, strict=True))
     reach_end, reach_flat = -1, -1
     for start, end, flat in order:
         if start < reach_end and flat not in drop and reach_flat not in drop:
-            problems.append((f"inner chunks {reach_flat} and {flat} overlap at byte {start}", flat))
+            problems.append((
+                "entries_overlap", f"inner chunks {reach_flat} and {flat} overlap at byte {start}",
+                flat,
+            ))
             drop.add(flat)
         if end > reach_end:
             reach_end, reach_flat = end, flat
     return problems
+
+
+def _cut_short(table: np.ndarray, size: int, index_start: bool) -> tuple[int, list[int]] | None:
+    """``(size the index needs, inner chunks past the end)`` if the file looks cut short.
+
+    Only an index at the start can say so: entries that reach past the end of the
+    file and lie over no other entry are chunks whose bytes were cut off (a single
+    bad entry that lands on other chunks is a bad entry, which repair drops). An
+    index at the end that decodes sits at the file's real end.
+    """
+    if not index_start:
+        return None
+    present = np.flatnonzero(table[:, 0] != EMPTY).tolist()
+    spans = {f: (int(table[f, 0]), int(table[f, 0]) + int(table[f, 1])) for f in present}
+    past = [f for f, (_, end) in spans.items() if end > size]
+    if not past:
+        return None
+    for f in past:
+        start, end = spans[f]
+        if any(s < end and start < e for g, (s, e) in spans.items() if g != f):
+            return None
+    return max(spans[f][1] for f in past), past
+
+
+def _plausible(entries: np.ndarray, limit: int) -> np.ndarray:
+    """Which ``(offset, length)`` entries are empty or point at bytes before ``limit``."""
+    empty = (entries[:, 0] == EMPTY) & (entries[:, 1] == EMPTY)
+    starts = entries[:, 0].astype(object)
+    lengths = entries[:, 1].astype(object)
+    inside = np.array(
+        [n > 0 and s + n <= limit for s, n in zip(starts, lengths, strict=True)], dtype=bool
+    )
+    return np.asarray(empty | inside)
+
+
+def _cut_index_end(tail: bytes, size: int) -> int | None:
+    """The size a file had, if its last bytes are the head of an index cut short.
+
+    ``tail`` is the last ``index_size`` bytes of a shard whose index (at the end)
+    does not decode. When all its entries but one still look like entries, the
+    index is in place and was damaged there (a checksum error, not a cut). If the
+    file lost its last ``k`` bytes, its last ``index_size - k`` bytes are the head
+    of the index: whole 16-byte entries, empty or pointing before that head,
+    that do not overlap (a shift by whole entries must also see the chunks end
+    exactly where the index began). A file cut by more than its index has no
+    index left to tell: that is reported as a checksum error.
+    """
+    isz = len(tail)
+    whole = np.frombuffer(tail[: isz // 16 * 16], dtype="<u8").reshape(-1, 2)
+    if len(whole) and len(whole) - int(_plausible(whole, size - isz).sum()) <= 1:
+        return None
+    for k in range(1, isz - 15):
+        head_start = size - isz + k  # where the index began
+        if head_start < 0:
+            continue
+        head = tail[k:]
+        entries = np.frombuffer(head[: len(head) // 16 * 16], dtype="<u8").reshape(-1, 2)
+        present = entries[:, 0] != EMPTY
+        if not present.any() or not _plausible(entries, head_start).all():
+            continue
+        starts = entries[present, 0].astype(object)
+        ends = starts + entries[present, 1].astype(object)
+        order = np.argsort(starts, kind="stable")
+        if any(a < b for a, b in zip(starts[order][1:], ends[order][:-1], strict=True)):
+            continue
+        if k % 16 == 0 and max(ends) != head_start:
+            continue
+        return size + k
+    return None
 
 
 class _Decoder:
@@ -221,6 +372,50 @@ def _open_locked(path: Path, repair: bool) -> int | None:
         os.close(fd)  # replaced (compacted) while we waited: check the new file
 
 
+Read = Callable[[int, int], bytes]
+"""``read(length, offset)``: bytes of one shard (a locked file, or an object in memory)."""
+
+
+def _truncated(result: ShardCheck, noun: str, size: int, needs: int) -> None:
+    result.problem(
+        "truncated", f"truncated: {noun} is {size} bytes, its index needs {needs}", advice=RESTORE
+    )
+
+
+def _index_problem(
+    read: Read, size: int, geometry: ShardGeometry, codec: Any, result: ShardCheck, noun: str
+) -> tuple[int, bytes, np.ndarray] | None:
+    """The shard's ``(index offset, raw index, table)``; None after recording why not."""
+    isz = geometry.index_size
+    at_start = geometry.index_location == "start"
+    if size < isz:
+        _truncated(result, noun, size, isz)
+        return None
+    offset = 0 if at_start else size - isz
+    raw = read(isz, offset)
+    try:
+        table = decode_table(codec, geometry.chunks_per_shard, raw)
+    except ValueError as e:
+        needs = None if at_start else _cut_index_end(raw, size)
+        if needs is not None:
+            _truncated(result, noun, size, needs)
+        elif "checksum" in str(e).lower():
+            result.problem(
+                "index_checksum",
+                f"index checksum error: the {isz}-byte index at byte {offset} "
+                "does not match its checksum",
+                advice=RESTORE,
+            )
+        else:
+            result.problem(
+                "index_unreadable",
+                f"index does not decode: {' '.join(str(e).split())}",
+                advice=RESTORE,
+            )
+        return None
+    return offset, raw, table
+
+
 def _check_shard(
     shards: ArrayShards,
     key: str,
@@ -235,15 +430,15 @@ def _check_shard(
     if fd is None:
         if free_path(path).exists():
             result.problem(
-                "reuse quarantine of a shard that no longer exists",
-                fixed="deleted the quarantine file" if repair else None,
+                "orphan_quarantine", "reuse quarantine of a shard that no longer exists",
+                fix="deleted the quarantine file", repaired=repair,
             )
             if repair and not path.exists():  # not if a writer just created the shard
                 free_path(path).unlink(missing_ok=True)
         if writer.journal_pending(path):
             result.problem(
-                "journal of a shard that no longer exists",
-                fixed="deleted the journal" if repair else None,
+                "orphan_journal", "journal of a shard that no longer exists",
+                fix="deleted the journal", repaired=repair,
             )
             if repair and not path.exists():
                 writer.discard_journal(path)
@@ -251,56 +446,100 @@ def _check_shard(
     try:
         if not writer.journal_pending(path) and writer.journal_path(path).exists():
             result.problem(
+                "inactive_journal",
                 "inactive journal left beside the shard (older zarrext kept them)",
-                fixed="deleted the inactive journal" if repair else None,
+                fix="deleted the inactive journal", repaired=repair,
             )
             if repair:
                 writer.discard_journal(path)
         if writer.journal_pending(path):
-            torn = writer.read_journal(path) is None
-            text = (
-                "interrupted write: torn journal (index untouched)"
-                if torn
-                else "interrupted write: journal present (will roll back)"
-            )
-            result.problem(text, fixed="rolled back the interrupted write" if repair else None)
-            if repair:
-                writer.recover(path, fd)
+            if writer.read_journal(path) is None:
+                kind, text = "torn_journal", "interrupted write: torn journal (index untouched)"
+            else:
+                kind, text = "interrupted_write", "interrupted write: journal present"
+            result.problem(kind, text, fix="rolled back the interrupted write", repaired=repair)
+            if not repair:
+                # The index is half written until the rollback: check it after --repair.
+                return
+            writer.recover(path, fd)
         if repair and free_path(path).exists():
             # Not a problem (it guards readers for a few seconds); drop what expired.
             write_quarantine(path, read_quarantine(path) or [])
-        try:
-            size, offset, raw, table = writer.read_index(fd, codec, geometry, key)
-        except writer.ShardCorruptError as e:
-            result.problem(str(e))
+        size = os.fstat(fd).st_size
+
+        def read(length: int, start: int) -> bytes:
+            return os.pread(fd, length, start)
+
+        index = _index_problem(read, size, geometry, codec, result, "file")
+        if index is None:
             return
-        problems = _entry_problems(table, size, (offset, offset + geometry.index_size))
-        drop = sorted(flat for _, flat in problems)
-        for text, flat in problems:
-            result.problem(text, fixed=f"marked inner chunk {flat} empty" if repair else None)
+        offset, raw, table = index
+        drop = _check_table(
+            shards, coords, size, offset, table, read, result, decoder, repair, "file"
+        )
         if repair and drop:
             table[drop] = EMPTY
             writer.replace_index(
                 path, fd, size, offset, raw, writer.encode_index(codec, geometry, table)
             )
-        if decoder is None:
-            return
-        per_shard = geometry.chunks_per_shard
-        origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
-        for flat in np.flatnonzero(table[:, 0] != EMPTY).tolist():
-            if flat in drop:
-                continue
-            start, length = (int(v) for v in table[flat])
-            inner = tuple(
-                o + int(i) for o, i in zip(origin, np.unravel_index(flat, per_shard), strict=True)
-            )
-            why = decoder.problem(inner, os.pread(fd, length, start))
-            if why is not None:
-                result.problem(
-                    f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}"
-                )
     finally:
         os.close(fd)
+
+
+def _check_table(
+    shards: ArrayShards,
+    coords: tuple[int, ...],
+    size: int,
+    offset: int,
+    table: np.ndarray,
+    read: Read,
+    result: ShardCheck,
+    decoder: _Decoder | None,
+    repair: bool | None,
+    noun: str,
+) -> list[int]:
+    """Check a decoded index (and, with ``decoder``, its chunks); the entries to drop.
+
+    ``repair`` None: the store cannot be repaired in place (an object store).
+    """
+    geometry = shards.geometry
+    skip: set[int] = set()
+    cut = _cut_short(table, size, geometry.index_location == "start")
+    if cut is not None:
+        needs, past = cut
+        _truncated(result, noun, size, needs)
+        skip.update(past)
+        live = table.copy()
+        live[past] = EMPTY  # what is left is checked as usual
+    else:
+        live = table
+    problems = _entry_problems(live, size, (offset, offset + geometry.index_size))
+    drop = sorted(flat for _, _, flat in problems)
+    for kind, text, flat in problems:
+        if repair is None:
+            result.problem(kind, text, advice=OBJECT_ADVICE)
+        else:
+            result.problem(kind, text, fix=f"marked inner chunk {flat} empty", repaired=repair)
+    skip.update(drop)
+    if decoder is None:
+        return drop
+    per_shard = geometry.chunks_per_shard
+    origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
+    for flat in np.flatnonzero(table[:, 0] != EMPTY).tolist():
+        if flat in skip:
+            continue
+        start, length = (int(v) for v in table[flat])
+        inner = tuple(
+            o + int(i) for o, i in zip(origin, np.unravel_index(flat, per_shard), strict=True)
+        )
+        why = decoder.problem(inner, read(length, start))
+        if why is not None:
+            result.problem(
+                "undecodable_chunk",
+                f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}",
+                advice=REWRITE,
+            )
+    return drop
 
 
 def _check_chunk(
@@ -312,7 +551,14 @@ def _check_chunk(
         return
     why = decoder.problem(coords, data)
     if why is not None:
-        result.problem(f"chunk {coords} does not decode: {why}")
+        result.problem(
+            "undecodable_chunk", f"chunk {coords} does not decode: {why}", advice=REWRITE
+        )
+
+
+def _key_order(key: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key of a store key: numbers as numbers (``c/2`` before ``c/10``)."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[/.]", key))
 
 
 def _stored_keys(array: Any, per_object: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
@@ -351,8 +597,8 @@ def check(
     Returns
     -------
     list of ShardCheck
-        One entry per store key with problems, each key once; an empty list means
-        everything validates.
+        One entry per store key with problems, each key once, sorted by key
+        (numbers as numbers); an empty list means everything validates.
 
     Raises
     ------
@@ -393,7 +639,9 @@ def check(
                 continue
             target, text = left
             key = (path.parent / target).relative_to(directory).as_posix()
-            entry(key).problem(text, fixed=f"deleted {name}" if repair else None)
+            entry(key).problem(
+                "stale_temporary_file", text, fix=f"deleted {name}", repaired=repair
+            )
             if repair:
                 path.unlink(missing_ok=True)
 
@@ -410,7 +658,7 @@ def check(
             _check_shard(shards, key, coords, result, repair, decoder)
         elif decoder is not None:
             _check_chunk(directory, key, coords, result, decoder)
-    return [f for f in found.values() if f.problems]
+    return sorted((f for f in found.values() if f.details), key=lambda f: _key_order(f.key))
 
 
 def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
@@ -453,54 +701,28 @@ def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
             assert decoder is not None
             why = decoder.problem(coords, data)
             if why is not None:
-                result.problem(f"chunk {coords} does not decode: {why}")
+                result.problem(
+                    "undecodable_chunk", f"chunk {coords} does not decode: {why}", advice=REWRITE
+                )
         else:
-            _check_shard_bytes(shards, key, coords, data, result, decoder)
-        if result.problems:
+            _check_shard_bytes(shards, coords, data, result, decoder)
+        if result.details:
             found.append(result)
-    return found
+    return sorted(found, key=lambda f: _key_order(f.key))
 
 
 def _check_shard_bytes(
     shards: ArrayShards,
-    key: str,
     coords: tuple[int, ...],
     data: bytes,
     result: ShardCheck,
     decoder: _Decoder | None,
 ) -> None:
-    geometry = shards.geometry
-    isz = geometry.index_size
-    if len(data) < isz:
-        result.problem(
-            f"truncated: the object is {len(data)} bytes, shorter than its {isz}-byte index"
-        )
-        return
-    offset = 0 if geometry.index_location == "start" else len(data) - isz
-    try:
-        table = decode_table(
-            shards.codec, geometry.chunks_per_shard, data[offset : offset + isz]
-        )
-    except ValueError as e:
-        result.problem(f"index does not decode (checksum error?): {e}")
-        return
-    problems = _entry_problems(table, len(data), (offset, offset + isz))
-    for text, _ in problems:
-        result.problem(text)
-    if decoder is None:
-        return
-    drop = {flat for _, flat in problems}
-    per_shard = geometry.chunks_per_shard
-    origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
-    for flat in np.flatnonzero(table[:, 0] != EMPTY).tolist():
-        if flat in drop:
-            continue
-        start, length = (int(v) for v in table[flat])
-        inner = tuple(
-            o + int(i) for o, i in zip(origin, np.unravel_index(flat, per_shard), strict=True)
-        )
-        why = decoder.problem(inner, data[start : start + length])
-        if why is not None:
-            result.problem(
-                f"inner chunk {flat} (chunk {inner} of the array) does not decode: {why}"
-            )
+    def read(length: int, start: int) -> bytes:
+        return data[start : start + length]
+
+    index = _index_problem(read, len(data), shards.geometry, shards.codec, result, "object")
+    if index is not None:
+        offset, _, table = index
+        _check_table(shards, coords, len(data), offset, table, read, result, decoder, None,
+                     "object")
