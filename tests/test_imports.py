@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import zarr
 
 import zarrext
 
+# fsspec is left out: zarr itself imports it when it is installed
 HEAVY = ("rich", "typer", "matplotlib", "dask", "distributed", "pyarrow", "tifffile")
 
 PROBE = """
@@ -214,3 +216,123 @@ def test_no_import_circles(module_level_only: bool) -> None:
     """No circle among zarrext modules; with ``all``, imports inside functions count too
     (a deferred import hides a circle from Python, not from a reader)."""
     assert _cycles(_graph(module_level_only=module_level_only)) == []
+
+
+# --- the core install: no extras ------------------------------------------------------
+
+EXTRA_PACKAGES = ("typer", "rich", "matplotlib", "dask", "distributed", "pyarrow", "tifffile",
+                  "fsspec")
+
+# None in sys.modules makes every import of the package (and its submodules) fail
+# with ModuleNotFoundError, as in an install without the extras.
+WITHOUT_EXTRAS = f"""
+import sys
+for name in {EXTRA_PACKAGES!r}:
+    sys.modules[name] = None
+"""
+
+CORE_JOBS = """
+import json, sys
+import numpy as np
+import zarr
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+from zarr.registry import get_codec_class
+
+root, extras = sys.argv[1], set(sys.argv[2].split(","))
+for name in ("conditional", "optional", "zarrs.optional", "shuffle", "packbits", "pad",
+             "n5_default"):
+    get_codec_class(name)
+import zarrext
+from zarrext._extras import MissingExtraError
+
+data = np.tile(np.linspace(0, 1, 64, dtype="float32"), (64, 1))
+z = zarrext.create_array(
+    f"{root}/plain", shape=(64, 64), chunks=(16, 16), dtype="float32",
+    serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+    decision="never_apply",
+)
+z[:] = data
+report = zarrext.recompress(f"{root}/plain", "compress_if_smaller")
+assert report.bytes_after < report.bytes_before
+s = zarrext.create_array(
+    f"{root}/sharded", shape=(64, 64), chunks=(32, 32), dtype="float32",
+    serializer=ShardingCodec(chunk_shape=(16, 16), codecs=[BytesCodec()]), compressors=None,
+    shard_layout="fixed-slot",
+)
+s[:] = data
+assert zarrext.compact(s).shards == 4
+assert zarrext.check(s) == []
+assert len(zarrext.inventory(s).chunks) == 16
+from zarrext.quantize import copy_quantized
+copy_quantized(f"{root}/plain", f"{root}/quantized", max_abs_error=1e-3)
+assert np.allclose(zarr.open_array(f"{root}/quantized")[:], data, atol=1e-3)
+
+messages = {}
+for extra, call in [
+    ("arrow", lambda: zarrext.to_arrow(np.zeros(2, dtype=[("value", "i4"), ("valid", "?")]))),
+    ("dask", lambda: zarrext.write_dask(s, None)),
+    ("remote", lambda: zarrext.open_array("s3://bucket/a")),
+]:
+    try:
+        call()
+    except ImportError as e:  # MissingExtraError
+        messages[extra] = str(e)
+    except ValueError as e:  # zarrext.stores.StoreOpenError
+        messages[extra] = str(e)
+loaded = sorted(m for m, v in sys.modules.items() if v is not None
+                and m.split(".")[0] in extras)
+print(json.dumps({"messages": messages, "loaded": loaded}))
+"""
+
+
+def test_the_core_runs_without_any_extra(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_EXTRAS + CORE_JOBS, str(tmp_path),
+         ",".join(EXTRA_PACKAGES)],
+        capture_output=True, text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["loaded"] == []
+    assert set(report["messages"]) == {"arrow", "dask", "remote"}
+    for extra, message in report["messages"].items():
+        assert f"pip install 'zarrext[{extra}]'" in message
+        assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+    ("argv", "missing", "extra"),
+    [
+        (["--version"], "typer", "cli"),
+        (["--version"], "rich", "cli"),
+        (["inspect", "STORE", "--plot", "PNG"], "matplotlib", "plot"),
+        (["demo", "DEMO"], "tifffile", "all"),
+        (["demo", "DEMO"], "pyarrow", "all"),
+    ],
+    ids=["no-typer", "no-rich", "plot-no-matplotlib", "demo-no-tifffile", "demo-no-pyarrow"],
+)
+def test_the_command_without_its_extra_says_what_to_install(
+    tmp_path: Path, argv: list[str], missing: str, extra: str
+) -> None:
+    store = tmp_path / "a.zarr"
+    zarr.create_array(str(store), shape=(4,), dtype="i4")
+    argv = [a.replace("STORE", str(store)).replace("PNG", str(tmp_path / "p.png"))
+            .replace("DEMO", str(tmp_path / "demo")) for a in argv]
+    code = (
+        f"import sys\nsys.modules[{missing!r}] = None\n"
+        f"from zarrext.__main__ import main\nmain({argv!r})\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 1
+    assert len(done.stderr.splitlines()) == 1, done.stderr  # one line, no traceback
+    assert done.stderr.startswith("zarrext: error: ")
+    assert f"needs {missing}, which is not installed: pip install 'zarrext[{extra}]'" in (
+        done.stderr
+    )
+    assert not (tmp_path / "demo").exists() or not any((tmp_path / "demo").iterdir())
+
+
+def test_python_m_zarrext_runs_the_command() -> None:
+    done = subprocess.run([sys.executable, "-m", "zarrext", "--version"], capture_output=True,
+                          text=True, check=True)
+    assert done.stdout.startswith("zarrext ")

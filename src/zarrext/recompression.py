@@ -41,6 +41,7 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
+from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
 from zarrext.decisions import DecisionLike, format_mask
@@ -357,7 +358,8 @@ def recompress(
                 "recompress on a Dask cluster needs an array in a local directory "
                 f"(LocalStore); this one is in {type(store).__name__}"
             )
-        from dask.distributed import as_completed
+        with needs("dask", "recompress on a Dask cluster"):
+            from dask.distributed import as_completed
 
         futures = [
             client.submit(

@@ -133,6 +133,10 @@ def open_store(
         )
     except ImportError as e:  # a known protocol whose package is missing (gcsfs, ...)
         scheme = text.partition("://")[0]
+        if (e.name or "").split(".")[0] == "fsspec":
+            raise StoreOpenError(
+                f"{text}: URLs need fsspec, which is not installed: pip install 'zarrext[remote]'"
+            ) from e
         raise StoreOpenError(f"{text}: no file system for {scheme}:// is installed ({e})") from e
     except ValueError as e:  # fsspec: "Protocol not known"
         scheme = text.partition("://")[0]

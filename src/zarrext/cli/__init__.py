@@ -20,6 +20,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from zarr.errors import BaseZarrError
 
+from zarrext._extras import MissingExtraError
 from zarrext.cli._common import CliError, one_line
 
 app = typer.Typer(
@@ -41,7 +42,9 @@ COMMAND_MODULES: tuple[str, ...] = (
 
 # Failures a user can cause and fix: bad input, bad data, an unusable path. Anything
 # else is a bug in zarrext and keeps its traceback.
-EXPECTED_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, BaseZarrError)
+EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
+    ValueError, OSError, BaseZarrError, MissingExtraError,
+)
 
 
 def _show_tracebacks() -> bool:

@@ -86,10 +86,13 @@ def plot_inventories(
     inventories: list[ArrayInventory], path: Path, given: Path | str | None = None
 ) -> None:
     """Draw each array's chunk grid coloured by mask and by compression ratio."""
-    import matplotlib
+    from zarrext._extras import needs
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    with needs("plot", "zarrext inspect --plot"):
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     import numpy as np
 
     # One row of panels per array: past MAX_PLOTTED_ARRAYS the figure is unreadable and
@@ -235,7 +238,10 @@ def register(app: typer.Typer) -> None:
         reports = []
         client = None
         if scheduler is not None:
-            from dask.distributed import Client
+            from zarrext._extras import needs
+
+            with needs("dask", "zarrext recompress --scheduler"):
+                from dask.distributed import Client
 
             check_scheduler(scheduler)
             client = Client(scheduler, timeout="10s")

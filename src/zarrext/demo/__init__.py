@@ -12,6 +12,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.rule import Rule
 
+from zarrext._extras import needs
+
 SECTIONS: tuple[str, ...] = (
     "conditional",
     "quantize",
@@ -23,9 +25,11 @@ SECTIONS: tuple[str, ...] = (
 
 def run_all(root: Path, console: Console) -> None:
     """Run every demo section in order under ``root``."""
+    # Every section first: a missing extra (Arrow, TIFF) fails before any output.
+    with needs("all", "zarrext demo"):
+        modules = {name: importlib.import_module(f"zarrext.demo.{name}") for name in SECTIONS}
     console.print(f"[bold]zarrext demo[/bold] in {root}")
-    for name in SECTIONS:
-        module = importlib.import_module(f"zarrext.demo.{name}")
+    for name, module in modules.items():
         console.print(Rule(name))
         section_root = root / name
         section_root.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.core.dtype import VariableLengthUTF8, get_data_type_from_native_dtype
 
+from zarrext._extras import needs
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
 if TYPE_CHECKING:
@@ -174,7 +175,8 @@ def to_arrow(array: npt.NDArray[Any]) -> pa.Array:
     Nested levels: a struct array with one field ``value`` per extra level, the
     struct's own validity being that level's ``valid``.
     """
-    import pyarrow as pa
+    with needs("arrow", "zarrext.to_arrow"):
+        import pyarrow as pa
 
     array = np.asarray(array).reshape(-1)
     if not is_optional_native(array.dtype):
@@ -194,7 +196,8 @@ def from_arrow(array: Any, dtype: OptionalDType | None = None) -> npt.NDArray[An
     ``dtype`` defaults to one inferred from the Arrow type (struct arrays with one
     field ``value`` are a nested level, as :func:`to_arrow` writes them).
     """
-    import pyarrow as pa
+    with needs("arrow", "zarrext.from_arrow"):
+        import pyarrow as pa
 
     if isinstance(array, pa.ChunkedArray):
         array = array.combine_chunks()

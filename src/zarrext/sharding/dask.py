@@ -18,6 +18,7 @@ import numpy as np
 import zarr
 from zarr.storage import LocalStore
 
+from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of
 from zarrext.api import with_runtime
 from zarrext.codecs.conditional import ConditionalCodec
@@ -134,7 +135,8 @@ def write_dask(
     int
         Bytes written (uncompressed).
     """
-    import dask
+    with needs("dask", "zarrext.write_dask"):
+        import dask
 
     shards = shards_of(array)
     if source.shape != array.shape:
