@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import base64
+import io
 import struct
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
+import zarr
 from hypothesis import given
 from hypothesis import strategies as st
+from zarr.codecs import BytesCodec
 
 from zarrext.codecs.pad import PadCodec
 from zarrext.formats import tiff
@@ -127,3 +133,155 @@ def test_compressed_pad_codec_keeps_nbytes_only_in_metadata() -> None:
     codec = tiff.pad_codec("float32", compression="deflate")
     assert codec.padding_func is not None
     assert codec.to_dict() == {"name": "pad", "configuration": {"location": "start", "nbytes": 122}}
+
+
+# -- chunks written by zarr-python paths are TIFFs -------------------------------
+# Each writer runs in a fresh process that never imports zarrext: the pad codec and
+# its TIFF template come from zarr's entry points, with nothing but zarr.json to go
+# on. (tests/interop/test_tifffile.py covers whole writes by zarr and xarray.)
+
+SHAPE, CHUNKS = (70, 45), (32, 20)
+PATH_WRITERS = {
+    "zarr-partial": (
+        "import zarr; z = zarr.open_array(path, mode='r+'); z[:] = data\n"
+        "z[5:40, 3:30] = data[5:40, 3:30] + 1; data[5:40, 3:30] += 1"  # read-modify-write
+    ),
+    "zarr-block": (
+        "import zarr; z = zarr.open_array(path, mode='r+'); z[:] = data\n"
+        "z.set_block_selection((1, 1), data[32:64, 20:40] + 2); data[32:64, 20:40] += 2"
+    ),
+    "xarray-dask-threads": (
+        "import xarray as xr\n"
+        "xr.Dataset({'img': (('y', 'x'), data)}).chunk({'y': 32, 'x': 20}).to_zarr(\n"
+        "    root, region='auto', mode='r+', consolidated=False)"
+    ),
+    "xarray-dask-processes": (
+        "import dask, xarray as xr\n"
+        "with dask.config.set(scheduler='processes', num_workers=2):\n"
+        "    xr.Dataset({'img': (('y', 'x'), data)}).chunk({'y': 32, 'x': 20}).to_zarr(\n"
+        "        root, region='auto', mode='r+', consolidated=False)"
+    ),
+}
+
+
+def _sample(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 60000, SHAPE).astype("uint16")
+
+
+def _run_writer(tmp_path: Path, root: str, code: str, data: np.ndarray) -> np.ndarray:
+    """Run ``code`` (names: root, path, data) in a fresh process; the data it wrote."""
+    np.save(tmp_path / "data.npy", data)
+    script = tmp_path / "writer.py"  # a file, so that spawned dask workers can import it
+    body = code + "\n" + (
+        f"np.save({str(tmp_path / 'written.npy')!r}, data)\n"
+        "assert 'zarrext.formats.tiff' in sys.modules  # loaded by the pad entry point\n"
+    )
+    script.write_text(
+        "import sys, numpy as np\n"
+        f"root = {str(root)!r}; path = root + '/img'\n"
+        f"data = np.load({str(tmp_path / 'data.npy')!r})\n"
+        "def main():\n" + "".join(f"    {line}\n" for line in body.splitlines())
+        + "if __name__ == '__main__':\n    main()\n"
+    )
+    subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
+                   cwd=tmp_path)
+    return np.asarray(np.load(tmp_path / "written.npy"))
+
+
+def _expected_chunk(data: np.ndarray, i: int, j: int) -> np.ndarray:
+    out = np.zeros(CHUNKS, data.dtype)
+    block = data[i * 32 : (i + 1) * 32, j * 20 : (j + 1) * 20]
+    out[: block.shape[0], : block.shape[1]] = block
+    return out
+
+
+@pytest.mark.parametrize("writer", sorted(PATH_WRITERS))
+def test_chunks_written_through_zarr_python_paths_are_tiffs(tmp_path: Path, writer: str) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    pytest.importorskip("xarray")
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(root, mode="w")
+    kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="zstd")
+    group.create_array("img", shape=SHAPE, dimension_names=("y", "x"), **kwargs)
+    data = _run_writer(tmp_path, str(root), PATH_WRITERS[writer], _sample(5))
+    for i in range(3):
+        for j in range(3):
+            chunk = root / "img" / "c" / str(i) / str(j)
+            with tifffile.TiffFile(chunk) as tf:
+                assert tf.pages[0].compression == 50000
+                assert tf.pages[0].databytecounts[0] == chunk.stat().st_size - 110
+                np.testing.assert_array_equal(tf.asarray(), _expected_chunk(data, i, j))
+    np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
+
+
+def test_inner_chunks_of_shards_are_tiffs(tmp_path: Path) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    root = tmp_path / "g.zarr"
+    group = zarr.open_group(root, mode="w")
+    kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="deflate")
+    group.create_array("img", shape=SHAPE, shards=(64, 40), **kwargs)
+    code = "import zarr; zarr.open_array(path, mode='r+')[:] = data"
+    data = _run_writer(tmp_path, str(root), code, _sample(6))
+    # The shard file is no TIFF; each inner chunk's byte range in it is one.
+    for si, sj in [(0, 0), (0, 1), (1, 0), (1, 1)]:
+        raw = (root / "img" / "c" / str(si) / str(sj)).read_bytes()
+        index = np.frombuffer(raw[-(4 * 16 + 4) : -4], dtype="<u8").reshape(4, 2)
+        for flat, (start, length) in enumerate(index.tolist()):
+            i, j = 2 * si + flat // 2, 2 * sj + flat % 2
+            if i > 2 or j > 2:
+                continue  # past the array's edge: never written
+            with tifffile.TiffFile(io.BytesIO(raw[start : start + length])) as tf:
+                assert tf.pages[0].compression == 8
+                assert tf.pages[0].databytecounts[0] == length - 110
+                np.testing.assert_array_equal(tf.asarray(), _expected_chunk(data, i, j))
+
+
+@pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
+def test_to_zarr_with_other_chunks_writes_their_own_header(tmp_path: Path, dask: bool) -> None:
+    # The template's codecs handed to to_zarr without its chunks: the array gets
+    # xarray's chunks (the whole array, or dask's), and each header says so.
+    tifffile = pytest.importorskip("tifffile")
+    xr = pytest.importorskip("xarray")
+    data = _sample(7)
+    kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="zstd")
+    ds = xr.Dataset({"img": (("y", "x"), data)})
+    if dask:
+        ds = ds.chunk({"y": 35, "x": 45})
+    encoding = {"img": {"serializer": kwargs["serializer"], "compressors": kwargs["compressors"]}}
+    ds.to_zarr(tmp_path / "g.zarr", encoding=encoding, consolidated=False, zarr_format=3)
+    chunks = (35, 45) if dask else SHAPE
+    assert zarr.open_array(tmp_path / "g.zarr" / "img").chunks == chunks
+    np.testing.assert_array_equal(
+        tifffile.imread(tmp_path / "g.zarr" / "img" / "c" / "0" / "0"),
+        data[: chunks[0], : chunks[1]],
+    )
+
+
+def test_template_keeps_its_bytes_for_its_own_shape_and_grows_to_long() -> None:
+    static = tiff.header((32, 20), "uint16", compression="zstd", strip_byte_count=0)
+    function = tiff.template_function(static)
+    assert function is not None
+    out = function(b"x" * 77, None, (32, 20))
+    assert out == tiff.header((32, 20), "uint16", compression="zstd", strip_byte_count=77)
+    tall = function(b"x" * 5, None, (70000, 3))
+    assert tall == tiff.header((70000, 3), "uint16", compression="zstd", strip_byte_count=5)
+    tags = read_ifd(tall)
+    assert (tags[257][0], tags[257][2], tags[278][2]) == (4, 70000, 70000)  # LONG now
+
+
+def test_template_warns_for_chunks_no_tiff_can_be(tmp_path: Path) -> None:
+    static = tiff.header((32, 20), "uint16")  # uncompressed: the strip size is known
+    function = tiff.template_function(static)
+    assert function is not None
+    with pytest.warns(tiff.TiffHeaderWarning, match=r"chunks of shape \(2, 32, 20\) are not 2-D"):
+        function(bytes(2 * 32 * 20 * 2), None, (2, 32, 20))
+    with pytest.warns(tiff.TiffHeaderWarning, match="describes 16-bit samples"):
+        function(bytes(32 * 20 * 4), None, (32, 20))  # float32 bytes under a uint16 header
+    assert len(function(bytes(32 * 20 * 2), None, (1, 32, 20))) == 110  # a 2-D image: fine
+    # Through zarr: a 3-D array whose chunks cannot be images warns at write time.
+    pad = tiff.pad_codec("uint16", chunk_shape=(32, 20))
+    array = zarr.create_array(tmp_path / "a.zarr", shape=(4, 32, 20), chunks=(2, 32, 20),
+                              dtype="uint16", serializer=BytesCodec(), compressors=[pad])
+    with pytest.warns(tiff.TiffHeaderWarning, match="are no TIFF files"):
+        array[:] = 1
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr")[:], 1)  # data intact

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import functools
 import struct
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPRESSION_TAGS",
     "TiffHeaderError",
+    "TiffHeaderWarning",
     "create_kwargs",
     "dynamic_header",
     "header",
@@ -224,9 +226,9 @@ def dynamic_header(
     return padding
 
 
-def _strip_byte_counts_at(padding: bytes) -> int | None:
-    """Offset of the StripByteCounts value in a one-strip TIFF header whose strip
-    starts right after it (what :func:`header` writes), else ``None``."""
+def _template_tags(padding: bytes) -> dict[int, tuple[int, int, int]] | None:
+    """``{tag: (type, count, offset of the value)}`` of a one-strip TIFF header whose
+    strip starts right after it (what :func:`header` writes), else ``None``."""
     if len(padding) < _TIFF_HEADER_NBYTES + 2 + 4 or padding[:2] not in (b"II", b"MM"):
         return None
     bo = "<" if padding[:2] == b"II" else ">"
@@ -248,7 +250,14 @@ def _strip_byte_counts_at(padding: bytes) -> int | None:
         return None
     if struct.unpack_from(f"{bo}I", padding, offsets[2])[0] != len(padding):
         return None
-    return counts[2]
+    for tag in (256, 257, 278, 258):  # width, length, rows per strip, bits: one number
+        if tag not in tags or tags[tag][:2] not in ((_SHORT, 1), (_LONG, 1)):
+            return None
+    return tags
+
+
+class TiffHeaderWarning(UserWarning):
+    """Chunks written under a TIFF header template that cannot describe them."""
 
 
 def template_function(padding: bytes) -> PaddingFunction | None:
@@ -256,13 +265,52 @@ def template_function(padding: bytes) -> PaddingFunction | None:
 
     ``padding`` must be a one-strip TIFF header whose strip starts right after it,
     as :func:`header` writes; the function returns it with the strip byte count set
-    to the encoded chunk's size. Anything else: ``None``.
+    to the encoded chunk's size, and with the chunk's own width and height when the
+    array's chunks are not the template's (``ds.to_zarr`` with the template's codecs
+    but other chunks). A chunk the header cannot describe (not 2-D; uncompressed
+    bytes of another size than the header's samples) is written, with a
+    :class:`TiffHeaderWarning` saying it is no TIFF. Anything else: ``None``.
     """
-    at = _strip_byte_counts_at(padding)
-    if at is None:
+    tags = _template_tags(padding)
+    if tags is None:
         return None
-    count_format = "<I" if padding[:2] == b"II" else ">I"
+    bo = "<" if padding[:2] == b"II" else ">"
     template = bytes(padding)
+    at = tags[279][2]
+
+    def value(tag: int) -> int:
+        kind, _, where = tags[tag]
+        return int(struct.unpack_from(f"{bo}{'H' if kind == _SHORT else 'I'}", template, where)[0])
+
+    height, width, bits = value(257), value(256), value(258)
+    compressed = 259 in tags and value(259) != 1
+    warned: set[str] = set()
+
+    def warn(text: str) -> None:
+        if text not in warned:  # once per array, not once per chunk
+            warned.add(text)
+            warnings.warn(text, TiffHeaderWarning, stacklevel=2)
+
+    def shaped(shape: tuple[int, ...]) -> bytearray:
+        out = bytearray(template)
+        dims = shape[-2:] if len(shape) > 2 and all(s == 1 for s in shape[:-2]) else shape
+        if len(dims) != 2:
+            warn(
+                f"tiff: chunks of shape {shape} are not 2-D images: they are written, but "
+                "are no TIFF files; create the array with zarrext.formats.tiff.create_kwargs "
+                "for 2-D chunks"
+            )
+            return out
+        rows, cols = (int(d) for d in dims)
+        if (rows, cols) != (height, width):
+            # Same 12-byte entries, so the header keeps its size; LONG when SHORT is too small.
+            for tag, number in ((256, cols), (257, rows), (278, rows)):
+                entry_at = tags[tag][2] - 8
+                if number > 0xFFFF:
+                    struct.pack_into(f"{bo}HHII", out, entry_at, tag, _LONG, 1, number)
+                else:
+                    struct.pack_into(f"{bo}HHIHH", out, entry_at, tag, _SHORT, 1, number, 0)
+        return out
 
     def padding_function(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
         if len(encoded) > 0xFFFFFFFF:
@@ -270,8 +318,17 @@ def template_function(padding: bytes) -> PaddingFunction | None:
                 f"tiff: strip of {len(encoded)} bytes does not fit a classic (32-bit) TIFF "
                 f"({describe_chunk(index)})"
             )
-        out = bytearray(template)
-        struct.pack_into(count_format, out, at, len(encoded))
+        out = shaped(tuple(shape))
+        if not compressed and len(shape) >= 2:
+            expected = int(np.prod(shape)) * bits // 8
+            if len(encoded) != expected:
+                warn(
+                    f"tiff: a chunk of shape {tuple(shape)} encodes to {len(encoded)} bytes, "
+                    f"but the TIFF header in zarr.json describes {bits}-bit samples "
+                    f"({expected} bytes): the chunks are written, but are no TIFF files; "
+                    "create the array with zarrext.formats.tiff.create_kwargs for its data type"
+                )
+        struct.pack_into(f"{bo}I", out, at, len(encoded))
         return bytes(out)
 
     return padding_function
