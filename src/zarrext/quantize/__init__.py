@@ -1,0 +1,50 @@
+"""Plan ``scale_offset`` + ``cast_value`` filters that store floats as small integers.
+
+zarr-python 3.4.2 ships both codecs (``zarr.codecs.ScaleOffset`` and
+``zarr.codecs.CastValue``); this module only *chooses* their configuration:
+
+- :func:`plan` returns the filter list for ``zarr.create_array(filters=...)`` that
+  stores floating-point data in the smallest integer type while every finite value
+  decodes within ``max_abs_error``. The bound is not only derived on paper: the
+  candidate filters are run over the data (or, for a value range, over probe values
+  that include the worst-case points between quantization levels) and the scale is
+  tightened until the decoded values meet it.
+- :func:`from_cf` converts netCDF/CF packing attributes (``scale_factor``,
+  ``add_offset``, ``_FillValue``, ``missing_value``) into equivalent filters.
+
+Layout of the integer codes: the offset is the smallest value (or the array's fill
+value when that is finite, so that it round-trips exactly), data codes count up from
+there, and the codes reserved for NaN, +Inf and -Inf sit at the far end of the
+integer type, mapped in both directions through ``cast_value``'s ``scalar_map``.
+
+The package follows those steps: :mod:`~zarrext.quantize.verification` runs the
+real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
+configuration, :mod:`~zarrext.quantize.cf` converts CF packing, and
+:mod:`~zarrext.quantize.copying` (the only part doing I/O) copies whole arrays.
+"""
+
+from __future__ import annotations
+
+from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
+from zarrext.quantize.copying import CopyReport, copy_quantized
+from zarrext.quantize.planning import (
+    QuantizationError,
+    QuantizationPlan,
+    plan,
+    plan_quantization,
+)
+from zarrext.quantize.verification import roundtrip, worst_error
+
+__all__ = [
+    "CFConversion",
+    "CopyReport",
+    "InexactConversionWarning",
+    "QuantizationError",
+    "QuantizationPlan",
+    "copy_quantized",
+    "from_cf",
+    "plan",
+    "plan_quantization",
+    "roundtrip",
+    "worst_error",
+]
