@@ -4,6 +4,7 @@ for everyone else). Each check runs in a fresh interpreter."""
 from __future__ import annotations
 
 import ast
+import importlib
 import json
 import subprocess
 import sys
@@ -336,3 +337,41 @@ def test_python_m_zarrext_runs_the_command() -> None:
     done = subprocess.run([sys.executable, "-m", "zarrext", "--version"], capture_output=True,
                           text=True, check=True)
     assert done.stdout.startswith("zarrext ")
+
+
+def test_codecs_package_exports_every_codec_class_lazily() -> None:
+    import inspect as pyinspect
+
+    from zarr.abc.codec import Codec
+
+    import zarrext.codecs
+
+    # every Codec subclass defined in a public module of zarrext/codecs/ is exported
+    defined = set()
+    for path in sorted((SRC / "codecs").glob("[!_]*.py")):
+        module = importlib.import_module(f"zarrext.codecs.{path.stem}")
+        defined |= {
+            name for name, value in vars(module).items()
+            if pyinspect.isclass(value) and value.__module__ == module.__name__
+            and (issubclass(value, Codec) or issubclass(value, ValueError))
+        }
+    assert defined == set(zarrext.codecs.__all__)
+    for name in zarrext.codecs.__all__:
+        value = getattr(zarrext.codecs, name)
+        assert value.__name__ == name
+        assert getattr(zarrext, name, value) is value  # the same class as zarrext.<name>
+    with pytest.raises(AttributeError, match="no attribute 'nope'"):
+        _ = zarrext.codecs.nope
+
+
+def test_resolving_one_codec_loads_no_other_codec() -> None:
+    code = (
+        "import sys\nfrom zarr.registry import get_codec_class\n"
+        "get_codec_class('shuffle')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('zarrext.codecs.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout
+    # pad comes with import zarrext (the TIFF template registers with it); the
+    # heavier codecs (conditional: decisions; optional: the data type) do not
+    assert out.strip().splitlines()[-1] == "['zarrext.codecs.pad', 'zarrext.codecs.shuffle']"

@@ -1,8 +1,64 @@
-"""Codecs that zarrext registers with zarr-python (entry-point group ``zarr.codecs``)."""
+"""Codecs that zarrext registers with zarr-python (entry-point group ``zarr.codecs``).
+
+Every codec class (and the error each raises on bad input) is importable from
+here. They load on first use (PEP 562): zarr resolving one codec through its
+entry point (``zarrext.codecs.shuffle``) runs this package's ``__init__`` first,
+which must not import the other codecs (``conditional`` pulls in the decisions,
+``optional`` the data type).
+"""
 
 from __future__ import annotations
 
-from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.codecs.shuffle import ShuffleCodec
+import importlib
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["ConditionalCodec", "ShuffleCodec"]
+# Public name -> the module of this package that defines it.
+_LAZY: dict[str, str] = {
+    "ConditionalCodec": "conditional",
+    "ConditionalCodecError": "conditional",
+    "N5DefaultCodec": "n5_default",
+    "N5DefaultCodecError": "n5_default",
+    "OptionalCodec": "optional",
+    "OptionalCodecError": "optional",
+    "PackBitsCodec": "packbits",
+    "PackBitsCodecError": "packbits",
+    "PadCodec": "pad",
+    "PadCodecError": "pad",
+    "ShuffleCodec": "shuffle",
+}
+
+if TYPE_CHECKING:
+    from zarrext.codecs.conditional import ConditionalCodec, ConditionalCodecError
+    from zarrext.codecs.n5_default import N5DefaultCodec, N5DefaultCodecError
+    from zarrext.codecs.optional import OptionalCodec, OptionalCodecError
+    from zarrext.codecs.packbits import PackBitsCodec, PackBitsCodecError
+    from zarrext.codecs.pad import PadCodec, PadCodecError
+    from zarrext.codecs.shuffle import ShuffleCodec
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'zarrext.codecs' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"zarrext.codecs.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = [
+    "ConditionalCodec",
+    "ConditionalCodecError",
+    "N5DefaultCodec",
+    "N5DefaultCodecError",
+    "OptionalCodec",
+    "OptionalCodecError",
+    "PackBitsCodec",
+    "PackBitsCodecError",
+    "PadCodec",
+    "PadCodecError",
+    "ShuffleCodec",
+]
