@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -188,10 +188,11 @@ class PadCodec(BytesBytesCodec):
         return {"name": "pad", "configuration": configuration}
 
     def with_padding(self, padding: PaddingFunction | None) -> Self:
-        """This codec with another padding function (same metadata, equal codec)."""
-        return type(self)(
-            location=self.location, nbytes=self.nbytes, padding=self.padding, padding_func=padding
-        )
+        """This codec with another padding function (same metadata, equal codec).
+
+        ``None`` goes back to the stored ``padding`` (or zeros), as a fresh codec does.
+        """
+        return replace(self, padding_func=padding)
 
     # -- encode ---------------------------------------------------------------
 
