@@ -390,3 +390,36 @@ def test_quarantine_is_replaced_atomically(tmp_path: Path) -> None:
     journal.write_quarantine(shard, [(5, 20, 1e12)])
     assert journal.read_quarantine(shard, now=0.0) == [(5, 20, 1e12)]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s", "s.zarrext-free"]
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+@pytest.mark.parametrize("first", ["whole-shard", "one-chunk"])
+@pytest.mark.parametrize("layout", ["fixed-slot", "append"])
+def test_fill_over_a_whole_shard_deletes_it_as_zarr_does(
+    tmp_path: Path, location: str, first: str, layout: str
+) -> None:
+    """zarr-python stores no shard whose chunks all hold the fill value; neither do
+    zarrext's in-place writers (no index-only file left behind), whichever path wrote
+    the shard first (a whole fresh shard, or one chunk into its slot)."""
+    region = (slice(0, 32), slice(0, 32)) if first == "whole-shard" else (slice(0, 8),) * 2
+    ours = make(tmp_path / "ours", layout=layout, location=location)
+    stock = zarr.create_array(
+        str(tmp_path / "stock"), shape=(64, 64), chunks=SHARD, dtype="i4", fill_value=-1,
+        compressors=None,
+        serializer=ShardingCodec(chunk_shape=INNER, codecs=[BytesCodec()],
+                                 index_location=location),
+    )
+    for array in (ours, stock):
+        array[region] = 5
+        array[32:, 32:] = 6  # another shard, which stays
+    shard = Path("c") / "0" / "0"
+    assert (tmp_path / "ours" / shard).exists()
+    assert (tmp_path / "stock" / shard).exists()
+    for array in (ours, stock):
+        array[:32, :32] = -1
+    assert not (tmp_path / "stock" / shard).exists()
+    assert not (tmp_path / "ours" / shard).exists()
+    assert not list((tmp_path / "ours").rglob("*zarrext*"))  # no journal or temporary
+    assert (tmp_path / "ours" / "c" / "1" / "1").exists()
+    np.testing.assert_array_equal(fresh(tmp_path / "ours"), fresh(tmp_path / "stock"))
+    assert zarrext.check(ours) == []
