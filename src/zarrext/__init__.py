@@ -40,6 +40,8 @@ _LAZY: dict[str, str] = {
     "to_masked": "zarrext.dtypes.optional_conversions",
     "to_nan": "zarrext.dtypes.optional_conversions",
     "optional_encoding": "zarrext.xarray_backend",
+    "decode_optional": "zarrext.xarray_backend",
+    "encode_optional": "zarrext.xarray_backend",
     "inventory": "zarrext.inspection",
     "RecompressReport": "zarrext.recompression",
     "recompress": "zarrext.recompression",
@@ -72,7 +74,7 @@ if TYPE_CHECKING:
     from zarrext.recompression import RecompressReport, recompress
     from zarrext.sharding import check, compact, expand
     from zarrext.sharding.dask import write_dask
-    from zarrext.xarray_backend import optional_encoding
+    from zarrext.xarray_backend import decode_optional, encode_optional, optional_encoding
 
 
 def __getattr__(name: str) -> Any:
@@ -104,6 +106,8 @@ __all__ = [
     "check",
     "compact",
     "create_array",
+    "decode_optional",
+    "encode_optional",
     "expand",
     "from_arrow",
     "from_masked",

@@ -16,8 +16,18 @@ type, so ``ds.to_zarr(...)`` writes the optional type back (NaN missing). For a
 dataset built in xarray, ask for it per variable with
 ``encoding={"v": optional_encoding("int16")}``.
 
+``xr.open_zarr`` (whose engine is always ``zarr``) gives the raw (value, valid)
+arrays: :func:`decode_optional` turns them into the same NaN form.
+
+Appending (``to_zarr(append_dim=...)``) and region writes into an existing
+optional array go through xarray's encoding with the array's stored type, the
+(value, valid) structure, and a NaN cast to it is a *present* value (0 for
+integers, True for bools): xarray gives no hook to do otherwise. Convert such
+variables to the raw form first with :func:`encode_optional`, which makes NaN
+missing, and append or write that.
+
 The engine is registered through the ``xarray.backends`` entry point; this module
-is loaded only by xarray.
+is loaded only by xarray (and by the two functions above, which import it).
 """
 
 from __future__ import annotations
@@ -35,10 +45,16 @@ from xarray.core.variable import Variable
 from zarr.core.metadata import ArrayV3Metadata
 
 from zarrext.codecs.optional import OptionalCodec
-from zarrext.dtypes.optional import OptionalDType
-from zarrext.dtypes.optional_conversions import nan_dtype, to_nan
+from zarrext.dtypes.optional import OptionalDType, is_optional_native
+from zarrext.dtypes.optional_conversions import as_optional_array, nan_dtype, to_nan
 
-__all__ = ["OptionalBackendArray", "ZarrextBackendEntrypoint", "optional_encoding"]
+__all__ = [
+    "OptionalBackendArray",
+    "ZarrextBackendEntrypoint",
+    "decode_optional",
+    "encode_optional",
+    "optional_encoding",
+]
 
 
 def optional_encoding(inner: Any, *, name: str = "optional") -> dict[str, Any]:
@@ -60,6 +76,106 @@ def optional_encoding(inner: Any, *, name: str = "optional") -> dict[str, Any]:
         records missing values in its mask.
     """
     return {"serializer": OptionalCodec(inner=inner, name=name), "_FillValue": None}
+
+
+def _optional_of(dtype: np.dtype[Any]) -> OptionalDType | None:
+    """The one-level optional type of a (value, valid) NumPy dtype with a NaN form, or None."""
+    if not is_optional_native(dtype) or dtype.fields is None:
+        return None
+    optional = OptionalDType(dtype.fields["value"][0])
+    return optional if nan_dtype(optional) is not None else None
+
+
+def _map(data: Any, function: Any, dtype: np.dtype[Any]) -> Any:
+    """``function`` over ``data`` block by block if it is a dask array, else at once."""
+    if hasattr(data, "map_blocks") and hasattr(data, "dask"):
+        return data.map_blocks(function, dtype=dtype)
+    return function(np.asarray(data))
+
+
+def decode_optional(ds: Any) -> Any:
+    """``ds`` with its raw optional variables in the NaN form ``engine="zarrext"`` gives.
+
+    For datasets opened with ``xr.open_zarr`` (or ``engine="zarr"``), where an
+    optional variable is a (value, valid) structured array on which ``mean``,
+    arithmetic, ``isnull`` and ``to_series`` fail. Dask-backed variables stay lazy;
+    others are loaded. The encoding keeps the optional codec with its inner type, so
+    ``to_zarr`` writes the variables back as optional.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+
+    Returns
+    -------
+    xarray.Dataset
+        A new dataset; variables that are not one-level optional are unchanged.
+    """
+    out = ds.copy()
+    for name, variable in ds.variables.items():
+        optional = _optional_of(variable.dtype)
+        if optional is None:
+            continue
+        target = nan_dtype(optional)
+        assert target is not None
+        data = _map(variable.data, lambda block, o=optional: to_nan(block, o), target)
+        encoding = {k: v for k, v in variable.encoding.items() if k != "dtype"}
+        codec = encoding.get("serializer")
+        if isinstance(codec, OptionalCodec):
+            encoding["serializer"] = OptionalCodec(
+                mask_codecs=codec.mask_codecs, data_codecs=codec.data_codecs,
+                name=codec.name, inner=optional.inner,
+            )
+        else:
+            encoding.update(optional_encoding(optional.inner))
+        encoding.setdefault("_FillValue", None)
+        out[name] = Variable(variable.dims, data, variable.attrs, encoding)
+    return out
+
+
+def encode_optional(ds: Any, types: Any) -> Any:
+    """``ds`` with NaN-form variables as raw (value, valid) arrays, NaN (NaT) missing.
+
+    What to write with ``to_zarr(append_dim=...)`` or ``to_zarr(region=...)`` into
+    existing optional arrays: xarray casts appended values to the stored (value,
+    valid) type itself, which keeps NaN as a present value (0 for integers, True
+    for bools).
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+    types : str, os.PathLike, zarr.Group or mapping
+        The store (or group) to be written to, whose optional arrays give the
+        variables and their types; or ``{variable: optional type or inner type}``.
+
+    Returns
+    -------
+    xarray.Dataset
+        A new dataset; other variables, and variables that are raw already, are
+        unchanged. Dask-backed variables stay lazy.
+    """
+    if isinstance(types, str | os.PathLike | zarr.Group):
+        group = types if isinstance(types, zarr.Group) else zarr.open_group(types, mode="r")
+        found = {name: getattr(array.metadata, "data_type", None) for name, array in group.arrays()}
+        wanted = {name: t for name, t in found.items() if isinstance(t, OptionalDType)}
+    else:
+        wanted = {
+            name: t if isinstance(t, OptionalDType) else OptionalDType(t)
+            for name, t in dict(types).items()
+        }
+    out = ds.copy()
+    for name, optional in wanted.items():
+        if name not in ds.variables or is_optional_native(ds.variables[name].dtype):
+            continue
+        variable = ds.variables[name]
+        native = optional.to_native_dtype()
+        data = _map(
+            variable.data, lambda block, o=optional: as_optional_array(np.asarray(block), o),
+            native,
+        )
+        encoding = {k: v for k, v in variable.encoding.items() if k not in ("dtype", "_FillValue")}
+        out[name] = Variable(variable.dims, data, variable.attrs, encoding)
+    return out
 
 
 class OptionalBackendArray(BackendArray):

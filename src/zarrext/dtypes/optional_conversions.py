@@ -142,6 +142,18 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
             return dtype.default_scalar()
         return dtype.cast_scalar(value)
     array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
+    inner_kind = native["value"].kind
+    if inner_kind in "mM" and array.dtype.kind in "biuf":
+        # Numbers are no times without their units (xarray's to_zarr sends datetimes
+        # CF-encoded as numbers, NaT as -2**63); NumPy would cast them as counts of
+        # the inner unit, silently wrong, and NaT would become present.
+        inner_name = native["value"]
+        raise TypeError(
+            f"optional<{inner_name}> takes {inner_name} values, got {array.dtype} numbers; "
+            "xarray's to_zarr encodes datetimes as numbers with units, which an optional "
+            "datetime array cannot hold: write such a variable through zarr "
+            "(zarr.open_array(...)[...] = values) instead"
+        )
     if array.dtype.kind in "fcmM" and not isinstance(dtype.inner, OptionalDType):
         # plain floats have no mask: NaN (NaT) is missing (xarray's and pandas' convention)
         missing = np.isnan(array)
