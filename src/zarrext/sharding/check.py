@@ -263,6 +263,12 @@ def _cut_short(table: np.ndarray, size: int, index_start: bool) -> tuple[int, li
     """
     if not index_start:
         return None
+    starts, lengths = table[:, 0], table[:, 1]
+    limit = np.uint64(size)
+    # start + length > size, without uint64 wrap-around
+    beyond = (starts > limit) | (lengths > limit - np.minimum(starts, limit))
+    if not np.any(beyond & (starts != EMPTY)):
+        return None  # the usual case, without building the spans below
     present = np.flatnonzero(table[:, 0] != EMPTY).tolist()
     spans = {f: (int(table[f, 0]), int(table[f, 0]) + int(table[f, 1])) for f in present}
     past = [f for f, (_, end) in spans.items() if end > size]
