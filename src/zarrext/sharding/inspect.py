@@ -11,14 +11,14 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
-from zarrext._zarr_compat import async_array_of, decode_shard_index_sync
+from zarrext._zarr_compat import async_array_of
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
+from zarrext.sharding.state import decode_table
 
 __all__ = [
     "MAX_SHARD_ROWS",
@@ -113,13 +113,10 @@ def shard_report(array: Any) -> list[ShardInfo]:
             continue
         size, raw, pending = stat
         try:
-            index = decode_shard_index_sync(shards.codec,
-                default_buffer_prototype().buffer.from_bytes(raw), geometry.chunks_per_shard
-            )
+            table = decode_table(shards.codec, geometry.chunks_per_shard, raw)
         except ValueError:
             out.append(ShardInfo(key, "unknown", 0, size, 0, geometry.n_chunks, False, pending))
             continue
-        table = np.asarray(index.offsets_and_lengths, dtype=np.uint64).reshape(-1, 2)
         present = table[:, 0] != writer.EMPTY
         out.append(
             ShardInfo(
