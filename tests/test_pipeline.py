@@ -690,3 +690,60 @@ def test_codec_pipeline_path_on_zero_dimensional_and_v2_arrays(tmp_path: Path) -
                                zarr_format=2)
         v2[:] = [1, 2, 3, 4]
         np.testing.assert_array_equal(zarr.open_array(tmp_path / "v2")[:], [1, 2, 3, 4])
+
+
+# -- local shards: one thread job per shard -------------------------------------------
+
+
+SHARD_SELECTIONS = [
+    (slice(None), slice(None)),
+    (slice(3, 29), slice(5, 17)),
+    (7, slice(None)),
+    (slice(None), 30),
+    (slice(16, 32), slice(0, 16)),
+    ([1, 9, 29], slice(2, 3)),
+]
+
+
+@pytest.mark.parametrize(
+    "selection", SHARD_SELECTIONS,
+    ids=["all", "across-shards", "row", "column", "one-shard", "fancy"],
+)
+def test_local_shard_reads_are_thread_jobs_and_match_zarr(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selection: Any
+) -> None:
+    z = zarrext.create_array(
+        tmp_path, shape=(30, 31), chunks=(4, 4), shards=(16, 8), dtype="i4", fill_value=-3,
+        compressors=[conditional()], decision="compress_if_smaller",
+    )
+    data = np.arange(30 * 31, dtype="i4").reshape(30, 31)
+    data[16:, 8:16] = -3  # one shard of fill only: not stored
+    z[:] = data
+    z[16:, 8:16] = -3
+    jobs: list[Any] = []
+    original = ZarrextCodecPipeline._read_shard
+
+    def spy(self: ZarrextCodecPipeline, item: Any, *args: Any) -> Any:
+        jobs.append(threading.current_thread().name)
+        return original(self, item, *args)
+
+    monkeypatch.setattr(ZarrextCodecPipeline, "_read_shard", spy)
+    reader = zarrext.open_array(tmp_path, mode="r")
+    if isinstance(selection[0], list):
+        got, want = reader.oindex[selection], zarr.open_array(tmp_path, mode="r").oindex[selection]
+    else:
+        got, want = reader[selection], zarr.open_array(tmp_path, mode="r")[selection]
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(want, data[selection] if not isinstance(selection[0], list)
+                                  else data[np.ix_(selection[0], range(2, 3))])
+    assert jobs, "local shards were not read as thread jobs"
+    assert all(name != "MainThread" for name in jobs)
+
+
+def test_local_shard_read_of_a_truncated_shard_names_it(tmp_path: Path) -> None:
+    z = zarrext.create_array(tmp_path, shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u1")
+    z[:] = 1
+    shard = tmp_path / "c" / "0" / "0"
+    shard.write_bytes(shard.read_bytes()[:10])
+    with pytest.raises(ValueError, match="shorter than its"):
+        zarrext.open_array(tmp_path, mode="r")[:]

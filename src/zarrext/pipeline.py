@@ -49,12 +49,18 @@ from zarr.core.config import config
 from zarr.storage import StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
-from zarrext._zarr_compat import inner_chunk_spec, sharding_codec_fields, store_supports_sync_io
+from zarrext._zarr_compat import (
+    chunks_per_shard,
+    inner_chunk_spec,
+    sharding_codec_fields,
+    store_supports_sync_io,
+)
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
+    from pathlib import Path
     from typing import Self
 
     from zarr.abc.codec import GetResult
@@ -422,6 +428,42 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         else:
             byte_setter.set_sync(encoded)
 
+    def _shard_jobs(self, batch: Batch) -> bool:
+        """Whether ``batch`` reads local shards, each whole shard's read one thread job.
+
+        zarr-python's sharding path decodes a shard's inner chunks as asynchronous
+        tasks per shard; with each shard one job in the codec threads (read under
+        its lock, inner chunks decoded in turn) two threads keep two shards busy.
+        """
+        codec = self.array_bytes_codec
+        if (
+            not batch
+            or not isinstance(codec, RuntimeShardingCodec)
+            or self.array_array_codecs
+            or self.bytes_bytes_codecs
+        ):
+            return False
+        from zarrext.sharding.reader import local_file
+
+        return local_file(batch[0][0]) is not None and codec.reads_sync(batch[0][1])
+
+    def _read_shard(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
+        from zarrext.sharding.reader import local_file
+
+        byte_getter, shard_spec, selection, out_selection, _ = item
+        codec = self.array_bytes_codec
+        assert isinstance(codec, RuntimeShardingCodec)
+        path = local_file(byte_getter)
+        assert path is not None
+        shard = codec.read_local_sync(path, selection, shard_spec)
+        if shard is None:
+            out[out_selection] = shard_spec.fill_value
+            return {"status": "missing"}
+        if drop_axes:
+            shard = shard.squeeze(axis=drop_axes)
+        out[out_selection] = shard
+        return {"status": "present"}
+
     def _threaded(self, batch: Batch, *, write: bool) -> bool:
         """Whether ``batch`` takes the thread-pool path (else zarr's batched one)."""
         if self.transform is None or not batch:
@@ -437,6 +479,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> tuple[GetResult, ...]:
         batch = list(batch_info)
+        if self._shard_jobs(batch):
+            return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
         return tuple(await self._run_chunk_jobs(self._read_chunk, batch, out, drop_axes))
@@ -533,6 +577,103 @@ class RuntimeShardingCodec(ShardingCodec):
         # The synchronous shard path bypasses the inner pipeline, and with it the
         # chunk indices; keep this codec on the asynchronous path.
         return False
+
+    def reads_sync(self, shard_spec: ArraySpec) -> bool:
+        """Whether :meth:`read_local_sync` can read shards of ``shard_spec``."""
+        return self._get_inner_pipeline(shard_spec).transform is not None
+
+    def read_local_sync(
+        self, path: Path, selection: SelectorTuple, shard_spec: ArraySpec
+    ) -> NDBuffer | None:
+        """``selection`` of the local shard at ``path``, read and decoded in this thread.
+
+        As zarr-python's partial shard decode, with zarrext's reader: one open
+        under a shared lock (:func:`zarrext.sharding.reader.open_shared`), a whole
+        shard read as its referenced bytes only, and each inner chunk decoded by
+        the inner pipeline with its array-wide index set. None if there is no shard.
+        """
+        from zarr.core.chunk_grids import ChunkGrid
+        from zarr.core.indexing import get_indexer
+
+        from zarrext.sharding.geometry import EMPTY
+        from zarrext.sharding.reader import index_format, open_shared
+
+        per_shard = tuple(chunks_per_shard(self, shard_spec))
+        fmt = index_format(self, per_shard)
+        handle = open_shared(path, fmt)
+        if handle is None:
+            return None
+        try:
+            pipeline = self._get_inner_pipeline(shard_spec)
+            transform = pipeline.transform
+            assert transform is not None
+            chunk_spec = inner_chunk_spec(self, shard_spec)
+            indexer = get_indexer(
+                selection,
+                shape=shard_spec.shape,
+                chunk_grid=ChunkGrid.from_sizes(shard_spec.shape, self.chunk_shape),
+            )
+            indexed = list(indexer)
+            whole = len({c for c, *_ in indexed}) == math.prod(per_shard)
+            if whole:  # one read of what the index references
+                data = handle.get_sync(chunk_spec.prototype)
+                assert data is not None
+                raw = data.as_numpy_array()
+                size = raw.size
+                at = size - fmt.size if fmt.at_end else 0
+                index_bytes = raw[at : at + fmt.size].tobytes() if size >= fmt.size else b""
+            else:
+                size = handle.size
+                at = size - fmt.size if fmt.at_end else 0
+                index_bytes = handle.read(at, at + fmt.size) if size >= fmt.size else b""
+            if len(index_bytes) < fmt.size:
+                raise ValueError(
+                    f"shard {path.name}: {size} bytes is shorter than its {fmt.size}-byte index"
+                )
+            table = fmt.decode(index_bytes)
+            buffer = chunk_spec.prototype.buffer
+            out = shard_spec.prototype.nd_buffer.empty(
+                shape=indexer.shape,
+                dtype=shard_spec.dtype.to_native_dtype(),
+                order=shard_spec.order,
+            )
+            origin = _inner_origin.get()
+            for coords, chunk_selection, out_selection, _ in indexed:
+                flat = int(np.ravel_multi_index(coords, per_shard)) if coords else 0
+                offset, length = (int(v) for v in table[flat])
+                chunk = None
+                if offset != EMPTY:
+                    if offset + length > size:
+                        raise ValueError(
+                            f"shard {path.name}: inner chunk {coords} ends at byte "
+                            f"{offset + length}, past the end of the {size}-byte shard"
+                        )
+                    if whole:
+                        chunk = buffer.from_array_like(raw[offset : offset + length])
+                    else:
+                        chunk = buffer.from_bytes(handle.read(offset, offset + length))
+                index = (
+                    tuple(o + c for o, c in zip(origin, coords, strict=True))
+                    if origin is not None and len(origin) == len(coords) else None
+                )
+                token = _chunk_index.set(index)
+                try:
+                    decode_and_scatter_chunk(
+                        chunk,
+                        out,
+                        chunk_spec=chunk_spec,
+                        chunk_selection=chunk_selection,
+                        out_selection=out_selection,
+                        drop_axes=(),
+                        decode=transform.decode_chunk,
+                    )
+                finally:
+                    _chunk_index.reset(token)
+        finally:
+            handle.close()
+        if hasattr(indexer, "sel_shape"):
+            return out.reshape(indexer.sel_shape)
+        return out
 
     async def _decode_partial_single(
         self, byte_getter: Any, selection: SelectorTuple, shard_spec: ArraySpec
