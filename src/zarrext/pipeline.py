@@ -455,7 +455,12 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         assert isinstance(codec, RuntimeShardingCodec)
         path = local_file(byte_getter)
         assert path is not None
-        shard = codec.read_local_sync(path, selection, shard_spec)
+        into = None
+        if not drop_axes and all(isinstance(s, slice) for s in out_selection):
+            into = out[out_selection]  # a view: inner chunks decode straight into it
+        shard = codec.read_local_sync(path, selection, shard_spec, into=into)
+        if shard is into is not None:
+            return {"status": "present"}
         if shard is None:
             out[out_selection] = shard_spec.fill_value
             return {"status": "missing"}
@@ -583,7 +588,12 @@ class RuntimeShardingCodec(ShardingCodec):
         return self._get_inner_pipeline(shard_spec).transform is not None
 
     def read_local_sync(
-        self, path: Path, selection: SelectorTuple, shard_spec: ArraySpec
+        self,
+        path: Path,
+        selection: SelectorTuple,
+        shard_spec: ArraySpec,
+        *,
+        into: NDBuffer | None = None,
     ) -> NDBuffer | None:
         """``selection`` of the local shard at ``path``, read and decoded in this thread.
 
@@ -591,6 +601,9 @@ class RuntimeShardingCodec(ShardingCodec):
         under a shared lock (:func:`zarrext.sharding.reader.open_shared`), a whole
         shard read as its referenced bytes only, and each inner chunk decoded by
         the inner pipeline with its array-wide index set. None if there is no shard.
+
+        ``into``: where the selection goes (a view of the caller's output with the
+        selection's shape); returned when used, else a new buffer is.
         """
         from zarr.core.chunk_grids import ChunkGrid
         from zarr.core.indexing import get_indexer
@@ -615,41 +628,44 @@ class RuntimeShardingCodec(ShardingCodec):
             )
             indexed = list(indexer)
             whole = len({c for c, *_ in indexed}) == math.prod(per_shard)
-            if whole:  # one read of what the index references
-                data = handle.get_sync(chunk_spec.prototype)
-                assert data is not None
-                raw = data.as_numpy_array()
-                size = raw.size
-                at = size - fmt.size if fmt.at_end else 0
-                index_bytes = raw[at : at + fmt.size].tobytes() if size >= fmt.size else b""
-            else:
-                size = handle.size
-                at = size - fmt.size if fmt.at_end else 0
-                index_bytes = handle.read(at, at + fmt.size) if size >= fmt.size else b""
+            size = handle.size
+            at = size - fmt.size if fmt.at_end else 0
+            index_bytes = handle.read(at, at + fmt.size) if size >= fmt.size else b""
             if len(index_bytes) < fmt.size:
                 raise ValueError(
                     f"shard {path.name}: {size} bytes is shorter than its {fmt.size}-byte index"
                 )
             table = fmt.decode(index_bytes)
+            present = table[:, 0] != EMPTY
+            ends = table[present, 0] + table[present, 1]
+            if ends.size and int(ends.max()) > size:
+                flat = int(np.flatnonzero(present)[int(np.argmax(ends))])
+                raise ValueError(
+                    f"shard {path.name}: inner chunk {flat} ends at byte {int(ends.max())}, "
+                    f"past the end of the {size}-byte shard"
+                )
+            raw = where = None
+            if whole and handle.overlay is None:  # the referenced bytes, in runs
+                raw, where = handle.read_referenced(table)
             buffer = chunk_spec.prototype.buffer
-            out = shard_spec.prototype.nd_buffer.empty(
-                shape=indexer.shape,
-                dtype=shard_spec.dtype.to_native_dtype(),
-                order=shard_spec.order,
-            )
+            if into is not None and tuple(into.shape) == tuple(indexer.shape):
+                out = into
+            else:
+                into = None
+                out = shard_spec.prototype.nd_buffer.empty(
+                    shape=indexer.shape,
+                    dtype=shard_spec.dtype.to_native_dtype(),
+                    order=shard_spec.order,
+                )
             origin = _inner_origin.get()
             for coords, chunk_selection, out_selection, _ in indexed:
                 flat = int(np.ravel_multi_index(coords, per_shard)) if coords else 0
                 offset, length = (int(v) for v in table[flat])
                 chunk = None
                 if offset != EMPTY:
-                    if offset + length > size:
-                        raise ValueError(
-                            f"shard {path.name}: inner chunk {coords} ends at byte "
-                            f"{offset + length}, past the end of the {size}-byte shard"
-                        )
-                    if whole:
-                        chunk = buffer.from_array_like(raw[offset : offset + length])
+                    if raw is not None and where is not None:
+                        start = int(where[flat])
+                        chunk = buffer.from_array_like(raw[start : start + length])
                     else:
                         chunk = buffer.from_bytes(handle.read(offset, offset + length))
                 index = (
@@ -671,6 +687,8 @@ class RuntimeShardingCodec(ShardingCodec):
                     _chunk_index.reset(token)
         finally:
             handle.close()
+        if into is not None:
+            return into
         if hasattr(indexer, "sel_shape"):
             return out.reshape(indexer.sel_shape)
         return out

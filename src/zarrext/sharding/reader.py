@@ -29,6 +29,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
@@ -193,17 +194,7 @@ class LockedShardFile:
             return None
         if int((ends - starts).sum()) + fmt.size >= _SPARSE_SHARE * self.size:
             return None
-        order = np.argsort(starts, kind="stable")
-        # Runs of referenced bytes: (file start, file end), and each chunk's run.
-        runs: list[list[int]] = []
-        run_of = np.empty(present.size, dtype=np.int64)
-        for k in order.tolist():
-            lo, hi = int(starts[k]), int(ends[k])
-            if runs and lo <= runs[-1][1] + _READ_THROUGH_GAP:
-                runs[-1][1] = max(runs[-1][1], hi)
-            else:
-                runs.append([lo, hi])
-            run_of[k] = len(runs) - 1
+        runs, run_of = _runs(starts, ends)
         lengths = np.array([hi - lo for lo, hi in runs], dtype=np.int64)
         base = 0 if fmt.at_end else fmt.size
         packed_at = base + np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
@@ -220,6 +211,30 @@ class LockedShardFile:
         where = out.size - fmt.size if fmt.at_end else 0
         out[where : where + fmt.size] = np.frombuffer(fmt.encode(new), dtype=np.uint8)
         return out
+
+    def read_referenced(self, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The bytes ``table``'s present entries reference, read in runs into scratch.
+
+        Returns the bytes, laid end to end in this thread's scratch memory (valid
+        until the thread reads again; larger reads get fresh memory), and where
+        each entry's bytes start in them (-1 for an absent entry). Entries must lie
+        inside the file and there must be no overlay (a pending journal): callers
+        check both.
+        """
+        present = np.flatnonzero(table[:, 0] != EMPTY)
+        starts = table[present, 0].astype(np.int64)
+        ends = starts + table[present, 1].astype(np.int64)
+        runs, run_of = _runs(starts, ends)
+        lengths = np.array([hi - lo for lo, hi in runs], dtype=np.int64)
+        packed_at = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
+        out = _scratch(int(lengths.sum()))
+        for (lo, hi), at in zip(runs, packed_at.tolist(), strict=True):
+            self._pread_into(out[at : at + hi - lo], lo)
+        where = np.full(table.shape[0], -1, dtype=np.int64)
+        if present.size:
+            first = np.array([runs[r][0] for r in run_of.tolist()], dtype=np.int64)
+            where[present] = packed_at[run_of] + starts - first
+        return out, where
 
     def _patch(self, out: np.ndarray, runs: list[list[int]], packed_at: np.ndarray) -> None:
         """Apply the overlay to the runs of ``out`` that hold its file bytes."""
@@ -249,6 +264,39 @@ class LockedShardFile:
 
     async def exists(self) -> bool:
         return True
+
+
+def _runs(starts: np.ndarray, ends: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+    """Runs of referenced bytes ``[file start, file end)`` and each entry's run.
+
+    Gaps up to ``_READ_THROUGH_GAP`` are read through.
+    """
+    order = np.argsort(starts, kind="stable")
+    runs: list[list[int]] = []
+    run_of = np.empty(starts.size, dtype=np.int64)
+    for k in order.tolist():
+        lo, hi = int(starts[k]), int(ends[k])
+        if runs and lo <= runs[-1][1] + _READ_THROUGH_GAP:
+            runs[-1][1] = max(runs[-1][1], hi)
+        else:
+            runs.append([lo, hi])
+        run_of[k] = len(runs) - 1
+    return runs, run_of
+
+
+# Shard reads up to this size reuse memory each thread keeps (fresh memory for every
+# shard is faulted in page by page, a cost as large as the read itself).
+SCRATCH_MAX_BYTES = 256 << 20
+_thread = threading.local()
+
+
+def _scratch(nbytes: int) -> np.ndarray:
+    if nbytes > SCRATCH_MAX_BYTES:
+        return np.empty(nbytes, np.uint8)
+    buffer: np.ndarray | None = getattr(_thread, "buffer", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = _thread.buffer = np.empty(nbytes, np.uint8)
+    return buffer[:nbytes]
 
 
 def open_shared(path: Path, index: IndexFormat | None = None) -> LockedShardFile | None:
