@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +18,25 @@ from hypothesis import HealthCheck, settings
 ROOT = Path(__file__).resolve().parents[1]
 # Schemas and arrays written by other implementations (see tests/data/README.md).
 DATA = ROOT / "tests" / "data"
+
+
+Run = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def run(capsys: pytest.CaptureFixture[str]) -> Run:
+    """Run ``zarrext ARGS`` as the console script does: (exit code, stdout, stderr)."""
+    from zarrext.cli import main
+
+    def invoke(*args: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        with pytest.raises(SystemExit) as exited:
+            main([str(a) for a in args])
+        out, err = capsys.readouterr()
+        code = exited.value.code
+        return (code if isinstance(code, int) else 1), out, err
+
+    return invoke
 
 
 def tree_digest(root: Path) -> dict[str, bytes]:

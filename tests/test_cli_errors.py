@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import socket
 import stat
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -13,25 +12,7 @@ import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
-from tests.conftest import tree_digest
-from zarrext.cli import main
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run ``zarrext ARGS`` as the console script does: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exited:
-            main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        code = exited.value.code
-        return (code if isinstance(code, int) else 1), out, err
-
-    return invoke
+from tests.conftest import Run, tree_digest
 
 
 def one_line_error(err: str) -> str:

@@ -9,7 +9,8 @@ from types import SimpleNamespace
 import pytest
 import zarr
 
-from tests.test_cli_errors import Run, conditional_array, one_line_error, run  # noqa: F401
+from tests.conftest import Run
+from tests.test_cli_errors import conditional_array, one_line_error
 from zarrext.cli._common import CliError, run_each
 
 
@@ -61,7 +62,7 @@ def test_run_each_notes_where_ctrl_c_stopped() -> None:
 
 
 def test_recompress_group_skips_an_array_and_reports_the_rest(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from zarrext import recompression
 

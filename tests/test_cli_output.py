@@ -12,8 +12,7 @@ import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
-from tests.conftest import tree_digest
-from tests.test_cli_errors import Run, run  # noqa: F401  (fixture)
+from tests.conftest import Run, tree_digest
 
 
 def make_store(path: Path) -> None:
@@ -28,13 +27,13 @@ def make_store(path: Path) -> None:
                        dtype="float32", compressors=None)[:] = 1.5
 
 
-def test_version(run: Run) -> None:  # noqa: F811
+def test_version(run: Run) -> None:
     code, out, _ = run("--version")
     assert code == 0
     assert out.strip() == f"zarrext {version('zarrext')}"
 
 
-def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")
     code, out, err = run("info", tmp_path / "s.zarr", "--json")
     assert code == 0, err
@@ -70,7 +69,7 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
     assert "codecs: bytes -> conditional" in out
 
 
-def test_inspect_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_inspect_json(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")
     code, out, _ = run("inspect", tmp_path / "s.zarr", "--json")
     assert code == 0
@@ -86,7 +85,7 @@ def test_inspect_json(run: Run, tmp_path: Path) -> None:  # noqa: F811
 
 
 @pytest.mark.parametrize("damage", [False, True])
-def test_check_json(run: Run, tmp_path: Path, damage: bool) -> None:  # noqa: F811
+def test_check_json(run: Run, tmp_path: Path, damage: bool) -> None:
     make_store(tmp_path / "s.zarr")
     shard = tmp_path / "s.zarr" / "sub" / "sharded" / "c" / "0" / "0"
     if damage:
@@ -101,7 +100,7 @@ def test_check_json(run: Run, tmp_path: Path, damage: bool) -> None:  # noqa: F8
         assert [f["key"] for f in findings["sub/sharded"]] == ["c/0/0"]
 
 
-def test_expand_command(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_expand_command(run: Run, tmp_path: Path) -> None:
     path = tmp_path / "a.zarr"
     array = zarr.create_array(str(path), shape=(8, 8), chunks=(2, 2), shards=(4, 4),
                               dtype="float32", compressors=None)
@@ -117,7 +116,7 @@ def test_expand_command(run: Run, tmp_path: Path) -> None:  # noqa: F811
     np.testing.assert_array_equal(zarr.open_array(str(path))[:], expected)
 
 
-def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")
     before = tree_digest(tmp_path / "s.zarr")
     code, out, err = run("recompress", tmp_path / "s.zarr", "--dry-run", "--json")
@@ -152,7 +151,7 @@ def test_size_change_words() -> None:
 
 
 def test_inspect_labels_and_plot_cap(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import matplotlib.image
 
@@ -177,7 +176,7 @@ def test_inspect_labels_and_plot_cap(
 
 
 def test_interrupted_recompress_says_how_far_it_got(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from zarrext import recompression
 
@@ -194,7 +193,7 @@ def test_interrupted_recompress_says_how_far_it_got(
     assert "rerun the same command to finish" in err
 
 
-def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> None:
     from zarrext.sharding.compact import READER_NOTE
 
     arr = zarrext.create_array(
@@ -213,7 +212,7 @@ def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> No
                                   ("check", "--json"), ("info", "--json"),
                                   ("recompress", "--json", "--dry-run")])
 def test_json_stdout_is_exactly_one_document(
-    run: Run, tmp_path: Path, args: tuple[str, ...]  # noqa: F811
+    run: Run, tmp_path: Path, args: tuple[str, ...]
 ) -> None:
     make_store(tmp_path / "s.zarr")
     code, out, err = run(args[0], tmp_path / "s.zarr", *args[1:])
@@ -226,7 +225,7 @@ def test_json_stdout_is_exactly_one_document(
 
 
 def test_a_store_that_grew_says_larger(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from io import StringIO
 
@@ -259,7 +258,7 @@ def test_a_store_that_grew_says_larger(
 
 
 @pytest.mark.parametrize("job", ["compact", "expand"])
-def test_quiet_shard_jobs_print_nothing(run: Run, tmp_path: Path, job: str) -> None:  # noqa: F811
+def test_quiet_shard_jobs_print_nothing(run: Run, tmp_path: Path, job: str) -> None:
     make_store(tmp_path / "s.zarr")
     code, out, err = run(job, tmp_path / "s.zarr", "--quiet")
     assert code == 0, err
@@ -272,7 +271,7 @@ def test_quiet_shard_jobs_print_nothing(run: Run, tmp_path: Path, job: str) -> N
     assert "sub/sharded: 4 shards" in out
 
 
-def test_quiet_quantize_prints_nothing(run: Run, tmp_path: Path) -> None:  # noqa: F811
+def test_quiet_quantize_prints_nothing(run: Run, tmp_path: Path) -> None:
     values = np.linspace(0, 1, 64, dtype="f4").reshape(8, 8)
     zarr.create_array(str(tmp_path / "f.zarr"), shape=(8, 8), chunks=(4, 4), dtype="f4")[:] = (
         values

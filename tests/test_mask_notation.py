@@ -12,7 +12,7 @@ import zarr
 from zarr.codecs import BytesCodec
 
 import zarrext
-from tests.test_cli_errors import Run, run  # noqa: F401  (fixture)
+from tests.conftest import Run
 from zarrext.decisions import DecisionError, check_mask, format_mask
 from zarrext.inspection import inventory
 
@@ -60,7 +60,7 @@ def _store(path: Path) -> None:
 
 
 def test_every_surface_prints_the_same_masks(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("COLUMNS", "200")  # rich tables on one line each
     path = tmp_path / "a.zarr"

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
-from tests.test_cli_errors import Run, run  # noqa: F401  (fixture)
+from tests.conftest import ROOT, Run
 from tests.test_readme import BLOCKS
 
 README = (ROOT / "README.md").read_text()
@@ -35,7 +34,7 @@ def test_the_block_is_found() -> None:
 
 
 def test_readme_cli_block_runs(
-    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.chdir(tmp_path)
     # the conditional example writes ingest.zarr, which the block works on
@@ -52,7 +51,7 @@ def test_readme_cli_block_runs(
 
 
 def test_readme_object_store_block_runs(
-    run: Run,  # noqa: F811
+    run: Run,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     s3_server: str,

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import zipfile
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 from zarr.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
 
 import zarrext
-from zarrext.cli import main
+from tests.conftest import Run
+from tests.test_cli_errors import one_line_error
 from zarrext.sharding import ShardLayoutError
 from zarrext.stores import (
     StoreOpenError,
@@ -30,30 +30,6 @@ from zarrext.stores import (
     parse_storage_options,
     writes_in_place,
 )
-
-Run = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def run(capsys: pytest.CaptureFixture[str]) -> Run:
-    """Run ``zarrext ARGS`` as the console script does: (exit code, stdout, stderr)."""
-
-    def invoke(*args: str) -> tuple[int, str, str]:
-        capsys.readouterr()
-        with pytest.raises(SystemExit) as exited:
-            main([str(a) for a in args])
-        out, err = capsys.readouterr()
-        code = exited.value.code
-        return (code if isinstance(code, int) else 1), out, err
-
-    return invoke
-
-
-def one_line_error(err: str) -> str:
-    lines = err.splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("zarrext: error: "), err
-    return lines[0]
 
 
 def _fs(s3: dict[str, Any]) -> s3fs.S3FileSystem:
