@@ -31,7 +31,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 from zarr.storage import FsspecStore, LocalStore, ZipStore
 
-from zarrext.stores import is_url, open_store
+from zarrext import stores
 
 __all__ = [
     "OutputConflictError",
@@ -51,16 +51,12 @@ class OutputConflictError(ValueError):
 
 def local_path(store_like: Any) -> Path | None:
     """The local directory or zip file a store-like names, or None for other stores."""
-    if isinstance(store_like, os.PathLike):
-        return Path(store_like)
+    if isinstance(store_like, str | os.PathLike):
+        return stores.local_path(store_like)
     if isinstance(store_like, LocalStore):
         return Path(store_like.root)
     if isinstance(store_like, ZipStore) and isinstance(store_like.path, str | Path):
         return Path(store_like.path)
-    if isinstance(store_like, str):
-        if store_like.startswith("file://"):
-            return Path(store_like.removeprefix("file://"))
-        return None if is_url(store_like) else Path(store_like)
     return None
 
 
@@ -70,7 +66,7 @@ def _remote(store_like: Any) -> tuple[str, str] | None:
         protocol = store_like.fs.protocol
         name = protocol if isinstance(protocol, str) else protocol[0]
         return name, store_like.path.strip("/")
-    if isinstance(store_like, str) and is_url(store_like) and local_path(store_like) is None:
+    if isinstance(store_like, str) and stores.local_path(store_like) is None:
         scheme, _, rest = store_like.partition("://")
         return scheme, rest.strip("/")
     return None
@@ -118,7 +114,7 @@ def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
         Zarr array or group (never replaced, whatever ``overwrite`` says).
     """
     if isinstance(output, str) and local_path(output) is None:
-        output = open_store(output, mode="w")
+        output = stores.open_store(output, mode="w")
     if isinstance(output, FsspecStore):
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote

@@ -21,6 +21,7 @@ What each kind of store can do decides what zarrext does there:
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ __all__ = [
     "is_url",
     "list_keys",
     "local_directory",
+    "local_path",
     "open_store",
     "parse_storage_options",
     "writes_in_place",
@@ -49,15 +51,18 @@ def is_url(location: str) -> bool:
     return bool(sep) and scheme.replace("+", "").replace("-", "").isalnum()
 
 
-def _local(location: str) -> Path | None:
-    if location.startswith("file://"):
-        return Path(location.removeprefix("file://"))
-    return None if is_url(location) else Path(location)
+def local_path(location: str | os.PathLike[str]) -> Path | None:
+    """The local file or directory ``location`` names (a path or ``file://`` URL);
+    None for other URLs."""
+    text = os.fspath(location)
+    if text.startswith("file://"):
+        return Path(text.removeprefix("file://"))
+    return None if is_url(text) else Path(text)
 
 
 def local_directory(location: str | Path) -> Path | None:
     """The local directory ``location`` names; None for URLs and zip archives."""
-    path = _local(str(location))
+    path = local_path(location)
     return None if path is None or path.suffix == ".zip" else path
 
 
@@ -108,7 +113,7 @@ def open_store(
     """
     text = str(location)
     read_only = mode == "r"
-    local = _local(text)
+    local = local_path(text)
     if local is not None:
         if storage_options:
             raise StoreOpenError(

@@ -24,7 +24,7 @@ import typer
 import zarr
 from zarr.errors import NodeNotFoundError
 
-from zarrext.stores import StoreOpenError, is_url, open_store, parse_storage_options
+from zarrext.stores import StoreOpenError, local_path, open_store, parse_storage_options
 
 __all__ = [
     "STORAGE_OPTIONS",
@@ -70,10 +70,6 @@ STORAGE_OPTIONS = typer.Option(
 """The ``--storage-options`` option every command taking a PATH has."""
 
 
-def _is_local(path: str) -> bool:
-    return not is_url(path) or path.startswith("file://")
-
-
 def open_node(
     path: Path | str, mode: str = "r", storage_options: str | None = None
 ) -> zarr.Array | zarr.Group:
@@ -83,8 +79,8 @@ def open_node(
     ``--storage-options`` JSON text.
     """
     text = str(path)
-    local = text.removeprefix("file://") if _is_local(text) else None
-    if local is not None and not Path(local).exists():
+    local = local_path(text)
+    if local is not None and not local.exists():
         fail(f"{text}: no such file or directory")
     try:
         store = open_store(
@@ -166,9 +162,9 @@ def require_writable(path: Path | str, job: str) -> None:
     whether a write is allowed, when the job writes.
     """
     text = str(path)
-    if not _is_local(text):
+    local = local_path(text)
+    if local is None:
         return
-    local = Path(text.removeprefix("file://"))
     if local.suffix == ".zip" and local.is_file():
         fail(
             f"{text}: {job} rewrites the store, and zip archives are read-only for zarrext; "

@@ -42,13 +42,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
         from zarrext.quantize import QuantizationError, copy_quantized
-        from zarrext.stores import is_url, open_store, parse_storage_options
+        from zarrext.stores import local_path, open_store, parse_storage_options
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
         source = open_node(path, storage_options=storage_options).store_path.store
         output: object = out
-        if is_url(out) and not out.startswith("file://"):
+        if local_path(out) is None:
             output = open_store(
                 out, mode="w", storage_options=parse_storage_options(storage_options)
             )
