@@ -166,8 +166,9 @@ async def _keys(store: Store) -> list[str]:
 @contextlib.contextmanager
 def _staged_remote(output: FsspecStore, *, overwrite: bool) -> Iterator[Store]:
     root = output.path.rstrip("/")
-    protocol = output.fs.protocol
-    where = f"{protocol if isinstance(protocol, str) else protocol[0]}://{root}"
+    remote = _remote(output)
+    assert remote is not None
+    where = f"{remote[0]}://{root}"
     old_keys = sync(_keys(output))
     if old_keys:
         if not overwrite:

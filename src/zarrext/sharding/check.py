@@ -567,6 +567,15 @@ def _key_order(key: str) -> tuple[tuple[int, int | str], ...]:
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[/.]", key))
 
 
+def _object_shape(metadata: ArrayV3Metadata, shards: ArrayShards | None) -> tuple[int, ...]:
+    """The shape one stored object (a shard, else a chunk) covers."""
+    if shards is not None:
+        return tuple(shards.shard_spec.shape)
+    if isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
+        return tuple(metadata.chunk_grid.chunk_shape)
+    raise ShardLayoutError("zarrext check needs a regular chunk grid")
+
+
 def _stored_keys(array: Any, per_object: tuple[int, ...]) -> list[tuple[str, tuple[int, ...]]]:
     import itertools
 
@@ -651,12 +660,7 @@ def check(
             if repair:
                 path.unlink(missing_ok=True)
 
-    if shards is not None:
-        per_object = shards.shard_spec.shape
-    elif isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
-        per_object = tuple(metadata.chunk_grid.chunk_shape)
-    else:
-        raise ShardLayoutError("zarrext check needs a regular chunk grid")
+    per_object = _object_shape(metadata, shards)
     decoder = _Decoder(array, shards) if deep else None
     for key, coords in _stored_keys(array, per_object):
         result = entry(key)
@@ -683,12 +687,7 @@ def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
         shards: ArrayShards | None = shards_of(array)
     except ShardLayoutError:
         shards = None
-    if shards is not None:
-        per_object = shards.shard_spec.shape
-    elif isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
-        per_object = tuple(metadata.chunk_grid.chunk_shape)
-    else:
-        raise ShardLayoutError("zarrext check needs a regular chunk grid")
+    per_object = _object_shape(metadata, shards)
     if shards is None and not deep:
         return []  # nothing to parse in a plain chunk without decoding it
     prefix = f"{store_path.path}/" if store_path.path else ""
