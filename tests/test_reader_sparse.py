@@ -135,3 +135,26 @@ def test_pending_transaction_read_as_rolled_back(tmp_path: Path, location: str) 
         f.write(os.urandom(1000))
     back = zarrext.open_array(str(tmp_path / "a"), mode="r")[:]
     np.testing.assert_array_equal(back, expected)
+
+
+def test_entry_that_wraps_around_uint64_is_past_the_end(tmp_path: Path) -> None:
+    """An offset near 2**64 plus a length must not wrap around to a small end."""
+    from zarr.codecs import BytesCodec, ShardingCodec
+
+    from zarrext.sharding.geometry import EMPTY
+    from zarrext.sharding.state import entry_past_end
+
+    table = np.array([[0, 8], [2**64 - 8, 16], [EMPTY, EMPTY]], dtype=np.uint64)
+    assert entry_past_end(table, 100) == (1, 2**64 + 8)
+    assert entry_past_end(table[[0, 2]], 100) is None
+    z = zarrext.create_array(
+        str(tmp_path / "a"), shape=(4,), chunks=(4,), dtype="u1", compressors=None,
+        serializer=ShardingCodec(chunk_shape=(2,), index_codecs=[BytesCodec()]),
+    )
+    z[:] = 1
+    shard = tmp_path / "a" / "c" / "0"
+    data = bytearray(shard.read_bytes())
+    data[-32:-24] = (2**64 - 2).to_bytes(8, "little")  # inner chunk 0's offset (not EMPTY)
+    shard.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match="past the end of the"):
+        zarrext.open_array(str(tmp_path / "a"), mode="r")[:]

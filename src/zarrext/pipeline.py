@@ -628,22 +628,7 @@ class RuntimeShardingCodec(ShardingCodec):
             )
             indexed = list(indexer)
             whole = len({c for c, *_ in indexed}) == math.prod(per_shard)
-            size = handle.size
-            at = size - fmt.size if fmt.at_end else 0
-            index_bytes = handle.read(at, at + fmt.size) if size >= fmt.size else b""
-            if len(index_bytes) < fmt.size:
-                raise ValueError(
-                    f"shard {path.name}: {size} bytes is shorter than its {fmt.size}-byte index"
-                )
-            table = fmt.decode(index_bytes)
-            present = table[:, 0] != EMPTY
-            ends = table[present, 0] + table[present, 1]
-            if ends.size and int(ends.max()) > size:
-                flat = int(np.flatnonzero(present)[int(np.argmax(ends))])
-                raise ValueError(
-                    f"shard {path.name}: inner chunk {flat} ends at byte {int(ends.max())}, "
-                    f"past the end of the {size}-byte shard"
-                )
+            table = handle.index_table(path.name)
             raw = where = None
             if whole and handle.overlay is None:  # the referenced bytes, in runs
                 raw, where = handle.read_referenced(table)

@@ -43,7 +43,12 @@ from zarr.storage import LocalStore
 
 from zarrext.sharding.geometry import EMPTY
 from zarrext.sharding.journal import journal_pending, read_journal
-from zarrext.sharding.state import decode_table, encode_table
+from zarrext.sharding.state import (
+    ShardCorruptError,
+    decode_table,
+    encode_table,
+    entry_past_end,
+)
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
@@ -164,6 +169,35 @@ class LockedShardFile:
                 return
             done += n
 
+    def index_table(self, where: str) -> np.ndarray:
+        """The shard's ``(n, 2)`` offsets and lengths as this reader sees them.
+
+        Raises
+        ------
+        ShardCorruptError
+            When the file is shorter than its index, the index does not decode, or
+            an entry ends past the end of the file.
+        """
+        fmt = self.index
+        assert fmt is not None
+        if self.size < fmt.size:
+            raise ShardCorruptError(
+                f"shard {where}: {self.size} bytes is shorter than its {fmt.size}-byte index"
+            )
+        at = self.size - fmt.size if fmt.at_end else 0
+        try:
+            table = np.asarray(fmt.decode(self.read(at, at + fmt.size)), dtype=np.uint64)
+        except ValueError as e:
+            raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
+        table = table.reshape(-1, 2)
+        bad = entry_past_end(table, self.size)
+        if bad is not None:
+            raise ShardCorruptError(
+                f"shard {where}: inner chunk {bad[0]} ends at byte {bad[1]}, "
+                f"past the end of the {self.size}-byte shard"
+            )
+        return table
+
     def read_packed(self) -> np.ndarray | None:
         """The shard as this reader sees it, packed: only the bytes its index references.
 
@@ -178,20 +212,15 @@ class LockedShardFile:
         of the file.
         """
         fmt = self.index
-        if fmt is None or self.size < fmt.size:
+        if fmt is None:
             return None
-        index_at = self.size - fmt.size if fmt.at_end else 0
         try:
-            table = np.asarray(
-                fmt.decode(self.read(index_at, index_at + fmt.size)), dtype=np.uint64
-            ).reshape(-1, 2)
+            table = self.index_table("")
         except ValueError:
             return None
         present = np.flatnonzero(table[:, 0] != EMPTY)
         starts = table[present, 0].astype(np.int64)
         ends = starts + table[present, 1].astype(np.int64)
-        if ends.size and (int(ends.max()) > self.size or int(starts.min()) < 0):
-            return None
         if int((ends - starts).sum()) + fmt.size >= _SPARSE_SHARE * self.size:
             return None
         runs, run_of = _runs(starts, ends)

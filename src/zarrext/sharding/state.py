@@ -20,6 +20,7 @@ __all__ = [
     "decode_table",
     "encode_index",
     "encode_table",
+    "entry_past_end",
     "load_state",
     "read_index",
     "state_of_bytes",
@@ -123,15 +124,31 @@ def _decoded(codec: ShardingCodec, geometry: ShardGeometry, raw: bytes, where: A
         raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
 
 
+def entry_past_end(table: np.ndarray, size: int) -> tuple[int, int] | None:
+    """The present entry of an ``(n, 2)`` table reaching furthest past ``size`` bytes.
+
+    Returns its flat index and end, or None when every entry ends inside. Offsets
+    and lengths are compared without uint64 wrap-around (an offset near 2**64 plus
+    a length must not look small).
+    """
+    offsets, lengths = table[:, 0], table[:, 1]
+    limit = np.uint64(size)
+    bad = (offsets != EMPTY) & (
+        (offsets > limit) | (lengths > limit - np.minimum(offsets, limit))
+    )
+    if not bad.any():
+        return None
+    ends = {int(f): int(offsets[f]) + int(lengths[f]) for f in np.flatnonzero(bad)}
+    flat = max(ends, key=lambda f: ends[f])
+    return flat, ends[flat]
+
+
 def _checked(state: ShardState, where: Any) -> ShardState:
-    table, size = state.table, state.size
-    present = table[:, 0] != EMPTY
-    ends = table[present, 0] + table[present, 1]
-    if ends.size and int(ends.max()) > size:
-        bad = int(np.flatnonzero(present)[int(np.argmax(ends))])
+    bad = entry_past_end(state.table, state.size)
+    if bad is not None:
         raise ShardCorruptError(
-            f"shard {where}: index entry of inner chunk {bad} ends at byte {int(ends.max())}, "
-            f"past the end of the {size}-byte file"
+            f"shard {where}: index entry of inner chunk {bad[0]} ends at byte {bad[1]}, "
+            f"past the end of the {state.size}-byte file"
         )
     return state
 
