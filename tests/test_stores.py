@@ -248,6 +248,11 @@ def test_compact_and_check_on_s3(run: Run, s3: dict[str, Any], tmp_path: Path) -
     code, _, err = run("check", url, "--repair", *so)
     assert code == 1
     assert "check --repair works on local directories" in one_line_error(err)
+    # compact refuses the damaged object in one line and leaves it as it was
+    code, _, err = run("compact", url, *so)
+    assert code == 1
+    assert "c/0/0: index does not decode" in one_line_error(err)
+    assert fs.cat(f"{url}/c/0/0") == bytes(raw)
 
 
 def test_quantize_s3_to_s3_never_over_what_exists(run: Run, s3: dict[str, Any]) -> None:
