@@ -39,6 +39,7 @@ _LAZY: dict[str, str] = {
     "to_arrow": "zarrext.dtypes.optional_conversions",
     "to_masked": "zarrext.dtypes.optional_conversions",
     "to_nan": "zarrext.dtypes.optional_conversions",
+    "read_masked": "zarrext.masked_read",
     "optional_encoding": "zarrext.xarray_backend",
     "decode_optional": "zarrext.xarray_backend",
     "encode_optional": "zarrext.xarray_backend",
@@ -71,6 +72,7 @@ if TYPE_CHECKING:
         to_nan,
     )
     from zarrext.inspection import inventory
+    from zarrext.masked_read import read_masked
     from zarrext.recompression import RecompressReport, recompress
     from zarrext.sharding import check, compact, expand
     from zarrext.sharding.dask import write_dask
@@ -116,6 +118,7 @@ __all__ = [
     "open_array",
     "optional_encoding",
     "quantize",
+    "read_masked",
     "recompress",
     "to_arrow",
     "to_masked",

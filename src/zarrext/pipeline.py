@@ -15,6 +15,11 @@ instead of one at a time through the event loop. Other pipelines take zarr-pytho
 batched path. The pool has ``codec_pipeline.max_workers`` threads (zarr's config;
 else ``threading.max_workers``; else one per CPU).
 
+An array whose whole chain is the ``optional`` codec decodes each chunk's values
+and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`) and
+copies them once, into the fields of the structured output or into the separate
+arrays of :func:`zarrext.read_masked`: the interleaved chunk is never built.
+
 In those jobs zstd decodes into memory each thread keeps (:class:`_ScratchZstdCodec`):
 a fresh buffer per chunk would make the allocator hand memory back to the system
 and fault it in again for every chunk, which costs about a third of a read's time.
@@ -41,8 +46,14 @@ import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.codecs import ZstdCodec
 from zarr.codecs.sharding import ShardingCodec
+from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
-from zarr.core.chunk_utils import ChunkTransform, decode_and_scatter_chunk, merge_and_encode_chunk
+from zarr.core.chunk_utils import (
+    ChunkTransform,
+    decode_and_scatter_chunk,
+    merge_and_encode_chunk,
+    scatter_chunk,
+)
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
@@ -57,6 +68,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
@@ -408,6 +420,44 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             decode=self.transform.decode_chunk,
         )
 
+    def _split_codec(self) -> OptionalCodec | None:
+        """The codec that decodes values and validity apart, if it is the whole chain."""
+        codecs = self.transform.codecs if self.transform is not None else ()
+        if len(codecs) == 1 and isinstance(codecs[0], OptionalCodec):
+            return codecs[0]
+        return None
+
+    def _read_chunk_split(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
+        """As :meth:`_read_chunk`, for an ``optional`` chain: values and validity are
+        decoded apart and each copied once into ``out`` (a masked read's buffer, or
+        the fields of a structured array), without building the interleaved chunk."""
+        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
+        codec = self._split_codec()
+        assert codec is not None
+        chunk_bytes = byte_getter.get_sync(prototype=chunk_spec.prototype)
+        if chunk_bytes is None:
+            return scatter_chunk(
+                None, out, chunk_spec=chunk_spec, out_selection=out_selection, drop_axes=()
+            )
+        values, valid = (part[chunk_selection] for part in codec.decode_split(
+            chunk_bytes, chunk_spec
+        ))
+        if drop_axes:
+            values, valid = values.squeeze(axis=drop_axes), valid.squeeze(axis=drop_axes)
+        if isinstance(out, SplitOptionalBuffer):
+            out.put(out_selection, values, valid)
+        else:
+            target = out.as_numpy_array()  # a view of the output (a numpy-backed buffer)
+            target["value"][out_selection] = values
+            target["valid"][out_selection] = valid
+        return {"status": "present"}
+
+    def _reads_split(self, out: NDBuffer) -> bool:
+        """Whether chunks decode into ``out`` through :meth:`_read_chunk_split`."""
+        if self._split_codec() is None:
+            return False
+        return isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer
+
     def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
         byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
         assert self.transform is not None
@@ -488,6 +538,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
+        if self._reads_split(out):
+            return tuple(await self._run_chunk_jobs(self._read_chunk_split, batch, out, drop_axes))
         return tuple(await self._run_chunk_jobs(self._read_chunk, batch, out, drop_axes))
 
     async def write(

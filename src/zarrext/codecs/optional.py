@@ -407,8 +407,26 @@ class OptionalCodec(ArrayBytesCodec):
             )
         return n
 
+    def _present_values(
+        self, values: NDBuffer | None, n: int, chunk_spec: ArraySpec
+    ) -> np.ndarray[Any, Any] | None:
+        """The ``n`` decoded present values as a 1-D array (None when ``n`` is 0)."""
+        if not n:
+            return None
+        where = f"{self.name} codec, {describe_chunk(current_chunk_index())}"
+        if values is None:
+            raise OptionalCodecError(f"{where}: the data codecs decoded nothing")
+        present = values.as_numpy_array()
+        if present.shape != (n,):
+            raise OptionalCodecError(
+                f"{where}: the data section holds {present.size} elements, but the mask "
+                f"marks {n} present"
+            )
+        return present
+
     def _assemble(
-        self, mask: np.ndarray[Any, Any], values: NDBuffer | None, n: int, chunk_spec: ArraySpec
+        self, mask: np.ndarray[Any, Any], present: np.ndarray[Any, Any] | None, n: int,
+        chunk_spec: ArraySpec,
     ) -> NDBuffer:
         out: np.ndarray[Any, Any] = np.zeros(
             chunk_spec.shape, dtype=chunk_spec.dtype.to_native_dtype()
@@ -419,16 +437,7 @@ class OptionalCodec(ArrayBytesCodec):
             out.reshape(-1)["valid"][index] = True
         else:
             out["valid"] = mask
-        if n:
-            where = f"{self.name} codec, {describe_chunk(current_chunk_index())}"
-            if values is None:
-                raise OptionalCodecError(f"{where}: the data codecs decoded nothing")
-            present = values.as_numpy_array()
-            if present.shape != (n,):
-                raise OptionalCodecError(
-                    f"{where}: the data section holds {present.size} elements, but the mask "
-                    f"marks {n} present"
-                )
+        if present is not None:
             if index is not None:
                 out.reshape(-1)["value"][index] = present
             elif n == mask.size:
@@ -487,7 +496,11 @@ class OptionalCodec(ArrayBytesCodec):
         self._check_count(raw, n)
         return self._data_values_transform.decode_chunk(raw, spec)
 
-    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+    def _decode_parts(
+        self, chunk_bytes: Buffer, chunk_spec: ArraySpec
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None, int]:
+        """The chunk's validity (bool, chunk shape), its present values (1-D, None if
+        there are none) and their count, each section checked against the others."""
         mask_bytes, data_bytes = self._sections(chunk_bytes)
         try:
             mask_nd = self._mask_transform.decode_chunk(mask_bytes, self.mask_spec(chunk_spec))
@@ -505,7 +518,32 @@ class OptionalCodec(ArrayBytesCodec):
                 raise
             except Exception as e:  # any error of the nested chain is this chunk's error
                 raise self._data_error(e, n, data_bytes) from e
-        return self._assemble(mask, values, n, chunk_spec)
+        return mask, self._present_values(values, n, chunk_spec), n
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
+        return self._assemble(*self._decode_parts(chunk_bytes, chunk_spec), chunk_spec)
+
+    def decode_split(
+        self, chunk_bytes: Buffer, chunk_spec: ArraySpec
+    ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
+        """One chunk as two arrays of its shape: the values and their validity.
+
+        For readers that want values and mask apart (``numpy.ma``, see
+        :mod:`zarrext.masked_read`): the interleaved ``(value, valid)`` chunk is
+        never built. Missing elements hold zero. When every element is present
+        the values may be a view of the data codecs' output, which a pipeline
+        may reuse: copy them before this thread decodes again.
+        """
+        if not self._sync_capable:
+            raise TypeError(f"{self.name} codec: a nested codec has no synchronous decode")
+        valid, present, n = self._decode_parts(chunk_bytes, chunk_spec)
+        if present is not None and n == valid.size:
+            return present.reshape(valid.shape), valid
+        inner: np.dtype[Any] = self._inner(chunk_spec.dtype).to_native_dtype()
+        values = np.zeros(valid.shape, dtype=inner)
+        if present is not None:
+            values[valid] = present
+        return values, valid
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
         if self._sync_capable:
@@ -534,4 +572,4 @@ class OptionalCodec(ArrayBytesCodec):
                 raise
             except Exception as e:  # any error of the nested chain is this chunk's error
                 raise self._data_error(e, n, data_bytes) from e
-        return self._assemble(mask, values, n, chunk_spec)
+        return self._assemble(mask, self._present_values(values, n, chunk_spec), n, chunk_spec)
