@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import pickle
 import threading
 from dataclasses import replace
@@ -490,6 +491,14 @@ def test_pickled_array_keeps_decision(tmp_path: Path, shards: tuple[int, ...] | 
 # -- codec work in threads ----------------------------------------------------------------------
 
 
+@pytest.fixture
+def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunk jobs of any size in several threads (small chunks take one by default),
+    so that these tests' small arrays exercise the threads."""
+    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_READ_MIN_BYTES", 0)
+    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
+
+
 class ThreadRecorder(Recorder):
     """A Recorder that also notes which thread asked, per chunk."""
 
@@ -503,6 +512,7 @@ class ThreadRecorder(Recorder):
         return super().__call__(chunk_index, codec, unencoded_chunk)
 
 
+@pytest.mark.usefixtures("parallel_small_chunks")
 @pytest.mark.parametrize("workers", [1, 4])
 def test_threaded_writes_keep_each_chunks_index(tmp_path: Path, workers: int) -> None:
     """Chunk jobs run in the codec threads; each sees its own chunk index there."""
@@ -526,6 +536,29 @@ def test_threaded_writes_keep_each_chunks_index(tmp_path: Path, workers: int) ->
     np.testing.assert_array_equal(zarr.open_array(tmp_path)[:], data)
 
 
+@pytest.mark.parametrize(
+    ("chunks", "in_pool"), [((64, 64), False), ((128, 512), True)], ids=["16KiB", "256KiB"]
+)
+def test_small_chunks_are_written_by_one_thread(
+    tmp_path: Path, chunks: tuple[int, int], in_pool: bool
+) -> None:
+    """Chunks below PARALLEL_WRITE_MIN_BYTES run in one thread (not the codec pool's):
+    their codec work is too short to pay for the GIL handoffs between threads."""
+    assert (math.prod(chunks) * 4 >= zarrext.pipeline.PARALLEL_WRITE_MIN_BYTES) is in_pool
+    rec = ThreadRecorder(answer=True)
+    with zarr.config.set({"codec_pipeline.max_workers": 2}):
+        z = zarrext.create_array(
+            tmp_path, shape=(256, 1024), chunks=chunks, dtype="<f4",
+            compressors=[conditional()], decision=rec,
+        )
+        z[:] = np.ones((256, 1024), np.float32)
+    names = set(rec.threads.values())
+    assert all(n.startswith("zarrext-codec") for n in names) is in_pool
+    if not in_pool:
+        assert len(names) == 1
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
 @pytest.mark.parametrize("workers", [1, 4])
 def test_threaded_read_error_names_chunk(tmp_path: Path, workers: int) -> None:
     """A bad header read in a codec thread: the error names that chunk."""
@@ -572,6 +605,7 @@ def test_threaded_path_matches_batched_path(tmp_path: Path) -> None:
         np.testing.assert_array_equal(arrays[0][sel], arrays[1][sel])
 
 
+@pytest.mark.usefixtures("parallel_small_chunks")
 @pytest.mark.parametrize(
     "compressors",
     [
@@ -618,6 +652,7 @@ def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
     np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[:4], np.arange(4))
 
 
+@pytest.mark.usefixtures("parallel_small_chunks")
 @pytest.mark.parametrize("workers", [1, 3])
 def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> None:
     """optional's values decode into scratch memory, its mask (zstd too) does not:
