@@ -62,6 +62,41 @@ def test_open_and_compute(tmp_path: Path, var: str, chunks: Any) -> None:
     assert series.sum() == pytest.approx(np.nansum(expected))
 
 
+@pytest.mark.parametrize(
+    "select",
+    [
+        lambda v: v[2:6],  # basic: values and mask decoded apart
+        lambda v: v[5],
+        lambda v: v[::2],
+        lambda v: v.isel(t=[6, 0, 3]),  # outer: through the (value, valid) records
+        lambda v: v[xr.DataArray([1, 4], dims="i")],  # vectorized
+    ],
+    ids=["slice", "int", "step", "outer", "vectorized"],
+)
+@pytest.mark.parametrize("var", sorted(VALUES))
+def test_every_kind_of_selection_decodes_the_same(tmp_path: Path, var: str, select: Any) -> None:
+    _group(tmp_path / "g.zarr")
+    got = select(_open(tmp_path / "g.zarr")[var]).values
+    expected = select(xr.DataArray(_expected(var), dims="t")).values
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_basic_selections_never_build_value_valid_records(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _group(tmp_path / "g.zarr")
+    ds = _open(tmp_path / "g.zarr")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("the interleaved (value, valid) chunk was built")
+
+    monkeypatch.setattr(zarrext.OptionalCodec, "_assemble", refuse)
+    for var in VALUES:
+        np.testing.assert_array_equal(ds[var].values, _expected(var))
+        np.testing.assert_array_equal(ds[var][1:5].values, _expected(var)[1:5])
+
+
 @pytest.mark.parametrize("name", ["optional", "zarrs.optional"])
 def test_write_back_keeps_the_optional_type(tmp_path: Path, name: str) -> None:
     _group(tmp_path / "g.zarr", name=name)

@@ -94,17 +94,21 @@ def nan_dtype(dtype: OptionalDType) -> np.dtype[Any] | None:
 def to_nan(array: npt.NDArray[Any], dtype: OptionalDType) -> npt.NDArray[Any]:
     """One-level optional ``array`` as a plain array, missing as NaN (or NaT).
 
-    The result's dtype is :func:`nan_dtype` of ``dtype`` (e.g. ``optional<int16>``
-    gives ``float32``). Writing such an array back to an optional array (see
+    ``array`` is a (value, valid) structured array, or a ``MaskedArray`` of the
+    values (as :func:`zarrext.read_masked` gives). The result's dtype is
+    :func:`nan_dtype` of ``dtype`` (e.g. ``optional<int16>`` gives ``float32``).
+    Writing such an array back to an optional array (see
     :func:`as_optional_array`) makes NaN missing again.
     """
     target = nan_dtype(dtype)
     if target is None:
         raise TypeError(f"{dtype} has no plain form with NaN for missing values")
+    missing = np.array("NaT", dtype=target) if target.kind in "mM" else np.array(np.nan, target)
+    if isinstance(array, np.ma.MaskedArray) and array.dtype.names is None:
+        return np.where(np.ma.getmaskarray(array), missing, array.data.astype(target, copy=False))
     array = np.asarray(array)
     if not is_optional_native(array.dtype):
         raise TypeError(f"expected an optional (structured value/valid) array, got {array.dtype}")
-    missing = np.array("NaT", dtype=target) if target.kind in "mM" else np.array(np.nan, target)
     return np.where(array["valid"], array["value"].astype(target), missing)
 
 
