@@ -782,3 +782,59 @@ def test_local_shard_read_of_a_truncated_shard_names_it(tmp_path: Path) -> None:
     shard.write_bytes(shard.read_bytes()[:10])
     with pytest.raises(ValueError, match="shorter than its"):
         zarrext.open_array(tmp_path, mode="r")[:]
+
+
+# -- local chunk files read directly ------------------------------------------------------
+
+
+def test_local_chunk_reads_match_the_store(tmp_path: Path) -> None:
+    """An open LocalStore's chunk files are read without the store's per-key pathlib
+    objects: the same bytes, and None where LocalStore.get_sync gives None."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import LocalStore, StorePath
+
+    from zarrext.pipeline import _get_chunk_sync
+
+    (tmp_path / "c" / "0").mkdir(parents=True)
+    (tmp_path / "c" / "0" / "1").write_bytes(b"chunk bytes")
+    (tmp_path / "c" / "2").write_bytes(b"a file where a folder is expected")
+    store = zarr.core.sync.sync(LocalStore.open(tmp_path, read_only=True))
+    prototype = default_buffer_prototype()
+    for key in ("c/0/1", "c/0/9", "c/0", "c/2/0"):  # present, missing, a folder, under a file
+        ours = _get_chunk_sync(StorePath(store, key), prototype)
+        stock = StorePath(store, key).get_sync(prototype=prototype)
+        assert (ours is None) is (stock is None), key
+        if stock is not None:
+            assert ours is not None
+            assert ours.to_bytes() == stock.to_bytes() == b"chunk bytes"
+
+
+def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
+    tmp_path: Path,
+) -> None:
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.storage import LocalStore, StorePath
+
+    from zarrext._zarr_compat import store_is_open
+    from zarrext.pipeline import _get_chunk_sync
+
+    (tmp_path / "k").write_bytes(b"stored")
+    calls: list[str] = []
+
+    class CountingStore(LocalStore):
+        def get_sync(self, key: str, **kwargs: Any) -> Any:
+            calls.append(key)
+            return super().get_sync(key, **kwargs)
+
+    prototype = default_buffer_prototype()
+    counting = zarr.core.sync.sync(CountingStore.open(tmp_path, read_only=True))
+    got = _get_chunk_sync(StorePath(counting, "k"), prototype)
+    assert got is not None
+    assert got.to_bytes() == b"stored"
+    assert calls == ["k"]
+    unopened = LocalStore(tmp_path, read_only=True)
+    assert not store_is_open(unopened)
+    got = _get_chunk_sync(StorePath(unopened, "k"), prototype)
+    assert got is not None
+    assert got.to_bytes() == b"stored"
+    assert store_is_open(unopened)  # the store's own get_sync opened it

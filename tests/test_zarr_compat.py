@@ -58,6 +58,8 @@ def _changed(requirement: Requirement, owner: object) -> object:
             unrelated: int = 0
 
         return types.SimpleNamespace(**{name: WithoutFields})
+    if requirement.annotated is not None:
+        return type("StandIn", (), {"__annotations__": {name: "str"}})
     assert requirement.kind is not None
     return type("StandIn", (), {name: "a plain string"})
 

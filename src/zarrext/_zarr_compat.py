@@ -61,6 +61,7 @@ __all__ = [
     "shard_index_size",
     "shard_indexer_and_value",
     "sharding_codec_fields",
+    "store_is_open",
     "store_supports_sync_io",
     "verify",
     "with_codecs",
@@ -97,6 +98,9 @@ class Requirement:
     kind : type, optional
         The attribute must be an instance of ``kind`` (e.g. ``property``) or, if it
         is a class, a subclass of it.
+    annotated : str, optional
+        An instance attribute: the class (``owner``) must declare it with this
+        annotation (e.g. ``"bool"``).
     """
 
     where: str
@@ -104,10 +108,19 @@ class Requirement:
     parameters: tuple[str, ...] | None = None
     fields: tuple[str, ...] | None = None
     kind: type | None = None
+    annotated: str | None = None
 
     def check(self, owner: object) -> Any:
         """``owner.<name>`` if it is what zarrext expects, else ZarrCompatibilityError."""
         label = f"{self.where}.{self.name}"
+        if self.annotated is not None:
+            declared = inspect.get_annotations(owner) if isinstance(owner, type) else {}
+            if self.name not in declared:
+                raise _fail(label, "does not exist")
+            annotation = declared[self.name]
+            if getattr(annotation, "__name__", annotation) != self.annotated:
+                raise _fail(label, f"is not annotated {self.annotated}")
+            return None
         try:
             static = inspect.getattr_static(owner, self.name)
         except AttributeError:
@@ -141,6 +154,8 @@ _SHARDING = "zarr.codecs.sharding.ShardingCodec"
 REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
     (abc_codec, Requirement("zarr.abc.codec", "_codec_supports_sync", ("codec",))),
     (abc_store, Requirement("zarr.abc.store", "_store_supports_sync_io", ("store",))),
+    # whether a store was opened: local chunk files are read directly only then
+    (abc_store.Store, Requirement("zarr.abc.store.Store", "_is_open", annotated="bool")),
     (zarr_registry, Requirement("zarr.registry", "_resolve_codec", ("data",))),
     (dtype_registry, Requirement("zarr.core.dtype.registry", "_NestedDataTypeValidationError",
                                  kind=dtype_registry.DataTypeValidationError)),
@@ -217,6 +232,11 @@ ShardIndex: Any = _found["_ShardIndex"]
 ShardingByteSetter: Any = _found["_ShardingByteSetter"]
 # An absent inner chunk's offset and length in a shard index (2**64 - 1).
 EMPTY_SHARD_INDEX_ENTRY: int = _found["MAX_UINT_64"]
+
+
+def store_is_open(store: object) -> bool:
+    """Whether a zarr store has been opened (``Store._is_open``)."""
+    return bool(getattr(store, "_is_open", False))
 
 
 def inner_chunk_spec(codec: zarr_sharding.ShardingCodec, shard_spec: Any) -> Any:
