@@ -19,9 +19,9 @@ In one run, on the same data (a float32 field, zstd level 3, best of ``--repeat`
 
 Throughput is MiB of float32 values per second. Contenders alternate within each
 repeat, so load on the (shared) machine hits all alike; the best of 8 repeats is
-kept, because bursts of load on a shared 2-core machine slow single runs by 10-40 %. Needs the ``bench`` extra
-(``pip install -e ".[bench]"``). Full size: 8192 x 8192 (256 MiB), chunks 512 x 512;
-``--quick``: 2048 x 2048 (16 MiB), chunks 256 x 256.
+kept, because bursts of load on a shared 2-core machine slow single runs by 10-40 %.
+Needs the ``bench`` extra (``pip install -e ".[bench]"``). Full size: 8192 x 8192
+(256 MiB), chunks 512 x 512; ``--quick``: 2048 x 2048 (16 MiB), chunks 256 x 256.
 """
 
 from __future__ import annotations
