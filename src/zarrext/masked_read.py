@@ -105,7 +105,7 @@ class SplitOptionalBuffer(cpu.NDBuffer):
     def __getitem__(self, key: Any) -> Self:
         view = _view_key(key)
         values, mask = self.values[view], self.mask[view]
-        if values.size and not np.shares_memory(values, self.values):
+        if values.size and not np.may_share_memory(values, self.values):
             # An advanced index copies: writes into the result would be lost.
             raise TypeError(f"an optional buffer gives views for basic keys only, got {key!r}")
         return type(self)(values, mask, self.dtype, _marked=self._marked)
@@ -124,7 +124,7 @@ class SplitOptionalBuffer(cpu.NDBuffer):
         """Store ``values`` and their validity ``valid`` (already split) at ``key``."""
         self.values[key] = values
         if self._marked[0] or not np.all(valid):
-            self._marked[0] = True  # before the write: a concurrent put must not skip
+            self._marked[0] = True  # first: later puts into this region write masks too
             self.mask[key] = np.logical_not(valid)
 
     def fill(self, value: Any) -> None:
