@@ -13,7 +13,9 @@ pool, in a copy of the caller's context with the chunk's index set: compressors
 such as numcodecs' zstd release the GIL, so chunks decode and encode in parallel
 instead of one at a time through the event loop. Other pipelines take zarr-python's
 batched path. The pool has ``codec_pipeline.max_workers`` threads (zarr's config;
-else ``threading.max_workers``; else one per CPU).
+else ``threading.max_workers``; else one per CPU). Chunks too small to pay for the
+GIL handoffs between threads (:data:`PARALLEL_READ_MIN_BYTES`,
+:data:`PARALLEL_WRITE_MIN_BYTES`) run in one of them.
 
 An array whose whole chain is the ``optional`` codec decodes each chunk's values
 and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`) and
