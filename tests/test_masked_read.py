@@ -135,10 +135,11 @@ def test_property_read_masked_round_trips_what_was_written(
     same(zarrext.read_masked(array, selection), written[selection])
 
 
+@pytest.mark.parametrize("shards", [False, True], ids=["chunks", "shards"])
 def test_local_reads_never_build_the_interleaved_chunk(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, shards: bool
 ) -> None:
-    written = stored(str(tmp_path / "a.zarr"), None)
+    written = stored(str(tmp_path / "a.zarr"), None, shards=shards)
     array = zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
@@ -149,6 +150,7 @@ def test_local_reads_never_build_the_interleaved_chunk(
     same(zarrext.read_masked(array)[inside], written[inside])
     # A plain structured read decodes into the output's fields the same way.
     same(zarrext.to_masked(array[inside]), written[inside])
+    same(zarrext.to_masked(array[5, 3:19]), written[5, 3:19])  # a dropped axis
 
 
 def test_split_decode_names_the_chunk_of_a_damaged_chunk(tmp_path: Path) -> None:

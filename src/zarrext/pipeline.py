@@ -246,6 +246,38 @@ def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     return prototype.buffer.from_bytes(data)
 
 
+def _decode_split_into(
+    codec: OptionalCodec,
+    chunk_bytes: Buffer | None,
+    out: NDBuffer,
+    *,
+    chunk_spec: ArraySpec,
+    chunk_selection: SelectorTuple,
+    out_selection: SelectorTuple,
+    drop_axes: tuple[int, ...],
+) -> GetResult:
+    """zarr's ``decode_and_scatter_chunk`` for an ``optional`` chain: the chunk's
+    values and validity are decoded apart and each copied once into ``out`` (a
+    masked read's buffer, or the fields of a numpy-backed structured output),
+    without building the interleaved chunk."""
+    if chunk_bytes is None:
+        return scatter_chunk(
+            None, out, chunk_spec=chunk_spec, out_selection=out_selection, drop_axes=()
+        )
+    values, valid = (part[chunk_selection] for part in codec.decode_split(
+        chunk_bytes, chunk_spec
+    ))
+    if drop_axes:
+        values, valid = values.squeeze(axis=drop_axes), valid.squeeze(axis=drop_axes)
+    if isinstance(out, SplitOptionalBuffer):
+        out.put(out_selection, values, valid)
+    else:
+        target = out.as_numpy_array()  # a view of the output (a numpy-backed buffer)
+        target["value"][out_selection] = values
+        target["valid"][out_selection] = valid
+    return {"status": "present"}
+
+
 def _sync_io(holder: object, *, write: bool) -> bool:
     """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
     if isinstance(holder, StorePath):
@@ -470,29 +502,15 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         return None
 
     def _read_chunk_split(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
-        """As :meth:`_read_chunk`, for an ``optional`` chain: values and validity are
-        decoded apart and each copied once into ``out`` (a masked read's buffer, or
-        the fields of a structured array), without building the interleaved chunk."""
+        """As :meth:`_read_chunk`, for an ``optional`` chain (see :func:`_decode_split_into`)."""
         byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
         codec = self._split_codec()
         assert codec is not None
-        chunk_bytes = _get_chunk_sync(byte_getter, chunk_spec.prototype)
-        if chunk_bytes is None:
-            return scatter_chunk(
-                None, out, chunk_spec=chunk_spec, out_selection=out_selection, drop_axes=()
-            )
-        values, valid = (part[chunk_selection] for part in codec.decode_split(
-            chunk_bytes, chunk_spec
-        ))
-        if drop_axes:
-            values, valid = values.squeeze(axis=drop_axes), valid.squeeze(axis=drop_axes)
-        if isinstance(out, SplitOptionalBuffer):
-            out.put(out_selection, values, valid)
-        else:
-            target = out.as_numpy_array()  # a view of the output (a numpy-backed buffer)
-            target["value"][out_selection] = values
-            target["valid"][out_selection] = valid
-        return {"status": "present"}
+        return _decode_split_into(
+            codec, _get_chunk_sync(byte_getter, chunk_spec.prototype), out,
+            chunk_spec=chunk_spec, chunk_selection=chunk_selection,
+            out_selection=out_selection, drop_axes=drop_axes,
+        )
 
     def _reads_split(self, out: NDBuffer) -> bool:
         """Whether chunks decode into ``out`` through :meth:`_read_chunk_split`."""
@@ -748,6 +766,7 @@ class RuntimeShardingCodec(ShardingCodec):
                     order=shard_spec.order,
                 )
             origin = _inner_origin.get()
+            split = pipeline._split_codec() if pipeline._reads_split(out) else None
             for coords, chunk_selection, out_selection, _ in indexed:
                 flat = int(np.ravel_multi_index(coords, per_shard)) if coords else 0
                 offset, length = (int(v) for v in table[flat])
@@ -764,15 +783,22 @@ class RuntimeShardingCodec(ShardingCodec):
                 )
                 token = _chunk_index.set(index)
                 try:
-                    decode_and_scatter_chunk(
-                        chunk,
-                        out,
-                        chunk_spec=chunk_spec,
-                        chunk_selection=chunk_selection,
-                        out_selection=out_selection,
-                        drop_axes=(),
-                        decode=transform.decode_chunk,
-                    )
+                    if split is not None:
+                        _decode_split_into(
+                            split, chunk, out, chunk_spec=chunk_spec,
+                            chunk_selection=chunk_selection, out_selection=out_selection,
+                            drop_axes=(),
+                        )
+                    else:
+                        decode_and_scatter_chunk(
+                            chunk,
+                            out,
+                            chunk_spec=chunk_spec,
+                            chunk_selection=chunk_selection,
+                            out_selection=out_selection,
+                            drop_axes=(),
+                            decode=transform.decode_chunk,
+                        )
                 finally:
                     _chunk_index.reset(token)
         finally:
