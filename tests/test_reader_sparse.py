@@ -18,6 +18,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
+import zarrext.pipeline
 from zarrext.sharding import writer
 from zarrext.sharding.reader import index_format, open_shared
 
@@ -66,6 +67,16 @@ class ReadCounter:
         monkeypatch.setattr(os, "preadv", counted_preadv)
 
 
+@pytest.fixture(params=["runs", "chunk-by-chunk"])
+def shard_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Whole shards read in runs (inner chunks under SHARD_RUNS_MAX_CHUNK_BYTES, as
+    here) or chunk by chunk (larger inner chunks; forced here by a zero bound)."""
+    if request.param == "chunk-by-chunk":
+        monkeypatch.setattr(zarrext.pipeline, "SHARD_RUNS_MAX_CHUNK_BYTES", 0)
+    return str(request.param)
+
+
+@pytest.mark.usefixtures("shard_reads")
 @pytest.mark.parametrize("location", ["start", "end"])
 def test_whole_shard_read_reads_referenced_bytes_only(
     tmp_path: Path, location: str, monkeypatch: pytest.MonkeyPatch
@@ -103,6 +114,7 @@ def test_whole_shard_read_reads_referenced_bytes_only(
         assert packed[at : at + length].tobytes() == raw[offset : offset + length]
 
 
+@pytest.mark.usefixtures("shard_reads")
 def test_dense_shard_is_read_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     array, expected = updated_array(tmp_path / "a", "end")
     zarrext.compact(array)

@@ -139,6 +139,14 @@ def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
     return math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
 
 
+# A whole shard of inner chunks smaller than this (decoded bytes) is read as its
+# referenced bytes in runs, then decoded: few reads. Larger inner chunks are read one
+# by one, each decoded while it is still in cache: paired runs here, 16 MiB shards
+# into one output, two threads: 1 MiB inner chunks 0.91x the time of the runs, 256
+# KiB 0.95x, 64 KiB 1.10x.
+SHARD_RUNS_MAX_CHUNK_BYTES = 256 << 10
+
+
 # Decoded chunks up to this size go to a thread's scratch memory (two buffers of at
 # most this size per thread); larger ones to fresh buffers, as zarr-python does.
 SCRATCH_MAX_BYTES = 16 << 20
@@ -721,9 +729,11 @@ class RuntimeShardingCodec(ShardingCodec):
         """``selection`` of the local shard at ``path``, read and decoded in this thread.
 
         As zarr-python's partial shard decode, with zarrext's reader: one open
-        under a shared lock (:func:`zarrext.sharding.reader.open_shared`), a whole
-        shard read as its referenced bytes only, and each inner chunk decoded by
-        the inner pipeline with its array-wide index set. None if there is no shard.
+        under a shared lock (:func:`zarrext.sharding.reader.open_shared`), only the
+        bytes the index references read (a whole shard of small inner chunks in
+        runs, see :data:`SHARD_RUNS_MAX_CHUNK_BYTES`), and each inner chunk decoded
+        by the inner pipeline with its array-wide index set. None if there is no
+        shard.
 
         ``into``: where the selection goes (a view of the caller's output with the
         selection's shape); returned when used, else a new buffer is.
@@ -753,7 +763,8 @@ class RuntimeShardingCodec(ShardingCodec):
             whole = len({c for c, *_ in indexed}) == math.prod(per_shard)
             table = handle.index_table(path.name)
             raw = where = None
-            if whole and handle.overlay is None:  # the referenced bytes, in runs
+            runs = _chunk_nbytes(chunk_spec) < SHARD_RUNS_MAX_CHUNK_BYTES
+            if whole and runs and handle.overlay is None:  # the referenced bytes, in runs
                 raw, where = handle.read_referenced(table)
             buffer = chunk_spec.prototype.buffer
             if into is not None and tuple(into.shape) == tuple(indexer.shape):
