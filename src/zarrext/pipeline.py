@@ -489,42 +489,37 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             failed.set()  # cancelled or failed: the other threads stop taking chunks
         return results
 
-    def _read_chunk(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
-        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
+    def _scatter_into(self, out: NDBuffer) -> Callable[..., GetResult]:
+        """How a chunk's bytes are decoded into ``out``: zarr's
+        ``decode_and_scatter_chunk`` with this pipeline's chain, or, for a chain
+        that is the ``optional`` codec alone and an output that takes the fields
+        apart, :func:`_decode_split_into` (no interleaved chunk is built)."""
         assert self.transform is not None
-        return decode_and_scatter_chunk(
+        codecs = self.transform.codecs
+        if (
+            len(codecs) == 1
+            and isinstance(codecs[0], OptionalCodec)
+            and (isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer)
+        ):
+            return functools.partial(_decode_split_into, codecs[0])
+        return functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
+
+    def _read_chunk(
+        self,
+        item: Any,
+        out: NDBuffer,
+        drop_axes: tuple[int, ...],
+        scatter: Callable[..., GetResult],
+    ) -> GetResult:
+        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
+        return scatter(
             _get_chunk_sync(byte_getter, chunk_spec.prototype),
             out,
             chunk_spec=chunk_spec,
             chunk_selection=chunk_selection,
             out_selection=out_selection,
             drop_axes=drop_axes,
-            decode=self.transform.decode_chunk,
         )
-
-    def _split_codec(self) -> OptionalCodec | None:
-        """The codec that decodes values and validity apart, if it is the whole chain."""
-        codecs = self.transform.codecs if self.transform is not None else ()
-        if len(codecs) == 1 and isinstance(codecs[0], OptionalCodec):
-            return codecs[0]
-        return None
-
-    def _read_chunk_split(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
-        """As :meth:`_read_chunk`, for an ``optional`` chain (see :func:`_decode_split_into`)."""
-        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
-        codec = self._split_codec()
-        assert codec is not None
-        return _decode_split_into(
-            codec, _get_chunk_sync(byte_getter, chunk_spec.prototype), out,
-            chunk_spec=chunk_spec, chunk_selection=chunk_selection,
-            out_selection=out_selection, drop_axes=drop_axes,
-        )
-
-    def _reads_split(self, out: NDBuffer) -> bool:
-        """Whether chunks decode into ``out`` through :meth:`_read_chunk_split`."""
-        if self._split_codec() is None:
-            return False
-        return isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer
 
     def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
         byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
@@ -606,16 +601,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
-        if self._reads_split(out):
-            return tuple(
-                await self._run_chunk_jobs(
-                    self._read_chunk_split, batch, out, drop_axes,
-                    min_parallel_bytes=PARALLEL_READ_MIN_BYTES,
-                )
-            )
         return tuple(
             await self._run_chunk_jobs(
-                self._read_chunk, batch, out, drop_axes, min_parallel_bytes=PARALLEL_READ_MIN_BYTES
+                self._read_chunk, batch, out, drop_axes, self._scatter_into(out),
+                min_parallel_bytes=PARALLEL_READ_MIN_BYTES,
             )
         )
 
@@ -751,8 +740,6 @@ class RuntimeShardingCodec(ShardingCodec):
             return None
         try:
             pipeline = self._get_inner_pipeline(shard_spec)
-            transform = pipeline.transform
-            assert transform is not None
             chunk_spec = inner_chunk_spec(self, shard_spec)
             indexer = get_indexer(
                 selection,
@@ -777,7 +764,7 @@ class RuntimeShardingCodec(ShardingCodec):
                     order=shard_spec.order,
                 )
             origin = _inner_origin.get()
-            split = pipeline._split_codec() if pipeline._reads_split(out) else None
+            scatter = pipeline._scatter_into(out)
             for coords, chunk_selection, out_selection, _ in indexed:
                 flat = int(np.ravel_multi_index(coords, per_shard)) if coords else 0
                 offset, length = (int(v) for v in table[flat])
@@ -794,22 +781,14 @@ class RuntimeShardingCodec(ShardingCodec):
                 )
                 token = _chunk_index.set(index)
                 try:
-                    if split is not None:
-                        _decode_split_into(
-                            split, chunk, out, chunk_spec=chunk_spec,
-                            chunk_selection=chunk_selection, out_selection=out_selection,
-                            drop_axes=(),
-                        )
-                    else:
-                        decode_and_scatter_chunk(
-                            chunk,
-                            out,
-                            chunk_spec=chunk_spec,
-                            chunk_selection=chunk_selection,
-                            out_selection=out_selection,
-                            drop_axes=(),
-                            decode=transform.decode_chunk,
-                        )
+                    scatter(
+                        chunk,
+                        out,
+                        chunk_spec=chunk_spec,
+                        chunk_selection=chunk_selection,
+                        out_selection=out_selection,
+                        drop_axes=(),
+                    )
                 finally:
                     _chunk_index.reset(token)
         finally:
