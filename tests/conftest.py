@@ -105,3 +105,12 @@ settings.register_profile(
 settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
+
+@pytest.fixture
+def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunk jobs of any size in several threads (small chunks take one by default),
+    so that these tests' small arrays exercise the threads."""
+    import zarrext.pipeline
+
+    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_READ_MIN_BYTES", 0)
+    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)

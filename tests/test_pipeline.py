@@ -491,14 +491,6 @@ def test_pickled_array_keeps_decision(tmp_path: Path, shards: tuple[int, ...] | 
 # -- codec work in threads ----------------------------------------------------------------------
 
 
-@pytest.fixture
-def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Chunk jobs of any size in several threads (small chunks take one by default),
-    so that these tests' small arrays exercise the threads."""
-    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_READ_MIN_BYTES", 0)
-    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
-
-
 class ThreadRecorder(Recorder):
     """A Recorder that also notes which thread asked, per chunk."""
 
@@ -603,81 +595,6 @@ def test_threaded_path_matches_batched_path(tmp_path: Path) -> None:
     assert Path("2/1") not in files[0]
     for sel in (np.s_[:], np.s_[5, :], np.s_[2:25:3, 7], np.s_[[1, 29], 3:4]):
         np.testing.assert_array_equal(arrays[0][sel], arrays[1][sel])
-
-
-@pytest.mark.usefixtures("parallel_small_chunks")
-@pytest.mark.parametrize(
-    "compressors",
-    [
-        [ZstdCodec(level=1)],
-        [ZstdCodec(level=1), ZstdCodec(level=3)],  # a decode reads the other's scratch
-        [conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1)), ZstdCodec(level=2)],
-        # zstd decodes to more than the chunk: past the scratch bound, zarr's decoder
-        [zarrext.PadCodec(location="end", nbytes=20_000), ZstdCodec(level=1)],
-    ],
-    ids=["zstd", "zstd-zstd", "conditional-zstd", "padded-zstd"],
-)
-@pytest.mark.parametrize("workers", [1, 3])
-def test_scratch_decodes_match_zarr(tmp_path: Path, compressors: list[Any], workers: int) -> None:
-    """zstd decoding into the codec threads' scratch memory: the values zarr-python
-    reads, for whole and partial reads and read-modify-write updates."""
-    data = np.random.default_rng(6).normal(size=(50, 40)).astype("<f4")
-    with zarr.config.set({"codec_pipeline.max_workers": workers}):
-        z = zarrext.create_array(
-            tmp_path, shape=(50, 40), chunks=(16, 16), dtype="<f4", fill_value=0,
-            compressors=compressors,
-            **({"decision": "always_apply"} if isinstance(compressors[0], ConditionalCodec)
-               else {}),
-        )
-        z[:] = data
-        z[3:20, 5:9] = -1.0  # partial chunks: decode, merge, encode
-        data[3:20, 5:9] = -1.0
-        reader = zarrext.open_array(tmp_path, mode="r")
-        for sel in (np.s_[:], np.s_[17:33, 2:39], np.s_[49, :]):
-            np.testing.assert_array_equal(reader[sel], data[sel])
-    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
-
-
-def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
-    """A chunk that is not zstd: zarr-python's decoder and its error, not a scratch one."""
-    zarr.create_array(
-        tmp_path, shape=(8,), chunks=(4,), dtype="u1", compressors=[ZstdCodec(level=1)]
-    )[:] = np.arange(8, dtype="u1")
-    (tmp_path / "c" / "1").write_bytes(b"not zstd at all")
-    with pytest.raises(RuntimeError) as stock:
-        zarr.open_array(tmp_path, mode="r")[:]
-    with pytest.raises(RuntimeError) as ours:
-        zarrext.open_array(tmp_path, mode="r")[:]
-    assert str(ours.value) == str(stock.value)
-    np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[:4], np.arange(4))
-
-
-@pytest.mark.usefixtures("parallel_small_chunks")
-@pytest.mark.parametrize("workers", [1, 3])
-def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> None:
-    """optional's values decode into scratch memory, its mask (zstd too) does not:
-    the values and mask zarr-python reads."""
-    rng = np.random.default_rng(7)
-    values = rng.normal(size=(40, 30)).astype("<f4")
-    mask = rng.random((40, 30)) < 0.3
-    codec = zarrext.OptionalCodec(
-        mask_codecs=[zarrext.PackBitsCodec(), ZstdCodec(level=1)],
-        data_codecs=[BytesCodec(), ZstdCodec(level=1)],
-    )
-    with zarr.config.set({"codec_pipeline.max_workers": workers}):
-        z = zarrext.create_array(
-            tmp_path, shape=(40, 30), chunks=(16, 16), fill_value=None,
-            dtype=zarrext.OptionalDType("float32"), serializer=codec,
-            compressors=[ZstdCodec(level=2)],
-        )
-        z[:] = np.ma.MaskedArray(values, mask=mask)
-        z[5:20, 3:7] = np.ma.MaskedArray(np.full((15, 4), 2.5, "<f4"), mask=False)
-        values[5:20, 3:7], mask[5:20, 3:7] = 2.5, False
-        got = zarrext.to_masked(zarrext.open_array(tmp_path, mode="r")[:])
-    stock = zarrext.to_masked(zarr.open_array(tmp_path, mode="r")[:])
-    for back in (got, stock):
-        np.testing.assert_array_equal(back.mask, mask)
-        np.testing.assert_array_equal(back.data[~mask], values[~mask])
 
 
 # -- the public route: zarr's codec_pipeline.path ----------------------------------------

@@ -73,7 +73,7 @@ NOT_COMPARED = {
     PadCodec: {"padding_func"},
     LayoutShardingCodec: {"shard_layout"},
     OptionalCodec: {"inner"},
-    ZarrextCodecPipeline: {"transform"},
+    ZarrextCodecPipeline: {"transform", "encodes_into_arena"},
 }
 
 

@@ -138,11 +138,16 @@ class Decision(ABC):
     Subclasses implement :meth:`choose`. ``guarantees_no_inflation`` is True when
     the chosen bytes are never longer than the input: a writer may then bound the
     encoded size of a chunk by its raw size plus the header (fixed shard slots).
+    ``keeps_chunk_bytes`` is False when nothing of the chunk's bytes (its data,
+    trial encodings) is kept once :meth:`choose` returns: the pipeline may then
+    encode the chunk into memory it reuses for the next one. A user's decision may
+    keep them (to record them, say), so it defaults to True.
     """
 
     name: str = "custom"
     trial_encode: bool = False
     guarantees_no_inflation: bool = False
+    keeps_chunk_bytes: bool = True
 
     def check(self, n_codecs: int) -> None:  # noqa: B027 - optional hook
         """Raise if this decision cannot work with ``n_codecs`` nested codecs."""
@@ -197,6 +202,8 @@ def check_mask(mask: int, n_codecs: int, where: str) -> int:
 class FixedMask(Decision):
     """The same mask for every chunk (``never_apply`` is 0, ``always_apply`` all ones)."""
 
+    keeps_chunk_bytes = False
+
     def __init__(self, mask: int | None, name: str) -> None:
         self.mask = mask
         self.name = name
@@ -227,6 +234,7 @@ class CompressIfSmaller(Decision):
     name = "compress_if_smaller"
     trial_encode = True
     guarantees_no_inflation = True
+    keeps_chunk_bytes = False
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         mask = 0
@@ -264,6 +272,7 @@ class Smallest(Decision):
     name = "smallest"
     trial_encode = True
     guarantees_no_inflation = True
+    keeps_chunk_bytes = False
 
     def check(self, n_codecs: int) -> None:
         if n_codecs > MAX_SMALLEST_CODECS:
@@ -296,6 +305,7 @@ class Plan(Decision):
     """Masks computed beforehand, looked up by chunk index (spec example 3)."""
 
     name = "plan"
+    keeps_chunk_bytes = False
 
     def __init__(self, masks: np.ndarray) -> None:
         masks = np.asarray(masks)

@@ -22,9 +22,9 @@ and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`)
 copies them once, into the fields of the structured output or into the separate
 arrays of :func:`zarrext.read_masked`: the interleaved chunk is never built.
 
-In those jobs zstd decodes into memory each thread keeps (:class:`_ScratchZstdCodec`):
-a fresh buffer per chunk would make the allocator hand memory back to the system
-and fault it in again for every chunk, which costs about a third of a read's time.
+In those jobs codecs decode, and encode for a local store, into memory each
+thread keeps (:mod:`zarrext.scratch`): a fresh buffer per chunk would make the
+allocator hand memory back to the system and fault it in again for every chunk.
 
 :class:`RuntimeShardingCodec` is zarr-python's ``ShardingCodec`` with this pipeline
 for its inner chunks: same metadata, same bytes, same reader.
@@ -40,13 +40,12 @@ import os
 import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-import imagecodecs
 import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
-from zarr.codecs import ZstdCodec
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -69,9 +68,9 @@ from zarrext._zarr_compat import (
     store_is_open,
     store_supports_sync_io,
 )
-from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.masked_read import SplitOptionalBuffer
+from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
 from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
@@ -145,93 +144,6 @@ def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
 # into one output, two threads: 1 MiB inner chunks 0.91x the time of the runs, 256
 # KiB 0.95x, 64 KiB 1.10x.
 SHARD_RUNS_MAX_CHUNK_BYTES = 256 << 10
-
-
-# Decoded chunks up to this size go to a thread's scratch memory (two buffers of at
-# most this size per thread); larger ones to fresh buffers, as zarr-python does.
-SCRATCH_MAX_BYTES = 16 << 20
-# Room beyond the chunk's array bytes for what codecs before zstd add (headers).
-_SCRATCH_SLACK = 4096
-_scratch = threading.local()
-
-
-def _scratch_for(nbytes: int, source: np.ndarray) -> np.ndarray:
-    """``nbytes`` of this thread's scratch memory, not overlapping ``source``.
-
-    A decode reads its input while writing its output, and the input may be the
-    previous stage's output (a scratch view): two buffers per thread, used in turn.
-    """
-    buffers: list[np.ndarray] | None = getattr(_scratch, "buffers", None)
-    if buffers is None:
-        buffers = _scratch.buffers = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
-    k = 1 if np.may_share_memory(buffers[0], source) else 0
-    if buffers[k].nbytes < nbytes:
-        buffers[k] = np.empty(nbytes, np.uint8)
-    return buffers[k][:nbytes]
-
-
-def _decoded_bound(chunk_spec: ArraySpec) -> int | None:
-    """Most bytes a bytes->bytes stage of a fixed-size chunk decodes to, if scratch fits."""
-    try:
-        return _cached_bound(chunk_spec)
-    except TypeError:  # a fill value that cannot be hashed
-        return _bound(chunk_spec)
-
-
-def _bound(chunk_spec: ArraySpec) -> int | None:
-    dtype = chunk_spec.dtype.to_native_dtype()
-    if dtype.hasobject or dtype.kind == "T":  # variable-size elements
-        return None
-    bound = math.prod(chunk_spec.shape) * dtype.itemsize + _SCRATCH_SLACK
-    return bound if bound <= SCRATCH_MAX_BYTES else None
-
-
-_cached_bound = functools.lru_cache(maxsize=256)(_bound)
-
-
-@dataclass(frozen=True)
-class _ScratchZstdCodec(ZstdCodec):
-    """zarr's ``zstd`` whose decode writes into the calling thread's scratch memory.
-
-    Only for the pipeline's chunk jobs: the decoded bytes stay valid until the
-    thread decodes again, and a job copies them out (scatter into the output, or
-    the merge of a partial write) before it ends.
-    """
-
-    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        bound = _decoded_bound(chunk_spec)
-        if bound is None:
-            return super()._decode_sync(chunk_bytes, chunk_spec)
-        source = chunk_bytes.as_numpy_array()
-        try:
-            decoded = imagecodecs.zstd_decode(source, out=memoryview(_scratch_for(bound, source)))
-        except imagecodecs.ZstdError:
-            # Bigger than the bound, or not zstd at all: zarr's decoder, its errors.
-            return super()._decode_sync(chunk_bytes, chunk_spec)
-        return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, np.uint8))
-
-
-def _scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
-    """Codecs with each zstd (also nested in ``conditional``, and in ``optional``'s
-    values) decoding into scratch memory.
-
-    Not ``optional``'s mask codecs: the mask must outlive the values' decode.
-    """
-    out: list[Any] = []
-    for codec in codecs:
-        new: Any = codec
-        if type(codec) is ZstdCodec:
-            new = _ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
-        elif isinstance(codec, ConditionalCodec):
-            new = replace(codec, codecs=_scratch_codecs(codec.codecs))
-        elif isinstance(codec, OptionalCodec):
-            new = OptionalCodec(
-                mask_codecs=codec.mask_codecs,
-                data_codecs=_scratch_codecs(codec.data_codecs),
-                name=codec.name,
-            )
-        out.append(new)
-    return tuple(out)
 
 
 def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
@@ -324,6 +236,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     # The codecs as one synchronous chain, when all of them have a synchronous
     # path; set by evolve_from_array_spec (a pipeline not evolved yet has none).
     transform: ChunkTransform | None = field(default=None, compare=False, repr=False)
+    # Whether a write job may encode into its thread's arena (zarrext.scratch): no
+    # decision in the chain keeps chunk bytes. Set by evolve_from_array_spec.
+    encodes_into_arena: bool = field(default=False, compare=False, repr=False)
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
@@ -343,12 +258,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     def evolve_from_array_spec(self, array_spec: ArraySpec) -> Self:
         evolved = super().evolve_from_array_spec(array_spec)
+        byte_codecs = [evolved.array_bytes_codec, *evolved.bytes_bytes_codecs]
         try:
             transform: ChunkTransform | None = ChunkTransform(
-                codecs=(
-                    *evolved.array_array_codecs,
-                    *_scratch_codecs([evolved.array_bytes_codec, *evolved.bytes_bytes_codecs]),
-                )
+                codecs=(*evolved.array_array_codecs, *scratch_codecs(byte_codecs))
             )
         except TypeError:  # a codec without a synchronous path
             transform = None
@@ -358,6 +271,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             chunk_key_encoding=self.chunk_key_encoding,
             ndim=self.ndim,
             transform=transform,
+            encodes_into_arena=keeps_no_chunk_bytes(byte_codecs),
         )
 
     def chunk_index_of(self, key_holder: object) -> ChunkIndex | None:
@@ -525,21 +439,28 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
         assert self.transform is not None
         existing = None if is_complete else byte_setter.get_sync(prototype=chunk_spec.prototype)
-        encoded = merge_and_encode_chunk(
-            existing,
-            value,
-            chunk_spec=chunk_spec,
-            chunk_selection=chunk_selection,
-            out_selection=out_selection,
-            is_complete=is_complete,
-            drop_axes=drop_axes,
-            decode=self.transform.decode_chunk,
-            encode=self.transform.encode_chunk,
+        # The arena's bytes are reused by the thread's next chunk: only for a store
+        # that has copied them into a file when set_sync returns (that exact class;
+        # a subclass may keep the buffer, as MemoryStore does).
+        into_arena = (
+            self.encodes_into_arena and type(getattr(byte_setter, "store", None)) is LocalStore
         )
-        if encoded is None:
-            byte_setter.delete_sync()
-        else:
-            byte_setter.set_sync(encoded)
+        with encode_arena() if into_arena else nullcontext():
+            encoded = merge_and_encode_chunk(
+                existing,
+                value,
+                chunk_spec=chunk_spec,
+                chunk_selection=chunk_selection,
+                out_selection=out_selection,
+                is_complete=is_complete,
+                drop_axes=drop_axes,
+                decode=self.transform.decode_chunk,
+                encode=self.transform.encode_chunk,
+            )
+            if encoded is None:
+                byte_setter.delete_sync()
+            else:
+                byte_setter.set_sync(encoded)
 
     def _shard_jobs(self, batch: Batch) -> bool:
         """Whether ``batch`` reads local shards, each whole shard's read one thread job.

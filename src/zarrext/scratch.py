@@ -1,0 +1,272 @@
+"""Memory each codec thread keeps and reuses, and the codecs that decode or encode into it.
+
+Fresh memory for every chunk costs more than it seems: the allocator hands large
+blocks back to the system when they are freed, and the next chunk's buffer is
+faulted in again page by page. On this project's 2-core machine that was about a
+third of a read's time, and a third of a ``conditional(zstd)`` write's (a 1 MiB
+chunk took three fresh buffers: its bytes in C order, zstd's output, and that
+output behind the ``conditional`` header; the first and last now come from here).
+
+Reads (:class:`ScratchZstdCodec` decodes): two buffers per thread, used in turn. A
+decode reads its input while writing its output, and its input may be the
+previous stage's output, a scratch view; the decoded bytes stay valid until the
+thread decodes again, and the pipeline's chunk job copies them out (scatter into
+the output, or the merge of a partial write) before it ends.
+
+Writes (:func:`encode_arena`): inside a write job that opened an arena, every
+request gets a buffer of its own, and all of them return to the thread when the
+job ends. Two rules make that safe, and the pipeline keeps both:
+
+- the job hands the encoded bytes to a store that copies them before the job ends
+  (a ``LocalStore`` writes them to a file; a ``MemoryStore`` would keep them);
+- nothing else keeps the bytes past the job: only built-in decisions see them
+  (:attr:`zarrext.decisions.Decision.keeps_chunk_bytes`), never a user function.
+
+Outside an arena the encoders below are exactly zarr's and zarrext's.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import imagecodecs
+import numpy as np
+from zarr.codecs import BytesCodec, ZstdCodec
+
+from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.codecs.optional import OptionalCodec
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+
+__all__ = [
+    "ARENA_MAX_BUFFERS",
+    "SCRATCH_MAX_BYTES",
+    "ScratchBytesCodec",
+    "ScratchConditionalCodec",
+    "ScratchZstdCodec",
+    "arena_buffer",
+    "encode_arena",
+    "keeps_no_chunk_bytes",
+    "scratch_codecs",
+]
+
+# Chunks up to this size use a thread's scratch memory; larger ones fresh buffers,
+# as zarr-python does (at most two read buffers and ARENA_MAX_BUFFERS write buffers
+# of this size per thread).
+SCRATCH_MAX_BYTES = 16 << 20
+# Room beyond the chunk's array bytes for what codecs before zstd add (headers).
+_SCRATCH_SLACK = 4096
+# Buffers one write job may take from its arena; beyond them, fresh memory. Two
+# serve a chunk of [bytes, conditional(...)]: its bytes in C order, and the header
+# with the payload behind it.
+ARENA_MAX_BUFFERS = 4
+
+_thread = threading.local()
+
+
+# -- reads ------------------------------------------------------------------------------
+
+
+def decode_scratch(nbytes: int, source: np.ndarray) -> np.ndarray:
+    """``nbytes`` of this thread's read scratch memory, not overlapping ``source``."""
+    buffers: list[np.ndarray] | None = getattr(_thread, "decode_buffers", None)
+    if buffers is None:
+        buffers = _thread.decode_buffers = [np.empty(0, np.uint8), np.empty(0, np.uint8)]
+    k = 1 if np.may_share_memory(buffers[0], source) else 0
+    if buffers[k].nbytes < nbytes:
+        buffers[k] = np.empty(nbytes, np.uint8)
+    return buffers[k][:nbytes]
+
+
+def decoded_bound(chunk_spec: ArraySpec) -> int | None:
+    """Most bytes a bytes->bytes stage of a fixed-size chunk decodes to, if scratch fits."""
+    try:
+        return _cached_bound(chunk_spec)
+    except TypeError:  # a fill value that cannot be hashed
+        return _bound(chunk_spec)
+
+
+def _bound(chunk_spec: ArraySpec) -> int | None:
+    dtype = chunk_spec.dtype.to_native_dtype()
+    if dtype.hasobject or dtype.kind == "T":  # variable-size elements
+        return None
+    bound = math.prod(chunk_spec.shape) * dtype.itemsize + _SCRATCH_SLACK
+    return bound if bound <= SCRATCH_MAX_BYTES else None
+
+
+_cached_bound = functools.lru_cache(maxsize=256)(_bound)
+
+
+# -- writes -----------------------------------------------------------------------------
+
+
+class _Arena:
+    """A thread's write buffers; ``used`` of them are taken by the running job."""
+
+    def __init__(self) -> None:
+        self.buffers: list[np.ndarray] = []
+        self.used = 0
+        self.open = False
+
+
+@contextmanager
+def encode_arena() -> Iterator[None]:
+    """Let this thread's encoders write into its arena until the block ends.
+
+    The caller promises what the module docstring says: the encoded bytes are
+    copied out (written to a file) before the block ends, and no decision that
+    keeps chunk bytes runs inside it. A block inside a block changes nothing.
+    """
+    arena: _Arena | None = getattr(_thread, "arena", None)
+    if arena is None:
+        arena = _thread.arena = _Arena()
+    if arena.open:
+        yield
+        return
+    arena.open, arena.used = True, 0
+    try:
+        yield
+    finally:
+        arena.open, arena.used = False, 0
+
+
+def arena_buffer(nbytes: int) -> np.ndarray | None:
+    """``nbytes`` of the open arena that no other request of this job holds.
+
+    None outside an arena, for more than :data:`SCRATCH_MAX_BYTES`, or once the
+    job holds :data:`ARENA_MAX_BUFFERS`: the caller then allocates as usual.
+    """
+    arena: _Arena | None = getattr(_thread, "arena", None)
+    if (
+        arena is None
+        or not arena.open
+        or nbytes > SCRATCH_MAX_BYTES
+        or arena.used >= ARENA_MAX_BUFFERS
+    ):
+        return None
+    if arena.used == len(arena.buffers):
+        arena.buffers.append(np.empty(0, np.uint8))
+    if arena.buffers[arena.used].nbytes < nbytes:
+        arena.buffers[arena.used] = np.empty(nbytes, np.uint8)
+    buffer = arena.buffers[arena.used]
+    arena.used += 1
+    return buffer[:nbytes]
+
+
+# -- codecs -----------------------------------------------------------------------------
+
+
+class ScratchZstdCodec(ZstdCodec):
+    """zarr's ``zstd`` that decodes into read scratch memory (imagecodecs' zstd
+    writes into a given buffer). Encodes are zarr's own (numcodecs): identical
+    bytes, and 14 % faster than imagecodecs' encode into an arena here, because
+    numcodecs' bundled zstd is cheaper at the same level.
+
+    Only for the pipeline's chunk jobs (see the module docstring).
+    """
+
+    def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        bound = decoded_bound(chunk_spec)
+        if bound is None:
+            return super()._decode_sync(chunk_bytes, chunk_spec)
+        source = chunk_bytes.as_numpy_array()
+        try:
+            decoded = imagecodecs.zstd_decode(
+                source, out=memoryview(decode_scratch(bound, source))
+            )
+        except imagecodecs.ZstdError:
+            # Bigger than the bound, or not zstd at all: zarr's decoder, its errors.
+            return super()._decode_sync(chunk_bytes, chunk_spec)
+        return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, np.uint8))
+
+
+class ScratchBytesCodec(BytesCodec):
+    """zarr's ``bytes`` that, in an open arena, copies a chunk that is not one
+    contiguous block (a chunk-shaped view of the caller's array) into the arena
+    instead of a fresh buffer. Same bytes: C order, the configured endianness."""
+
+    def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
+        array = chunk_array.as_ndarray_like()
+        if (
+            isinstance(array, np.ndarray)
+            and not array.flags.c_contiguous
+            and not array.dtype.hasobject
+            and (
+                array.dtype.itemsize == 1
+                or self.endian is None
+                or array.dtype.newbyteorder(self.endian) == array.dtype
+            )
+        ):
+            out = arena_buffer(array.nbytes)
+            if out is not None:
+                np.copyto(out.view(array.dtype).reshape(array.shape), array)
+                return chunk_spec.prototype.buffer.from_array_like(out)
+        return super()._encode_sync(chunk_array, chunk_spec)
+
+
+class ScratchConditionalCodec(ConditionalCodec):
+    """``conditional`` that, in an open arena, puts the header and the payload in
+    one arena buffer (else a fresh one, as :class:`ConditionalCodec`)."""
+
+    def _with_header(self, mask: int, payload: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        n = self.header_nbytes
+        out = arena_buffer(n + len(payload))
+        if out is None:
+            return super()._with_header(mask, payload, chunk_spec)
+        out[:n] = np.frombuffer(mask.to_bytes(n, "little"), np.uint8)
+        out[n:] = payload.as_numpy_array()
+        return chunk_spec.prototype.buffer.from_array_like(out)
+
+
+def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
+    """``codecs`` with zstd, bytes and conditional (also nested in ``conditional``,
+    and in ``optional``'s values) as their scratch forms above.
+
+    Not ``optional``'s mask codecs: the mask must outlive the values' decode.
+    """
+    out: list[Any] = []
+    for codec in codecs:
+        new: Any = codec
+        if type(codec) is ZstdCodec:
+            new = ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
+        elif type(codec) is BytesCodec:
+            new = ScratchBytesCodec(endian=codec.endian)
+        elif type(codec) is ConditionalCodec:
+            new = ScratchConditionalCodec(
+                codecs=scratch_codecs(codec.codecs),
+                header_bits=codec.header_bits,
+                decision=codec.decision,
+                name=codec.name,
+            )
+        elif isinstance(codec, ConditionalCodec):  # a subclass keeps its own header
+            new = replace(codec, codecs=scratch_codecs(codec.codecs))
+        elif isinstance(codec, OptionalCodec):
+            new = OptionalCodec(
+                mask_codecs=codec.mask_codecs,
+                data_codecs=scratch_codecs(codec.data_codecs),
+                name=codec.name,
+            )
+        out.append(new)
+    return tuple(out)
+
+
+def keeps_no_chunk_bytes(codecs: Iterable[Any]) -> bool:
+    """Whether no decision in ``codecs`` (nested too) may keep a chunk's bytes, so
+    that a write job may encode into its arena."""
+    for codec in codecs:
+        if isinstance(codec, ConditionalCodec):
+            if codec.decision.keeps_chunk_bytes or not keeps_no_chunk_bytes(codec.codecs):
+                return False
+        elif isinstance(codec, OptionalCodec) and not keeps_no_chunk_bytes(
+            (*codec.mask_codecs, *codec.data_codecs)
+        ):
+            return False
+    return True

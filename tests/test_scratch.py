@@ -1,0 +1,344 @@
+"""Tests for zarrext.scratch: memory each codec thread reuses for decodes and encodes.
+
+Reads decode zstd into two buffers per thread; writes to a local store encode into
+a per-job arena. Both must give exactly what zarr-python reads and writes, and no
+arena memory may reach anything that outlives the job: a store that keeps buffers
+(MemoryStore) or a decision that keeps chunk bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import given
+from hypothesis import strategies as st
+from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+from zarr.storage import LocalStore, MemoryStore
+
+import zarrext
+import zarrext.scratch as scratch
+from zarrext import ConditionalCodec, ShuffleCodec
+from zarrext.decisions import ChunkEncoding, Decision
+from zarrext.pipeline import ZarrextCodecPipeline
+
+
+def conditional(*codecs: Any) -> ConditionalCodec:
+    return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
+
+
+def chunk_files(root: Path) -> dict[Path, bytes]:
+    return {p.relative_to(root): p.read_bytes() for p in (root / "c").rglob("*") if p.is_file()}
+
+
+def pipeline_of(z: zarr.Array) -> ZarrextCodecPipeline:
+    pipeline = z._async_array.codec_pipeline
+    assert isinstance(pipeline, ZarrextCodecPipeline)
+    return pipeline
+
+
+def batched(z: zarr.Array) -> zarr.Array:
+    """``z`` with zarr-python's batched path (no synchronous transform, no arena)."""
+    pipeline = replace(pipeline_of(z), transform=None)
+    object.__setattr__(z._async_array, "codec_pipeline", pipeline)
+    return z
+
+
+@pytest.fixture
+def arena_takes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Sizes of the arena buffers handed out while the test runs."""
+    taken: list[int] = []
+    real = scratch.arena_buffer
+
+    def counting(nbytes: int) -> np.ndarray | None:
+        out = real(nbytes)
+        if out is not None:
+            taken.append(nbytes)
+        return out
+
+    monkeypatch.setattr(scratch, "arena_buffer", counting)
+    return taken
+
+
+# -- the arena ----------------------------------------------------------------------------
+
+
+def test_arena_buffers_are_distinct_in_a_job_and_reused_by_the_next() -> None:
+    assert scratch.arena_buffer(8) is None  # no arena open
+    with scratch.encode_arena():
+        first = [scratch.arena_buffer(100) for _ in range(scratch.ARENA_MAX_BUFFERS)]
+        assert all(b is not None for b in first)
+        bases = [b.base if b.base is not None else b for b in first]  # type: ignore[union-attr]
+        assert len({id(b) for b in bases}) == scratch.ARENA_MAX_BUFFERS
+        assert scratch.arena_buffer(100) is None  # the job holds them all: fresh memory
+        with scratch.encode_arena():  # a block inside a block changes nothing
+            assert scratch.arena_buffer(1) is None
+        assert scratch.arena_buffer(1) is None
+    assert scratch.arena_buffer(8) is None  # closed again
+    with scratch.encode_arena():
+        again = scratch.arena_buffer(50)
+        assert again is not None
+        assert np.shares_memory(again, first[0])
+        assert scratch.arena_buffer(scratch.SCRATCH_MAX_BYTES + 1) is None
+        bigger = scratch.arena_buffer(1000)  # the second buffer grows
+        assert bigger is not None
+        assert bigger.nbytes == 1000
+        assert not np.shares_memory(bigger, again)
+
+
+def test_arena_closes_when_the_job_fails() -> None:
+    def failing_job() -> None:
+        with scratch.encode_arena():
+            assert scratch.arena_buffer(10) is not None
+            raise RuntimeError("encode failed")
+
+    with pytest.raises(RuntimeError, match="encode failed"):
+        failing_job()
+    assert scratch.arena_buffer(10) is None
+
+
+def test_only_builtin_decisions_let_writes_use_the_arena() -> None:
+    class Custom(Decision):
+        def choose(self, chunk: ChunkEncoding) -> tuple[int, Any]:
+            return 0, chunk.data
+
+    def plain(chunk_index: Any, codec: Any, unencoded: Any) -> bool:
+        return True
+
+    for decision in ("compress_if_smaller", "always_apply", "never_apply", "smallest", 1,
+                     zarrext.decisions.from_plan(np.zeros((2,), np.uint8))):
+        assert scratch.keeps_no_chunk_bytes([BytesCodec(), conditional().with_decision(decision)])
+    for decision in (Custom(), plain):
+        codec = conditional().with_decision(decision)
+        assert not scratch.keeps_no_chunk_bytes([BytesCodec(), codec])
+        nested = conditional(codec)  # the user's decision one level down
+        assert not scratch.keeps_no_chunk_bytes([nested.with_decision("always_apply")])
+        in_optional = zarrext.OptionalCodec(
+            mask_codecs=[zarrext.PackBitsCodec()], data_codecs=[BytesCodec(), codec]
+        )
+        assert not scratch.keeps_no_chunk_bytes([in_optional])
+
+
+# -- writes -------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+@pytest.mark.parametrize(
+    ("compressors", "decision"),
+    [
+        ([conditional()], "compress_if_smaller"),
+        ([conditional()], "always_apply"),
+        ([conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1))], "smallest"),
+        ([conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1))], "compress_if_smaller"),
+        ([conditional(), Crc32cCodec()], "compress_if_smaller"),
+        ([ZstdCodec(level=1)], None),
+    ],
+    ids=["compress_if_smaller", "always", "smallest", "shuffle-zstd", "crc32c-after", "zstd"],
+)
+@pytest.mark.parametrize("endian", ["little", "big"])
+@pytest.mark.parametrize("workers", [1, 3])
+def test_arena_writes_store_what_zarrs_batched_path_stores(
+    tmp_path: Path, compressors: list[Any], decision: str | None, endian: str, workers: int,
+    arena_takes: list[int],
+) -> None:
+    """Whole, partial (read-modify-write) and strided writes of views of the
+    caller's array: the bytes zarr-python's batched path stores, the values it reads."""
+    rng = np.random.default_rng(11)
+    data = np.round(rng.normal(size=(45, 38)), 2).astype("<f4")
+    fortran = np.asfortranarray(data)
+    arrays = []
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        for name in ("arena", "batched"):
+            z = zarrext.create_array(
+                tmp_path / name, shape=data.shape, chunks=(16, 12), dtype="<f4", fill_value=0,
+                serializer=BytesCodec(endian=endian),  # type: ignore[arg-type]
+                compressors=compressors, **({"decision": decision} if decision else {}),
+            )
+            if name == "batched":
+                batched(z)
+            z[:] = fortran  # chunk views that are not contiguous
+            z[3:20, 5:33] = data[3:20, 5:33] * 2  # partial chunks
+            z[16:32, 12:24] = 0  # a whole chunk of fill: deleted
+            z[::7, 1] = -1.5
+            arrays.append(z)
+    assert chunk_files(tmp_path / "arena") == chunk_files(tmp_path / "batched")
+    assert Path("1/1") not in chunk_files(tmp_path / "arena")
+    np.testing.assert_array_equal(arrays[0][:], arrays[1][:])
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "arena", mode="r")[:], arrays[1][:])
+    # The C-order copy of a little-endian chunk, and the conditional header, use the
+    # arena; a big-endian chunk is byte-swapped into fresh memory, as zarr does.
+    assert bool(arena_takes) is (endian == "little" or decision is not None)
+
+
+@given(
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 40)),
+    chunks=st.tuples(st.integers(1, 16), st.integers(1, 16)),
+    dtype=st.sampled_from(["<f8", "<i2", "|u1", "<c8", "?"]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_arena_writes_match_the_batched_path_for_any_chunking(
+    tmp_path_factory: pytest.TempPathFactory,
+    shape: tuple[int, int], chunks: tuple[int, int], dtype: str, seed: int,
+) -> None:
+    rng = np.random.default_rng(seed)
+    data = (rng.random(shape) * 50).astype(dtype)
+    sel = tuple(slice(int(rng.integers(0, n)), None, int(rng.integers(1, 4))) for n in shape)
+    root = tmp_path_factory.mktemp("arena")
+    arrays = []
+    for name in ("arena", "batched"):
+        z = zarrext.create_array(
+            root / name, shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
+            compressors=[conditional()], decision="compress_if_smaller",
+        )
+        if name == "batched":
+            batched(z)
+        z[:] = data
+        z[sel] = data[::-1, ::-1][sel]
+        arrays.append(z)
+    assert chunk_files(root / "arena") == chunk_files(root / "batched")
+    np.testing.assert_array_equal(arrays[0][:], arrays[1][:])
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+def test_a_store_that_keeps_buffers_gets_fresh_memory(arena_takes: list[int]) -> None:
+    """MemoryStore keeps the Buffer it is given: arena memory there would turn every
+    chunk a thread wrote into that thread's last one."""
+    data = np.arange(48 * 40, dtype="<f4").reshape(48, 40)
+    store = MemoryStore()
+    with zarr.config.set({"codec_pipeline.max_workers": 2}):
+        z = zarrext.create_array(
+            store, shape=data.shape, chunks=(8, 8), dtype="<f4", fill_value=0,
+            compressors=[conditional()], decision="compress_if_smaller",
+        )
+        z[:] = np.asfortranarray(data)
+        np.testing.assert_array_equal(z[:], data)
+    assert arena_takes == []
+
+
+class LocalStoreSubclass(LocalStore):
+    """A LocalStore subclass, which might keep what it is given: fresh memory."""
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+def test_local_store_subclasses_get_fresh_memory(tmp_path: Path, arena_takes: list[int]) -> None:
+    data = np.arange(32 * 32, dtype="<f4").reshape(32, 32)
+    z = zarrext.create_array(
+        LocalStoreSubclass(tmp_path), shape=data.shape, chunks=(8, 8), dtype="<f4",
+        compressors=[conditional()], decision="compress_if_smaller",
+    )
+    z[:] = np.asfortranarray(data)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
+    assert arena_takes == []
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+@pytest.mark.parametrize("workers", [1, 3])
+def test_bytes_a_decision_keeps_stay_the_chunks_own(
+    tmp_path: Path, workers: int, arena_takes: list[int]
+) -> None:
+    """A user's decision may keep what it was shown (the unencoded bytes, the trial):
+    after the write, each kept view still holds its own chunk's bytes."""
+    kept: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
+
+    def record(chunk_index: Any, codec: Any, unencoded: np.ndarray, trial: np.ndarray) -> bool:
+        kept[chunk_index] = (unencoded, trial)
+        return True
+
+    data = np.random.default_rng(5).random((40, 30)).astype("<f4")
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.create_array(
+            tmp_path, shape=data.shape, chunks=(8, 10), dtype="<f4",
+            compressors=[conditional()], decision=record,
+        )
+        assert not pipeline_of(z).encodes_into_arena
+        z[:] = np.asfortranarray(data)
+    assert len(kept) == 15
+    assert arena_takes == []
+    for (i, j), (unencoded, trial) in kept.items():
+        block = np.ascontiguousarray(data[8 * i : 8 * i + 8, 10 * j : 10 * j + 10])
+        assert unencoded.tobytes() == block.tobytes()
+        stored = (tmp_path / "c" / str(i) / str(j)).read_bytes()
+        assert trial.tobytes() == stored[1:]
+
+
+# -- reads --------------------------------------------------------------------------------
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+@pytest.mark.parametrize(
+    "compressors",
+    [
+        [ZstdCodec(level=1)],
+        [ZstdCodec(level=1), ZstdCodec(level=3)],  # a decode reads the other's scratch
+        [conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1)), ZstdCodec(level=2)],
+        # zstd decodes to more than the chunk: past the scratch bound, zarr's decoder
+        [zarrext.PadCodec(location="end", nbytes=20_000), ZstdCodec(level=1)],
+    ],
+    ids=["zstd", "zstd-zstd", "conditional-zstd", "padded-zstd"],
+)
+@pytest.mark.parametrize("workers", [1, 3])
+def test_scratch_decodes_match_zarr(tmp_path: Path, compressors: list[Any], workers: int) -> None:
+    """zstd decoding into the codec threads' scratch memory: the values zarr-python
+    reads, for whole and partial reads and read-modify-write updates."""
+    data = np.random.default_rng(6).normal(size=(50, 40)).astype("<f4")
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.create_array(
+            tmp_path, shape=(50, 40), chunks=(16, 16), dtype="<f4", fill_value=0,
+            compressors=compressors,
+            **({"decision": "always_apply"} if isinstance(compressors[0], ConditionalCodec)
+               else {}),
+        )
+        z[:] = data
+        z[3:20, 5:9] = -1.0  # partial chunks: decode, merge, encode
+        data[3:20, 5:9] = -1.0
+        reader = zarrext.open_array(tmp_path, mode="r")
+        for sel in (np.s_[:], np.s_[17:33, 2:39], np.s_[49, :]):
+            np.testing.assert_array_equal(reader[sel], data[sel])
+    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
+
+
+def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
+    """A chunk that is not zstd: zarr-python's decoder and its error, not a scratch one."""
+    zarr.create_array(
+        tmp_path, shape=(8,), chunks=(4,), dtype="u1", compressors=[ZstdCodec(level=1)]
+    )[:] = np.arange(8, dtype="u1")
+    (tmp_path / "c" / "1").write_bytes(b"not zstd at all")
+    with pytest.raises(RuntimeError) as stock:
+        zarr.open_array(tmp_path, mode="r")[:]
+    with pytest.raises(RuntimeError) as ours:
+        zarrext.open_array(tmp_path, mode="r")[:]
+    assert str(ours.value) == str(stock.value)
+    np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[:4], np.arange(4))
+
+
+@pytest.mark.usefixtures("parallel_small_chunks")
+@pytest.mark.parametrize("workers", [1, 3])
+def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> None:
+    """optional's values decode into scratch memory, its mask (zstd too) does not:
+    the values and mask zarr-python reads."""
+    rng = np.random.default_rng(7)
+    values = rng.normal(size=(40, 30)).astype("<f4")
+    mask = rng.random((40, 30)) < 0.3
+    codec = zarrext.OptionalCodec(
+        mask_codecs=[zarrext.PackBitsCodec(), ZstdCodec(level=1)],
+        data_codecs=[BytesCodec(), ZstdCodec(level=1)],
+    )
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        z = zarrext.create_array(
+            tmp_path, shape=(40, 30), chunks=(16, 16), fill_value=None,
+            dtype=zarrext.OptionalDType("float32"), serializer=codec,
+            compressors=[ZstdCodec(level=2)],
+        )
+        z[:] = np.ma.MaskedArray(values, mask=mask)
+        z[5:20, 3:7] = np.ma.MaskedArray(np.full((15, 4), 2.5, "<f4"), mask=False)
+        values[5:20, 3:7], mask[5:20, 3:7] = 2.5, False
+        got = zarrext.to_masked(zarrext.open_array(tmp_path, mode="r")[:])
+    stock = zarrext.to_masked(zarr.open_array(tmp_path, mode="r")[:])
+    for back in (got, stock):
+        np.testing.assert_array_equal(back.mask, mask)
+        np.testing.assert_array_equal(back.data[~mask], values[~mask])
+
+
