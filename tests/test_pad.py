@@ -149,6 +149,47 @@ def test_round_trip_through_an_array(values: list[int], chunk: int, head: bytes,
     np.testing.assert_array_equal(zarr.open_array(store, mode="r")[:], data)
 
 
+@given(
+    chunks=st.lists(st.one_of(st.none(), st.binary(min_size=3, max_size=50)), max_size=12),
+    location=st.sampled_from(["start", "end"]),
+)
+def test_batches_in_place_match_one_chunk_at_a_time(
+    chunks: list[bytes | None], location: str
+) -> None:
+    """zarr's batched pipeline hands the codec batches (None for a missing chunk):
+    decoded and encoded in place, in order, as the per-chunk methods would."""
+    import asyncio
+
+    codec = PadCodec(location=location, nbytes=3, padding=b"abc")  # type: ignore[arg-type]
+    batch = [(None if c is None else buf(c), spec_of((len(c or b""),))) for c in chunks]
+    encoded = asyncio.run(codec.encode(batch))
+    decoded = asyncio.run(codec.decode(batch))
+    for (chunk, spec), enc, dec in zip(batch, encoded, decoded, strict=True):
+        if chunk is None:
+            assert enc is None
+            assert dec is None
+            continue
+        assert enc is not None
+        assert dec is not None
+        assert enc.to_bytes() == codec._encode_sync(chunk, spec).to_bytes()
+        assert dec.to_bytes() == codec._decode_sync(chunk, spec).to_bytes()
+
+
+def test_plain_zarr_batches_of_many_chunks_round_trip(tmp_path: Path) -> None:
+    """zarr-python's own pipeline with batches of many chunks (its batch_size)."""
+    data = np.arange(40 * 30, dtype="<u2").reshape(40, 30)
+    with zarr.config.set({"codec_pipeline.batch_size": 7}):
+        z = zarr.create_array(
+            tmp_path, shape=data.shape, chunks=(8, 8), dtype="<u2",
+            compressors=[ZstdCodec(level=1), PadCodec(location="end", nbytes=2, padding=b"ok")],
+        )
+        z[:] = data
+        np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
+    for chunk in (tmp_path / "c").rglob("*"):
+        if chunk.is_file():
+            assert chunk.read_bytes().endswith(b"ok")
+
+
 def test_decode_of_too_short_chunk_names_the_chunk(tmp_path: Path) -> None:
     array = zarrext.create_array(
         tmp_path / "a.zarr",

@@ -31,6 +31,12 @@ def conditional(*codecs: Any) -> ConditionalCodec:
     return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
 
 
+def chunk_label(encoded: bytes, index: Any, shape: tuple[int, ...]) -> bytes:
+    """A padding function: the chunk's index and its first encoded byte."""
+    i, j = index
+    return bytes([i, j, encoded[0], shape[0], 0xFF])
+
+
 def chunk_files(root: Path) -> dict[Path, bytes]:
     return {p.relative_to(root): p.read_bytes() for p in (root / "c").rglob("*") if p.is_file()}
 
@@ -136,8 +142,13 @@ def test_only_builtin_decisions_let_writes_use_the_arena() -> None:
         ([conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1))], "compress_if_smaller"),
         ([conditional(), Crc32cCodec()], "compress_if_smaller"),
         ([ZstdCodec(level=1)], None),
+        ([conditional(), zarrext.PadCodec(location="start", nbytes=6, padding=b"TIFF\x00\x01")],
+         "compress_if_smaller"),
+        ([ZstdCodec(level=1), zarrext.PadCodec(location="end", nbytes=5, padding=chunk_label)],
+         None),
     ],
-    ids=["compress_if_smaller", "always", "smallest", "shuffle-zstd", "crc32c-after", "zstd"],
+    ids=["compress_if_smaller", "always", "smallest", "shuffle-zstd", "crc32c-after", "zstd",
+         "pad-start", "pad-end-function"],
 )
 @pytest.mark.parametrize("endian", ["little", "big"])
 @pytest.mark.parametrize("workers", [1, 3])
@@ -169,9 +180,13 @@ def test_arena_writes_store_what_zarrs_batched_path_stores(
     assert Path("1/1") not in chunk_files(tmp_path / "arena")
     np.testing.assert_array_equal(arrays[0][:], arrays[1][:])
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "arena", mode="r")[:], arrays[1][:])
-    # The C-order copy of a little-endian chunk, and the conditional header, use the
-    # arena; a big-endian chunk is byte-swapped into fresh memory, as zarr does.
-    assert bool(arena_takes) is (endian == "little" or decision is not None)
+    # The C-order copy of a little-endian chunk, the conditional header and the pad
+    # codec's output use the arena; a big-endian chunk is byte-swapped into fresh
+    # memory, as zarr does.
+    into_arena = (ConditionalCodec, zarrext.PadCodec)
+    assert bool(arena_takes) is (
+        endian == "little" or any(isinstance(c, into_arena) for c in compressors)
+    )
 
 
 @given(

@@ -5,7 +5,8 @@ blocks back to the system when they are freed, and the next chunk's buffer is
 faulted in again page by page. On this project's 2-core machine that was about a
 third of a read's time, and a third of a ``conditional(zstd)`` write's (a 1 MiB
 chunk took three fresh buffers: its bytes in C order, zstd's output, and that
-output behind the ``conditional`` header; the first and last now come from here).
+output behind the ``conditional`` header; the first and last now come from here,
+as does a ``pad`` codec's output).
 
 Reads (:class:`ScratchZstdCodec` decodes): two buffers per thread, used in turn. A
 decode reads its input while writing its output, and its input may be the
@@ -41,6 +42,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.codecs.pad import PadCodec
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -51,6 +53,7 @@ __all__ = [
     "SCRATCH_MAX_BYTES",
     "ScratchBytesCodec",
     "ScratchConditionalCodec",
+    "ScratchPadCodec",
     "ScratchZstdCodec",
     "arena_buffer",
     "encode_arena",
@@ -226,9 +229,29 @@ class ScratchConditionalCodec(ConditionalCodec):
         return chunk_spec.prototype.buffer.from_array_like(out)
 
 
+class ScratchPadCodec(PadCodec):
+    """``pad`` that, in an open arena, puts the chunk and its padding in one arena
+    buffer. A padding function is given a copy of the chunk's bytes, never arena
+    memory."""
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        out = arena_buffer(len(chunk_bytes) + self.nbytes)
+        if out is None:
+            return super()._encode_sync(chunk_bytes, chunk_spec)
+        pad = np.frombuffer(self.padding_for(chunk_bytes, chunk_spec), dtype=np.uint8)
+        data = chunk_bytes.as_numpy_array()
+        at = self.nbytes if self.location == "start" else 0
+        out[at : at + data.size] = data
+        if self.location == "start":
+            out[: self.nbytes] = pad
+        else:
+            out[data.size :] = pad
+        return chunk_spec.prototype.buffer.from_array_like(out)
+
+
 def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
-    """``codecs`` with zstd, bytes and conditional (also nested in ``conditional``,
-    and in ``optional``'s values) as their scratch forms above.
+    """``codecs`` with zstd, bytes, conditional and pad (also nested in
+    ``conditional``, and in ``optional``'s values) as their scratch forms above.
 
     Not ``optional``'s mask codecs: the mask must outlive the values' decode.
     """
@@ -248,6 +271,13 @@ def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
             )
         elif isinstance(codec, ConditionalCodec):  # a subclass keeps its own header
             new = replace(codec, codecs=scratch_codecs(codec.codecs))
+        elif type(codec) is PadCodec:
+            new = ScratchPadCodec(
+                location=codec.location,
+                nbytes=codec.nbytes,
+                padding=codec.padding,
+                padding_func=codec.padding_func,
+            )
         elif isinstance(codec, OptionalCodec):
             new = OptionalCodec(
                 mask_codecs=codec.mask_codecs,
