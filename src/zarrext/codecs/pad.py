@@ -112,6 +112,14 @@ def parse_padding(data: object, nbytes: int) -> bytes | None:
     return raw
 
 
+def _each(
+    step: Callable[[Buffer, ArraySpec], Buffer],
+    chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]],
+) -> list[Buffer | None]:
+    """``step`` on every chunk of a batch, in order; a missing chunk stays None."""
+    return [None if chunk is None else step(chunk, spec) for chunk, spec in chunks_and_specs]
+
+
 @dataclass(frozen=True)
 class PadCodec(BytesBytesCodec):
     """Fixed-size padding at the start or end of every chunk.
@@ -246,18 +254,12 @@ class PadCodec(BytesBytesCodec):
     async def decode(
         self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
     ) -> Iterable[Buffer | None]:
-        return [
-            None if chunk is None else self._decode_sync(chunk, spec)
-            for chunk, spec in chunks_and_specs
-        ]
+        return _each(self._decode_sync, chunks_and_specs)
 
     async def encode(
         self, chunks_and_specs: Iterable[tuple[Buffer | None, ArraySpec]]
     ) -> Iterable[Buffer | None]:
-        return [
-            None if chunk is None else self._encode_sync(chunk, spec)
-            for chunk, spec in chunks_and_specs
-        ]
+        return _each(self._encode_sync, chunks_and_specs)
 
     def compute_encoded_size(self, input_byte_length: int, _chunk_spec: ArraySpec) -> int:
         return input_byte_length + self.nbytes
