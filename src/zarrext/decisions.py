@@ -141,7 +141,8 @@ class Decision(ABC):
     ``keeps_chunk_bytes`` is False when nothing of the chunk's bytes (its data,
     trial encodings) is kept once :meth:`choose` returns: the pipeline may then
     encode the chunk into memory it reuses for the next one. A user's decision may
-    keep them (to record them, say), so it defaults to True.
+    keep them (to record them, say), so it defaults to True; the built-ins set it
+    False, and a subclass of one that keeps bytes must set it True again.
     """
 
     name: str = "custom"
