@@ -21,6 +21,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 import zarrext
+import zarrext.pipeline
 import zarrext.scratch as scratch
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.decisions import ChunkEncoding, Decision
@@ -52,6 +53,16 @@ def batched(z: zarr.Array) -> zarr.Array:
     pipeline = replace(pipeline_of(z), transform=None)
     object.__setattr__(z._async_array, "codec_pipeline", pipeline)
     return z
+
+
+DEFAULT_ARENA_MIN_BYTES = zarrext.pipeline.ARENA_MIN_BYTES
+
+
+@pytest.fixture(autouse=True)
+def arena_for_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Arena writes for chunks of any size, so that these tests' small arrays use it
+    (by default only chunks of ARENA_MIN_BYTES or more do)."""
+    monkeypatch.setattr(zarrext.pipeline, "ARENA_MIN_BYTES", 0)
 
 
 @pytest.fixture
@@ -187,6 +198,24 @@ def test_arena_writes_store_what_zarrs_batched_path_stores(
     assert bool(arena_takes) is (
         endian == "little" or any(isinstance(c, into_arena) for c in compressors)
     )
+
+
+@pytest.mark.parametrize(("side", "used"), [(181, False), (182, True)], ids=["below", "from"])
+def test_only_chunks_from_the_threshold_use_the_arena(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, arena_takes: list[int], side: int,
+    used: bool,
+) -> None:
+    """Small chunks get malloc's reused memory: the arena starts at ARENA_MIN_BYTES."""
+    monkeypatch.setattr(zarrext.pipeline, "ARENA_MIN_BYTES", DEFAULT_ARENA_MIN_BYTES)
+    assert (side * side * 4 >= DEFAULT_ARENA_MIN_BYTES) is used
+    data = np.arange(side * side * 2, dtype="<f4").reshape(2 * side, side)
+    z = zarrext.create_array(
+        tmp_path, shape=data.shape, chunks=(side, side), dtype="<f4",
+        compressors=[conditional()], decision="compress_if_smaller",
+    )
+    z[:] = np.asfortranarray(data)
+    assert bool(arena_takes) is used
+    np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
 
 
 @given(
