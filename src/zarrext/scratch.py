@@ -16,7 +16,9 @@ the output, or the merge of a partial write) before it ends.
 
 Writes (:func:`encode_arena`): inside a write job that opened an arena, every
 request gets a buffer of its own, and all of them return to the thread when the
-job ends. Two rules make that safe, and the pipeline keeps both:
+job ends. The pipeline opens one for chunks of
+:data:`zarrext.pipeline.ARENA_MIN_BYTES` or more (smaller ones fault nothing).
+Two rules make that safe, and the pipeline keeps both:
 
 - the job hands the encoded bytes to a store that copies them before the job ends
   (a ``LocalStore`` writes them to a file; a ``MemoryStore`` would keep them);
