@@ -217,38 +217,26 @@ class ScratchBytesCodec(BytesCodec):
         return super()._encode_sync(chunk_array, chunk_spec)
 
 
-class ScratchConditionalCodec(ConditionalCodec):
-    """``conditional`` that, in an open arena, puts the header and the payload in
-    one arena buffer (else a fresh one, as :class:`ConditionalCodec`)."""
+def _arena_or_new(nbytes: int) -> np.ndarray:
+    out = arena_buffer(nbytes)
+    return np.empty(nbytes, np.uint8) if out is None else out
 
-    def _with_header(self, mask: int, payload: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        n = self.header_nbytes
-        out = arena_buffer(n + len(payload))
-        if out is None:
-            return super()._with_header(mask, payload, chunk_spec)
-        out[:n] = np.frombuffer(mask.to_bytes(n, "little"), np.uint8)
-        out[n:] = payload.as_numpy_array()
-        return chunk_spec.prototype.buffer.from_array_like(out)
+
+class ScratchConditionalCodec(ConditionalCodec):
+    """``conditional`` whose header and payload go to one arena buffer in an open
+    arena (else a new one, as :class:`ConditionalCodec`)."""
+
+    def _encode_buffer(self, nbytes: int) -> np.ndarray:
+        return _arena_or_new(nbytes)
 
 
 class ScratchPadCodec(PadCodec):
-    """``pad`` that, in an open arena, puts the chunk and its padding in one arena
-    buffer. A padding function is given a copy of the chunk's bytes, never arena
-    memory."""
+    """``pad`` whose chunk and padding go to one arena buffer in an open arena (else
+    a new one, as :class:`PadCodec`). A padding function is given a copy of the
+    chunk's bytes, never arena memory."""
 
-    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        out = arena_buffer(len(chunk_bytes) + self.nbytes)
-        if out is None:
-            return super()._encode_sync(chunk_bytes, chunk_spec)
-        pad = np.frombuffer(self.padding_for(chunk_bytes, chunk_spec), dtype=np.uint8)
-        data = chunk_bytes.as_numpy_array()
-        at = self.nbytes if self.location == "start" else 0
-        out[at : at + data.size] = data
-        if self.location == "start":
-            out[: self.nbytes] = pad
-        else:
-            out[data.size :] = pad
-        return chunk_spec.prototype.buffer.from_array_like(out)
+    def _encode_buffer(self, nbytes: int) -> np.ndarray:
+        return _arena_or_new(nbytes)
 
 
 def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:

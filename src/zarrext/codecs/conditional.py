@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON
 
@@ -271,9 +272,15 @@ class ConditionalCodec(BytesBytesCodec):
             )
         return mask
 
+    def _encode_buffer(self, nbytes: int) -> np.ndarray:
+        """Memory for one encoded chunk: new here; the pipeline's form reuses memory."""
+        return np.empty(nbytes, np.uint8)
+
     def _with_header(self, mask: int, payload: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        header = chunk_spec.prototype.buffer.from_bytes(mask.to_bytes(self.header_nbytes, "little"))
-        return header + payload
+        header = np.frombuffer(mask.to_bytes(self.header_nbytes, "little"), np.uint8)
+        out = self._encode_buffer(self.header_nbytes + len(payload))
+        np.concatenate((header, payload.as_numpy_array()), out=out)
+        return chunk_spec.prototype.buffer.from_array_like(out)
 
     # -- decode ---------------------------------------------------------------
 

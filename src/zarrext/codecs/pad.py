@@ -222,11 +222,17 @@ class PadCodec(BytesBytesCodec):
             )
         return bytes(result)
 
+    def _encode_buffer(self, nbytes: int) -> np.ndarray:
+        """Memory for one encoded chunk: new here; the pipeline's form reuses memory."""
+        return np.empty(nbytes, np.uint8)
+
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         pad = np.frombuffer(self.padding_for(chunk_bytes, chunk_spec), dtype=np.uint8)
         data = chunk_bytes.as_numpy_array()
         parts = (pad, data) if self.location == "start" else (data, pad)
-        return chunk_spec.prototype.buffer.from_array_like(np.concatenate(parts))
+        out = self._encode_buffer(pad.size + data.size)
+        np.concatenate(parts, out=out)
+        return chunk_spec.prototype.buffer.from_array_like(out)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         return self._encode_sync(chunk_bytes, chunk_spec)
