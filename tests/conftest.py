@@ -114,3 +114,27 @@ def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(zarrext.pipeline, "PARALLEL_READ_MIN_BYTES", 0)
     monkeypatch.setattr(zarrext.pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
+
+
+def conditional(*codecs: Any) -> Any:
+    """A ``conditional`` codec of ``codecs`` (zstd level 1 when none are given)."""
+    from zarr.codecs import ZstdCodec
+
+    from zarrext import ConditionalCodec
+
+    return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
+
+
+def chunk_files(root: Path) -> dict[Path, bytes]:
+    """The chunk files of the array at ``root`` (default key encoding), by path."""
+    return {p.relative_to(root): p.read_bytes() for p in (root / "c").rglob("*") if p.is_file()}
+
+
+def on_batched_path(array: Any) -> Any:
+    """``array`` with zarr-python's batched path: its zarrext pipeline without the
+    synchronous transform (no codec threads, no scratch memory)."""
+    from dataclasses import replace
+
+    pipeline = array._async_array.codec_pipeline
+    object.__setattr__(array._async_array, "codec_pipeline", replace(pipeline, transform=None))
+    return array

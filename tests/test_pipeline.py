@@ -7,7 +7,6 @@ import json
 import math
 import pickle
 import threading
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from zarr.codecs import (
 )
 
 import zarrext
+from tests.conftest import chunk_files, conditional, on_batched_path
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
 
@@ -43,10 +43,6 @@ class Recorder:
 
     def indices(self, name: str | None = None) -> set[Any]:
         return {i for i, n in self.seen if name is None or n == name}
-
-
-def conditional(*codecs: Any) -> ConditionalCodec:
-    return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
 
 
 def grid(*shape: int) -> set[tuple[int, ...]]:
@@ -580,17 +576,12 @@ def test_threaded_path_matches_batched_path(tmp_path: Path) -> None:
             decision="compress_if_smaller",
         )
         if name == "batched":
-            pipeline = z._async_array.codec_pipeline
-            object.__setattr__(z._async_array, "codec_pipeline", replace(pipeline, transform=None))
+            on_batched_path(z)
         z[:] = data
         z[3:9, 2:15] = 0  # partial chunks, read-modify-write
         z[14:21, 6:12] = 0  # one whole chunk of fill: deleted
         arrays.append(z)
-    files = [
-        {p.relative_to(tmp_path / n): p.read_bytes() for p in (tmp_path / n / "c").rglob("*")
-         if p.is_file()}
-        for n in ("threaded", "batched")
-    ]
+    files = [chunk_files(tmp_path / n) for n in ("threaded", "batched")]
     assert files[0] == files[1]
     assert Path("2/1") not in files[0]
     for sel in (np.s_[:], np.s_[5, :], np.s_[2:25:3, 7], np.s_[[1, 29], 3:4]):

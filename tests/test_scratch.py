@@ -8,7 +8,6 @@ arena memory may reach anything that outlives the job: a store that keeps buffer
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +22,10 @@ from zarr.storage import LocalStore, MemoryStore
 import zarrext
 import zarrext.pipeline
 import zarrext.scratch as scratch
+from tests.conftest import chunk_files, conditional, on_batched_path
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.decisions import ChunkEncoding, Decision
 from zarrext.pipeline import ZarrextCodecPipeline
-
-
-def conditional(*codecs: Any) -> ConditionalCodec:
-    return ConditionalCodec(codecs=list(codecs) or [ZstdCodec(level=1)])
 
 
 def chunk_label(encoded: bytes, index: Any, shape: tuple[int, ...]) -> bytes:
@@ -38,21 +34,10 @@ def chunk_label(encoded: bytes, index: Any, shape: tuple[int, ...]) -> bytes:
     return bytes([i, j, encoded[0], shape[0], 0xFF])
 
 
-def chunk_files(root: Path) -> dict[Path, bytes]:
-    return {p.relative_to(root): p.read_bytes() for p in (root / "c").rglob("*") if p.is_file()}
-
-
 def pipeline_of(z: zarr.Array) -> ZarrextCodecPipeline:
     pipeline = z._async_array.codec_pipeline
     assert isinstance(pipeline, ZarrextCodecPipeline)
     return pipeline
-
-
-def batched(z: zarr.Array) -> zarr.Array:
-    """``z`` with zarr-python's batched path (no synchronous transform, no arena)."""
-    pipeline = replace(pipeline_of(z), transform=None)
-    object.__setattr__(z._async_array, "codec_pipeline", pipeline)
-    return z
 
 
 DEFAULT_ARENA_MIN_BYTES = zarrext.pipeline.ARENA_MIN_BYTES
@@ -181,7 +166,7 @@ def test_arena_writes_store_what_zarrs_batched_path_stores(
                 compressors=compressors, **({"decision": decision} if decision else {}),
             )
             if name == "batched":
-                batched(z)
+                on_batched_path(z)
             z[:] = fortran  # chunk views that are not contiguous
             z[3:20, 5:33] = data[3:20, 5:33] * 2  # partial chunks
             z[16:32, 12:24] = 0  # a whole chunk of fill: deleted
@@ -239,7 +224,7 @@ def test_arena_writes_match_the_batched_path_for_any_chunking(
             compressors=[conditional()], decision="compress_if_smaller",
         )
         if name == "batched":
-            batched(z)
+            on_batched_path(z)
         z[:] = data
         z[sel] = data[::-1, ::-1][sel]
         arrays.append(z)
