@@ -9,12 +9,15 @@ re-encoded index, and must still give exactly the chunks a whole-file read gives
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
@@ -67,12 +70,13 @@ class ReadCounter:
         monkeypatch.setattr(os, "preadv", counted_preadv)
 
 
-@pytest.fixture(params=["runs", "chunk-by-chunk"])
+@pytest.fixture(params=["pieces", "chunk-by-chunk"])
 def shard_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Whole shards read in runs (inner chunks under SHARD_RUNS_MAX_CHUNK_BYTES, as
-    here) or chunk by chunk (larger inner chunks; forced here by a zero bound)."""
+    """Whole shards read in pieces of several inner chunks (SHARD_PIECE_BYTES, as
+    here) or chunk by chunk (inner chunks larger than a piece; forced here by a
+    zero bound)."""
     if request.param == "chunk-by-chunk":
-        monkeypatch.setattr(zarrext.pipeline, "SHARD_RUNS_MAX_CHUNK_BYTES", 0)
+        monkeypatch.setattr(zarrext.pipeline, "SHARD_PIECE_BYTES", 0)
     return str(request.param)
 
 
@@ -170,3 +174,111 @@ def test_entry_that_wraps_around_uint64_is_past_the_end(tmp_path: Path) -> None:
     shard.write_bytes(bytes(data))
     with pytest.raises(ValueError, match="past the end of the"):
         zarrext.open_array(str(tmp_path / "a"), mode="r")[:]
+
+
+def _pieces_of(path: Path, table: np.ndarray, piece_bytes: int) -> list[tuple[bytes, list]]:
+    from zarrext.sharding.reader import LockedShardFile
+
+    handle = LockedShardFile(os.open(path, os.O_RDONLY), path.stat().st_size)
+    try:  # each piece copied out: its memory is reused by the next
+        return [
+            (raw.tobytes(), members)
+            for raw, members in handle.referenced_pieces(table, piece_bytes)
+        ]
+    finally:
+        handle.close()
+
+
+@given(
+    lengths=st.lists(st.integers(0, 3000), min_size=1, max_size=12),
+    gaps=st.lists(st.sampled_from([0, 1, 500, (64 << 10) + 1]), min_size=12, max_size=12),
+    absent=st.sets(st.integers(0, 11)),
+    shuffle_seed=st.integers(0, 2**16),
+    piece_bytes=st.sampled_from([0, 1000, 4000, 1 << 20]),
+)
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_referenced_pieces(
+    tmp_path: Path, lengths: list[int], gaps: list[int], absent: set[int],
+    shuffle_seed: int, piece_bytes: int,
+) -> None:
+    """Every present entry's bytes come exactly once, in file order, in pieces no
+    larger than ``piece_bytes`` (but for an entry larger on its own), split where
+    the gap to the next entry is too large to read through."""
+    from zarrext.sharding import reader
+    from zarrext.sharding.geometry import EMPTY
+
+    starts, at = [], 0
+    for length, gap in zip(lengths, gaps, strict=False):
+        starts.append(at + gap)
+        at += gap + length
+    data = np.random.default_rng(shuffle_seed).integers(0, 256, at, dtype=np.uint8).tobytes()
+    path = tmp_path / f"shard-{shuffle_seed}-{len(lengths)}-{piece_bytes}"
+    path.write_bytes(data)
+    table = np.array(list(zip(starts, lengths, strict=True)), dtype=np.uint64)
+    order = np.random.default_rng(shuffle_seed).permutation(len(lengths))
+    table = table[order]  # the index order is not the file order
+    for k in absent & set(range(len(lengths))):
+        table[k] = EMPTY
+
+    pieces = _pieces_of(path, table, piece_bytes)
+    seen = [entry for _, members in pieces for entry, _ in members]
+    present = [k for k in range(len(table)) if table[k, 0] != EMPTY]
+    assert sorted(seen) == present
+    offsets = [int(table[k, 0]) for k in seen]
+    assert offsets == sorted(offsets)  # file order
+    for raw, members in pieces:
+        for entry, where in members:
+            offset, length = (int(v) for v in table[entry])
+            assert raw[where : where + length] == data[offset : offset + length]
+        if len(members) > 1:
+            assert len(raw) <= piece_bytes
+        ends = itertools.accumulate(
+            (sum(int(v) for v in table[e]) for e, _ in members), max
+        )
+        for end, (entry, _) in zip(ends, members[1:], strict=False):
+            assert int(table[entry, 0]) <= end + reader._READ_THROUGH_GAP  # read through
+    for (raw, members), (_, following) in itertools.pairwise(pieces):
+        lo = int(table[members[0][0], 0])
+        start, length = (int(v) for v in table[following[0][0]])
+        # the next piece starts where its first entry could not join this one
+        assert (start > lo + len(raw) + reader._READ_THROUGH_GAP
+                or max(lo + len(raw), start + length) - lo > piece_bytes)
+
+
+@pytest.mark.parametrize(
+    ("piece_bytes", "expected"),
+    [(30, [[0, 1, 2]]), (29, [[0, 1], [2]]), (20, [[0, 1], [2]]), (19, [[0], [1], [2]])],
+)
+def test_piece_bound_is_inclusive(
+    tmp_path: Path, piece_bytes: int, expected: list[list[int]]
+) -> None:
+    path = tmp_path / "shard"
+    path.write_bytes(bytes(range(30)))
+    table = np.array([[0, 10], [10, 10], [20, 10]], dtype=np.uint64)
+    pieces = _pieces_of(path, table, piece_bytes)
+    assert [[entry for entry, _ in members] for _, members in pieces] == expected
+
+
+@pytest.mark.parametrize("piece_chunks", [1, 3])
+def test_whole_shard_read_in_pieces(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, piece_chunks: int
+) -> None:
+    """No read of a whole-shard read is larger than a piece, and all chunks arrive."""
+    _, expected = updated_array(tmp_path / "a", "end")
+    chunk_bytes = INNER * INNER * 4 + 4  # int32 values and their crc32c
+    monkeypatch.setattr(zarrext.pipeline, "SHARD_PIECE_BYTES", piece_chunks * chunk_bytes)
+    sizes: list[int] = []
+    preadv = os.preadv
+
+    def recorded(fd: int, buffers: list[memoryview], offset: int) -> int:
+        sizes.append(sum(memoryview(b).nbytes for b in buffers))
+        return preadv(fd, buffers, offset)
+
+    monkeypatch.setattr(os, "preadv", recorded)
+    back = zarrext.open_array(str(tmp_path / "a"), mode="r")[:]
+    np.testing.assert_array_equal(back, expected)
+    assert max(sizes) <= piece_chunks * chunk_bytes
+    assert sum(sizes) == 16 * chunk_bytes  # the 15 home slots and the moved chunk
+    assert len(sizes) == -(-15 // piece_chunks) + 1

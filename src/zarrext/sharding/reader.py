@@ -241,29 +241,45 @@ class LockedShardFile:
         out[where : where + fmt.size] = np.frombuffer(fmt.encode(new), dtype=np.uint8)
         return out
 
-    def read_referenced(self, table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The bytes ``table``'s present entries reference, read in runs into scratch.
+    def referenced_pieces(
+        self, table: np.ndarray, piece_bytes: int
+    ) -> Iterator[tuple[np.ndarray, list[tuple[int, int]]]]:
+        """The bytes ``table``'s present entries reference, read a piece at a time.
 
-        Returns the bytes, laid end to end in this thread's scratch memory (valid
-        until the thread reads again; larger reads get fresh memory), and where
-        each entry's bytes start in them (-1 for an absent entry). Entries must lie
-        inside the file and there must be no overlay (a pending journal): callers
-        check both.
+        Entries are taken in file order and grouped while their bytes span at most
+        ``piece_bytes`` (an entry larger than that is a piece of its own) and the
+        gaps between them are at most ``_READ_THROUGH_GAP``. Each piece is one read
+        into this thread's scratch memory, yielded with its entries as ``(entry,
+        where its bytes start in the piece)``; the memory is reused for the next
+        piece, so a caller decodes a piece's entries before it asks for the next,
+        while they are still in cache. Entries must lie inside the file and there
+        must be no overlay (a pending journal): callers check both.
         """
         present = np.flatnonzero(table[:, 0] != EMPTY)
         starts = table[present, 0].astype(np.int64)
         ends = starts + table[present, 1].astype(np.int64)
-        runs, run_of = _runs(starts, ends)
-        lengths = np.array([hi - lo for lo, hi in runs], dtype=np.int64)
-        packed_at = np.concatenate(([0], np.cumsum(lengths)[:-1])).astype(np.int64)
-        out = _scratch(int(lengths.sum()))
-        for (lo, hi), at in zip(runs, packed_at.tolist(), strict=True):
-            self._pread_into(out[at : at + hi - lo], lo)
-        where = np.full(table.shape[0], -1, dtype=np.int64)
-        if present.size:
-            first = np.array([runs[r][0] for r in run_of.tolist()], dtype=np.int64)
-            where[present] = packed_at[run_of] + starts - first
-        return out, where
+        order = np.argsort(starts, kind="stable")
+        members: list[tuple[int, int]] = []
+        lo = hi = 0
+        for entry, start, end in zip(
+            present[order].tolist(), starts[order].tolist(), ends[order].tolist(), strict=True
+        ):
+            if members and (start > hi + _READ_THROUGH_GAP or max(hi, end) - lo > piece_bytes):
+                yield self._piece(lo, hi, members)
+                members = []
+            if not members:
+                lo = hi = start
+            hi = max(hi, end)
+            members.append((entry, start))
+        if members:
+            yield self._piece(lo, hi, members)
+
+    def _piece(
+        self, lo: int, hi: int, members: list[tuple[int, int]]
+    ) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        out = _scratch(hi - lo)
+        self._pread_into(out, lo)
+        return out, [(entry, start - lo) for entry, start in members]
 
     def _patch(self, out: np.ndarray, runs: list[list[int]], packed_at: np.ndarray) -> None:
         """Apply the overlay to the runs of ``out`` that hold its file bytes."""
@@ -313,9 +329,10 @@ def _runs(starts: np.ndarray, ends: np.ndarray) -> tuple[list[list[int]], np.nda
     return runs, run_of
 
 
-# Shard reads up to this size reuse memory each thread keeps (fresh memory for every
-# shard is faulted in page by page, a cost as large as the read itself).
-SCRATCH_MAX_BYTES = 256 << 20
+# Pieces of shards up to this size are read into memory each thread keeps (fresh
+# memory for every read is faulted in page by page, a cost as large as the read
+# itself); a larger inner chunk gets fresh memory, so that a thread keeps little.
+SCRATCH_MAX_BYTES = 16 << 20
 _thread = threading.local()
 
 
