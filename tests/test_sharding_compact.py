@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given
+from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 import zarrext
@@ -143,3 +146,174 @@ def test_compact_rolls_back_pending_write_first(tmp_path: Path) -> None:
     zarrext.compact(array)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[:8, :8], 3)
     assert not writer.journal_pending(shard)
+
+
+SLOTTED = 4  # inner chunks per side of the one shard of _slotted()
+
+
+def _slotted(path: Path, location: str = "end") -> tuple[zarr.Array, np.ndarray]:
+    """A fixed-slot shard of uncompressed chunks (each fills its slot), all written,
+    then chunks 5 and 10 updated: they move to their spare slots."""
+    array = zarrext.create_array(
+        str(path), shape=(8 * SLOTTED, 8 * SLOTTED), chunks=(8 * SLOTTED, 8 * SLOTTED),
+        dtype="i4", fill_value=0, compressors=None,
+        serializer=ShardingCodec(
+            chunk_shape=(8, 8), codecs=[BytesCodec()], index_location=location
+        ),
+        shard_layout="fixed-slot",
+    )
+    expected = np.arange(array.size, dtype="i4").reshape(array.shape)
+    array[:] = expected
+    for flat in (5, 10):
+        i, j = divmod(flat, SLOTTED)
+        expected[8 * i : 8 * i + 8, 8 * j : 8 * j + 8] *= -1
+        array[8 * i : 8 * i + 8, 8 * j : 8 * j + 8] = expected[8 * i : 8 * i + 8, 8 * j : 8 * j + 8]
+    return array, expected
+
+
+def _shard_table(array: zarr.Array, shard: Path) -> np.ndarray:
+    from zarrext.sharding.reader import index_format, open_shared
+
+    handle = open_shared(shard, index_format(array.metadata.codecs[0], (SLOTTED, SLOTTED)))
+    assert handle is not None
+    try:
+        return handle.index_table("")
+    finally:
+        handle.close()
+
+
+def test_compact_in_place(tmp_path: Path) -> None:
+    """Chunks in spare slots move home within the file; truncating it publishes."""
+    array, expected = _slotted(tmp_path / "a")
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    before = _shard_table(array, shard)
+    slot = 8 * 8 * 4
+    assert before[5, 0] != 5 * slot  # in their spare slots
+    assert before[10, 0] != 10 * slot
+    inode, size = shard.stat().st_ino, shard.stat().st_size
+
+    report = zarrext.compact(array)
+    assert shard.stat().st_ino == inode  # the same file
+    n = SLOTTED * SLOTTED
+    assert report.bytes_before == size
+    assert report.bytes_after == shard.stat().st_size == n * slot + n * 16 + 4
+    np.testing.assert_array_equal(_shard_table(array, shard)[:, 0], np.arange(n) * slot)
+    # dense (no byte unused), which for chunks that fill their slots is slot form
+    assert [(s.layout, s.bytes_used == s.file_size) for s in shard_report(array)] == [
+        ("fixed-slot", True)
+    ]
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+    assert zarrext.check(array) == []
+    assert not [p for p in (tmp_path / "a").rglob("*zarrext*")]
+
+
+def _replaced_by_compact(array: zarr.Array, shard: Path, expected: np.ndarray) -> None:
+    inode = shard.stat().st_ino
+    zarrext.compact(array)
+    assert shard.stat().st_ino != inode  # rewritten into a new file
+    assert all(s.bytes_used == s.file_size for s in shard_report(array))
+    np.testing.assert_array_equal(zarr.open_array(array.store_path.store.root, mode="r")[:],
+                                  expected)
+    assert zarrext.check(array) == []
+
+
+def test_compact_in_place_needs_the_index_at_the_end(tmp_path: Path) -> None:
+    array, expected = _slotted(tmp_path / "a", "start")
+    _replaced_by_compact(array, tmp_path / "a" / "c" / "0" / "0", expected)
+
+
+def test_compact_in_place_never_writes_over_a_live_chunk(tmp_path: Path) -> None:
+    """Chunk 3 removed: packing the chunks after it would write each over the next
+    one's live bytes, so the shard is rewritten into a new file instead."""
+    array, expected = _slotted(tmp_path / "a")
+    expected[:8, 24:32] = 0
+    array[:8, 24:32] = 0  # all fill value: the chunk is removed
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    assert _shard_table(array, shard)[3, 0] == 2**64 - 1  # absent
+    _replaced_by_compact(array, shard, expected)
+
+
+def test_compact_in_place_never_writes_over_quarantined_bytes(tmp_path: Path) -> None:
+    """A lock-free reader may still read a quarantined range: not a target either."""
+    import time
+
+    from zarrext.sharding.journal import write_quarantine
+
+    array, expected = _slotted(tmp_path / "a")
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    slot = 8 * 8 * 4
+    write_quarantine(shard, [(10 * slot + 8, 10 * slot + 16, time.time() + 60)])
+    _replaced_by_compact(array, shard, expected)
+
+
+def _compact_killed_at(path: Path, point: str) -> int:
+    """Run compaction of the array at ``path`` in a process SIGKILLed if it reaches
+    ``point``; its exit status."""
+    import subprocess
+    import sys
+
+    script = f"import zarr, zarrext; zarrext.compact(zarr.open_array({str(path)!r}))"
+    env = {**os.environ, "ZARREXT_SHARDING_FAULT": f"{point}=1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, check=False, timeout=120)
+    return done.returncode
+
+
+def _as_before(array: zarr.Array, shard: Path, old: bytes, table: np.ndarray) -> bytes:
+    """The shard's bytes, checked to hold its old size, index and referenced bytes."""
+    after = shard.read_bytes()
+    index_size = SLOTTED * SLOTTED * 16 + 4
+    assert len(after) == len(old)
+    assert after[-index_size:] == old[-index_size:]
+    for offset, length in table.tolist():  # every referenced byte as it was
+        assert after[offset : offset + length] == old[offset : offset + length]
+    return after
+
+
+@pytest.mark.parametrize("point", ["compact-data", "compact-index"])
+def test_compact_in_place_killed(tmp_path: Path, point: str) -> None:
+    """SIGKILLed while moving chunks home or after writing the new index: the old
+    shard, whole (the same values, nothing for check to find), and a later
+    compaction finishes the job in place."""
+    array, expected = _slotted(tmp_path / "a")
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    old = shard.read_bytes()
+    table = _shard_table(array, shard)
+    assert _compact_killed_at(tmp_path / "a", point) == -signal.SIGKILL
+    assert _as_before(array, shard, old, table) != old  # the chunks moved home first
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+    assert zarrext.check(array) == []
+    inode = shard.stat().st_ino
+    zarrext.compact(array)
+    assert shard.stat().st_ino == inode
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+
+
+def test_compact_in_place_never_writes_over_the_old_index(tmp_path: Path) -> None:
+    """A dense shard with fewer unused bytes than its index: the new index would
+    lie over the old one, which a crash before the truncation would leave torn.
+    The shard is rewritten into a new file instead (never reaching the point
+    after the new index is written in place)."""
+    array, expected = _slotted(tmp_path / "a")
+    zarrext.compact(array)
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    data = shard.read_bytes()
+    chunks_end = SLOTTED * SLOTTED * 8 * 8 * 4
+    shard.write_bytes(data[:chunks_end] + b"\xab" * 100 + data[chunks_end:])
+    inode = shard.stat().st_ino
+    assert _compact_killed_at(tmp_path / "a", "compact-index") == 0
+    assert shard.stat().st_ino != inode
+    assert shard.stat().st_size == len(data)
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+
+
+@given(
+    ranges=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8),
+    others=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8),
+)
+def test_overlaps(ranges: list[tuple[int, int]], others: list[tuple[int, int]]) -> None:
+    from zarrext.sharding.compact import _overlaps
+
+    a = [(s, s + n) for s, n in ranges]
+    b = [(s, s + n) for s, n in others]
+    brute = any(x < y2 and x2 > y for x, x2 in a for y, y2 in b if x2 > x and y2 > y)
+    assert _overlaps(a, b) == brute

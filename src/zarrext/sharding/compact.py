@@ -7,6 +7,12 @@ never a mix, and a crash leaves the old shard (plus a temporary file that
 ``os.copy_file_range`` (no decoding: the shard's chunks are moved, not re-encoded),
 adjacent chunks in one call. Shards are rewritten in parallel.
 
+A shard whose index ends it compacts within its own file when no byte it still
+needs is overwritten (:func:`_compact_in_place`): a fixed-slot shard of chunks
+that fill their slots, for one, where only the chunks updated into spare slots
+move home. Truncating the file publishes the new index; until then the old one
+ends the file and describes intact chunks, so a crash leaves the old shard here too.
+
 On an object store (no locks, no rename, no positioned writes) :func:`compact`
 reads each shard object whole, packs its chunks in memory and writes the object
 back whole: a reader gets the old object or the new one. Nothing coordinates
@@ -20,13 +26,14 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec
 from zarrext.progress import ProgressCallback
-from zarrext.sharding import writer
+from zarrext.sharding import faults, writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
@@ -135,6 +142,71 @@ def _rewrite_object(array: Any, shards: ArrayShards, key: str) -> tuple[int, int
     return len(data), len(packed)
 
 
+def _live_ranges(state: writer.ShardState, path: Path) -> list[tuple[int, int]]:
+    """What the shard's bytes must keep until its new index is published: the
+    chunks and index its current index describes, and quarantined ranges (a reader
+    that takes no lock may still read a chunk there)."""
+    present = np.flatnonzero(state.present())
+    starts = state.table[present, 0].astype(np.int64)
+    ends = starts + state.table[present, 1].astype(np.int64)
+    live = list(zip(starts.tolist(), ends.tolist(), strict=True))
+    live.append((state.index_offset, state.index_offset + len(state.index_bytes)))
+    live += [(lo, hi) for lo, hi, _ in writer.read_quarantine(path) or ()]
+    return live
+
+
+def _overlaps(ranges: list[tuple[int, int]], others: list[tuple[int, int]]) -> bool:
+    """Whether a non-empty range of ``ranges`` overlaps a non-empty one of ``others``
+    (``[start, end)`` each)."""
+    spans = np.array([r for r in others if r[1] > r[0]], dtype=np.int64).reshape(-1, 2)
+    wanted = np.array([r for r in ranges if r[1] > r[0]], dtype=np.int64).reshape(-1, 2)
+    if not spans.size or not wanted.size:
+        return False
+    spans = spans[np.argsort(spans[:, 0], kind="stable")]
+    reach = np.maximum.accumulate(spans[:, 1])  # the furthest end so far, non-decreasing
+    # the first span that ends after a wanted range starts (ends up to it do not
+    # reach it), and whether it starts before that range ends
+    first = np.searchsorted(reach, wanted[:, 0], side="right")
+    inside = first < len(spans)
+    return bool(np.any(spans[first[inside], 0] < wanted[inside, 1]))
+
+
+def _compact_in_place(
+    fd: int,
+    path: Path,
+    state: writer.ShardState,
+    moves: list[tuple[int, int, int]],
+    end: int,
+    index: bytes,
+    geometry: ShardGeometry,
+) -> bool:
+    """Compact a shard whose index ends it within its own file, when that
+    overwrites nothing live; False (nothing done) otherwise.
+
+    A fixed-slot shard of chunks that fill their slots compacts to its slots: only
+    chunks in spare slots move home (unused places of their own), the new index
+    goes after the last slot, and truncating the file there publishes both. Until
+    then the old index ends the file and every byte it references is intact, so a
+    crash leaves the old shard; afterwards it is the new one. This copies a
+    fraction of the shard and frees only its spare area, where a rewrite into a
+    new file copies every chunk and frees the whole old file.
+    """
+    if geometry.index_location != "end":
+        return False  # the index is rewritten where the old one lies: not atomic
+    moving = [(s, d, n) for s, d, n in moves if s != d and n]
+    targets = [(d, d + n) for _, d, n in moving] + [(end, end + len(index))]
+    if _overlaps(targets, _live_ranges(state, path)):
+        return False
+    _copy_runs(fd, fd, moving)
+    if faults.fault("compact-data"):
+        faults.die()
+    os.pwrite(fd, index, end)
+    if faults.fault("compact-index"):
+        faults.die()
+    os.ftruncate(fd, end + len(index))  # publishes the new index: the file's end moves
+    return True
+
+
 def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None:
     path = shards.path(key)
     geometry = shards.geometry
@@ -149,6 +221,8 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
             (int(state.table[f, 0]), int(table[f, 0]), int(table[f, 1]))
             for f in np.flatnonzero(state.present())
         ]
+        if mode == "dense" and _compact_in_place(fd, path, state, moves, end, index, geometry):
+            return state.size, total
         tmp = writer.temp_path(path)
         out = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:

@@ -1,8 +1,9 @@
 """Fault injection for tests: kill this process at named points of a transaction.
 
 ``ZARREXT_SHARDING_FAULT="point=probability,..."`` (read at import) makes
-:func:`fault` return True with that probability at ``point`` (``journal``,
-``data``, ``index``, ``published``); the writer then calls :func:`die`, which
+:func:`fault` return True with that probability at ``point`` (the writer's
+``journal``, ``data``, ``index``, ``published``; in-place compaction's
+``compact-data``, ``compact-index``); the caller then calls :func:`die`, which
 sends itself SIGKILL. Unset, :func:`fault` is always False.
 """
 
