@@ -317,3 +317,16 @@ def test_overlaps(ranges: list[tuple[int, int]], others: list[tuple[int, int]]) 
     b = [(s, s + n) for s, n in others]
     brute = any(x < y2 and x2 > y for x, x2 in a for y, y2 in b if x2 > x and y2 > y)
     assert _overlaps(a, b) == brute
+
+
+def test_compacting_a_compact_shard_writes_nothing(tmp_path: Path) -> None:
+    array, expected = _slotted(tmp_path / "a")
+    zarrext.compact(array)
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    data, stat = shard.read_bytes(), shard.stat()
+    report = zarrext.compact(array)
+    assert report.bytes_before == report.bytes_after == len(data)
+    assert shard.stat().st_ino == stat.st_ino
+    assert shard.stat().st_mtime_ns == stat.st_mtime_ns  # not even rewritten in place
+    assert shard.read_bytes() == data
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)

@@ -48,7 +48,7 @@ class RewriteReport:
     Attributes
     ----------
     shards : int
-        Shards rewritten.
+        Shards processed (a shard already in the wanted form is left as it is).
     bytes_before, bytes_after : int
         Total size of those shard files before and after.
     """
@@ -194,6 +194,8 @@ def _compact_in_place(
     if geometry.index_location != "end":
         return False  # the index is rewritten where the old one lies: not atomic
     moving = [(s, d, n) for s, d, n in moves if s != d and n]
+    if not moving and state.size == end + len(index) and state.index_bytes == index:
+        return True  # already dense: nothing to write
     targets = [(d, d + n) for _, d, n in moving] + [(end, end + len(index))]
     if _overlaps(targets, _live_ranges(state, path)):
         return False
