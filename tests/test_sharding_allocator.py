@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
 
-from zarrext.sharding.allocator import WHOLE_FILE, allocate, freed_ranges
+from zarrext.sharding.allocator import WHOLE_FILE, Busy, allocate, freed_ranges
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
 S = 100
@@ -74,3 +76,17 @@ def test_index_at_end_moves_past_the_spare_area() -> None:
     # append layout: always the end of the file
     got = allocate(t, size, g.slots_end, g, {1: 10}, "append")
     assert got.offsets == {1: size}
+
+
+@given(
+    occupied=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8),
+    start=st.integers(0, 60),
+    length=st.integers(1, 20),
+)
+def test_busy_overlaps(occupied: list[tuple[int, int]], start: int, length: int) -> None:
+    """Busy.overlaps is the half-open overlap test against every occupied range
+    (in-place compaction and the allocator both rely on it)."""
+    ranges = [(s, s + n) for s, n in occupied]
+    busy = Busy([a for a, _ in ranges], [b for _, b in ranges])
+    lo, hi = start, start + length
+    assert busy.overlaps(lo, hi) == any(a < hi and b > lo for a, b in ranges)

@@ -9,8 +9,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
-from hypothesis import given
-from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 import zarrext
@@ -304,19 +302,6 @@ def test_compact_in_place_never_writes_over_the_old_index(tmp_path: Path) -> Non
     assert shard.stat().st_ino != inode
     assert shard.stat().st_size == len(data)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
-
-
-@given(
-    ranges=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8),
-    others=st.lists(st.tuples(st.integers(0, 60), st.integers(0, 20)), max_size=8),
-)
-def test_overlaps(ranges: list[tuple[int, int]], others: list[tuple[int, int]]) -> None:
-    from zarrext.sharding.compact import _overlaps
-
-    a = [(s, s + n) for s, n in ranges]
-    b = [(s, s + n) for s, n in others]
-    brute = any(x < y2 and x2 > y for x, x2 in a for y, y2 in b if x2 > x and y2 > y)
-    assert _overlaps(a, b) == brute
 
 
 def test_compacting_a_compact_shard_writes_nothing(tmp_path: Path) -> None:

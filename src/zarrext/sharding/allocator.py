@@ -33,7 +33,10 @@ import numpy as np
 
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 
-__all__ = ["REUSE_GRACE", "WHOLE_FILE", "Allocation", "Interval", "allocate", "freed_ranges"]
+__all__ = [
+    "REUSE_GRACE", "WHOLE_FILE", "Allocation", "Busy", "Interval", "allocate", "freed_ranges",
+    "occupied",
+]
 
 REUSE_GRACE = 10.0
 """Seconds during which bytes freed outside a chunk's own places are not reused."""
@@ -62,8 +65,8 @@ class Allocation:
     eof: int
 
 
-class _Busy:
-    """Occupied byte ranges, for overlap tests."""
+class Busy:
+    """Occupied byte ranges ``[start, end)``, for overlap tests."""
 
     def __init__(self, starts: Sequence[int], ends: Sequence[int]) -> None:
         s = np.asarray(starts, dtype=np.int64)
@@ -73,6 +76,7 @@ class _Busy:
         self.reach = np.maximum.accumulate(self.ends) if self.ends.size else self.ends
 
     def overlaps(self, lo: int, hi: int) -> bool:
+        """Whether ``[lo, hi)`` (not empty) overlaps an occupied range."""
         if not self.starts.size:
             return False
         i = int(np.searchsorted(self.starts, hi, side="left")) - 1
@@ -83,6 +87,18 @@ def _live(table: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     present = table[:, 0] != EMPTY
     starts = table[present, 0].astype(np.int64)
     return starts, starts + table[present, 1].astype(np.int64)
+
+
+def occupied(
+    table: np.ndarray, index_offset: int, index_size: int, held: Sequence[tuple[int, int]]
+) -> Busy:
+    """What no new byte may overwrite while ``table`` is the published index: the
+    chunks it references, the index itself and the ``held`` (quarantined) ranges."""
+    starts, ends = _live(table)
+    return Busy(
+        [*starts.tolist(), index_offset, *(a for a, _ in held)],
+        [*ends.tolist(), index_offset + index_size, *(b for _, b in held)],
+    )
 
 
 def allocate(
@@ -113,12 +129,8 @@ def allocate(
     now : float
         The current time (same clock as ``release``).
     """
-    live_starts, live_ends = _live(table)
     held = [(a, b) for a, b, release in quarantine if release > now]
-    busy = _Busy(
-        [*live_starts.tolist(), index_offset, *(a for a, _ in held)],
-        [*live_ends.tolist(), index_offset + geometry.index_size, *(b for _, b in held)],
-    )
+    busy = occupied(table, index_offset, geometry.index_size, held)
     # Appends start past everything: the file, the spare area, and quarantined
     # bytes past the end (a rolled-back transaction's, which a reader may hold).
     # A WHOLE_FILE hold says nothing about where the file ends: appending past

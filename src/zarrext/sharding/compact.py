@@ -34,6 +34,7 @@ import numpy as np
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec
 from zarrext.progress import ProgressCallback
 from zarrext.sharding import faults, writer
+from zarrext.sharding.allocator import occupied
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
@@ -142,35 +143,6 @@ def _rewrite_object(array: Any, shards: ArrayShards, key: str) -> tuple[int, int
     return len(data), len(packed)
 
 
-def _live_ranges(state: writer.ShardState, path: Path) -> list[tuple[int, int]]:
-    """What the shard's bytes must keep until its new index is published: the
-    chunks and index its current index describes, and quarantined ranges (a reader
-    that takes no lock may still read a chunk there)."""
-    present = np.flatnonzero(state.present())
-    starts = state.table[present, 0].astype(np.int64)
-    ends = starts + state.table[present, 1].astype(np.int64)
-    live = list(zip(starts.tolist(), ends.tolist(), strict=True))
-    live.append((state.index_offset, state.index_offset + len(state.index_bytes)))
-    live += [(lo, hi) for lo, hi, _ in writer.read_quarantine(path) or ()]
-    return live
-
-
-def _overlaps(ranges: list[tuple[int, int]], others: list[tuple[int, int]]) -> bool:
-    """Whether a non-empty range of ``ranges`` overlaps a non-empty one of ``others``
-    (``[start, end)`` each)."""
-    spans = np.array([r for r in others if r[1] > r[0]], dtype=np.int64).reshape(-1, 2)
-    wanted = np.array([r for r in ranges if r[1] > r[0]], dtype=np.int64).reshape(-1, 2)
-    if not spans.size or not wanted.size:
-        return False
-    spans = spans[np.argsort(spans[:, 0], kind="stable")]
-    reach = np.maximum.accumulate(spans[:, 1])  # the furthest end so far, non-decreasing
-    # the first span that ends after a wanted range starts (ends up to it do not
-    # reach it), and whether it starts before that range ends
-    first = np.searchsorted(reach, wanted[:, 0], side="right")
-    inside = first < len(spans)
-    return bool(np.any(spans[first[inside], 0] < wanted[inside, 1]))
-
-
 def _compact_in_place(
     fd: int,
     path: Path,
@@ -196,8 +168,12 @@ def _compact_in_place(
     moving = [(s, d, n) for s, d, n in moves if s != d and n]
     if not moving and state.size == end + len(index) and state.index_bytes == index:
         return True  # already dense: nothing to write
+    # Nothing the old index references may be written over before the truncation,
+    # nor a quarantined range (a reader that takes no lock may still read there).
+    held = [(lo, hi) for lo, hi, _ in writer.read_quarantine(path) or ()]
+    busy = occupied(state.table, state.index_offset, len(state.index_bytes), held)
     targets = [(d, d + n) for _, d, n in moving] + [(end, end + len(index))]
-    if _overlaps(targets, _live_ranges(state, path)):
+    if any(busy.overlaps(lo, hi) for lo, hi in targets):
         return False
     _copy_runs(fd, fd, moving)
     if faults.fault("compact-data"):
