@@ -258,28 +258,15 @@ class LockedShardFile:
         present = np.flatnonzero(table[:, 0] != EMPTY)
         starts = table[present, 0].astype(np.int64)
         ends = starts + table[present, 1].astype(np.int64)
-        order = np.argsort(starts, kind="stable")
-        members: list[tuple[int, int]] = []
-        lo = hi = 0
-        for entry, start, end in zip(
-            present[order].tolist(), starts[order].tolist(), ends[order].tolist(), strict=True
-        ):
-            if members and (start > hi + _READ_THROUGH_GAP or max(hi, end) - lo > piece_bytes):
-                yield self._piece(lo, hi, members)
-                members = []
-            if not members:
-                lo = hi = start
-            hi = max(hi, end)
-            members.append((entry, start))
-        if members:
-            yield self._piece(lo, hi, members)
-
-    def _piece(
-        self, lo: int, hi: int, members: list[tuple[int, int]]
-    ) -> tuple[np.ndarray, list[tuple[int, int]]]:
-        out = _scratch(hi - lo)
-        self._pread_into(out, lo)
-        return out, [(entry, start - lo) for entry, start in members]
+        runs, run_of = _runs(starts, ends, max_span=piece_bytes)
+        members: list[list[tuple[int, int]]] = [[] for _ in runs]
+        for k in np.argsort(starts, kind="stable").tolist():  # file order in each piece
+            run = int(run_of[k])
+            members[run].append((int(present[k]), int(starts[k]) - runs[run][0]))
+        for (lo, hi), entries in zip(runs, members, strict=True):
+            out = _scratch(hi - lo)
+            self._pread_into(out, lo)
+            yield out, entries
 
     def _patch(self, out: np.ndarray, runs: list[list[int]], packed_at: np.ndarray) -> None:
         """Apply the overlay to the runs of ``out`` that hold its file bytes."""
@@ -311,17 +298,24 @@ class LockedShardFile:
         return True
 
 
-def _runs(starts: np.ndarray, ends: np.ndarray) -> tuple[list[list[int]], np.ndarray]:
+def _runs(
+    starts: np.ndarray, ends: np.ndarray, max_span: int | None = None
+) -> tuple[list[list[int]], np.ndarray]:
     """Runs of referenced bytes ``[file start, file end)`` and each entry's run.
 
-    Gaps up to ``_READ_THROUGH_GAP`` are read through.
+    Gaps up to ``_READ_THROUGH_GAP`` are read through; with ``max_span`` a run
+    spans at most that many bytes, unless one entry alone spans more.
     """
     order = np.argsort(starts, kind="stable")
     runs: list[list[int]] = []
     run_of = np.empty(starts.size, dtype=np.int64)
     for k in order.tolist():
         lo, hi = int(starts[k]), int(ends[k])
-        if runs and lo <= runs[-1][1] + _READ_THROUGH_GAP:
+        if (
+            runs
+            and lo <= runs[-1][1] + _READ_THROUGH_GAP
+            and (max_span is None or max(runs[-1][1], hi) - runs[-1][0] <= max_span)
+        ):
             runs[-1][1] = max(runs[-1][1], hi)
         else:
             runs.append([lo, hi])
