@@ -51,3 +51,51 @@ def test_damaged_metadata_parses_or_fails_cleanly(parser: str, document: dict) -
     unclean = [o.detail for o in outcomes if o.kind == "unclean" or o.seconds > 2]
     assert not unclean, unclean[:3]
     assert sum(o.kind == "clean" for o in outcomes) > 20
+
+
+def test_raised_in_zarrext_is_decided_by_module_not_path(tmp_path) -> None:
+    """A frame of zarr's code whose file lies under a folder named ``zarrext`` (a
+    checkout of that name with its venv inside) is not zarrext's."""
+    from tests.fuzzing import raised_in_zarrext
+
+    fake = tmp_path / "zarrext" / ".venv" / "site-packages" / "zarr" / "codecs" / "x.py"
+    code = compile("def fail():\n    raise ValueError('bad')\n", str(fake), "exec")
+    for module, ours in (("zarr.codecs.x", False), ("zarrext.codecs.x", True)):
+        namespace: dict = {"__name__": module}
+        exec(code, namespace)
+        with pytest.raises(ValueError) as raised:
+            namespace["fail"]()
+        assert raised_in_zarrext(raised.value) is ours
+
+
+def test_fuzz_tests_pass_in_a_checkout_named_zarrext(tmp_path) -> None:
+    """The fuzz tests from a checkout named ``zarrext`` whose venv lies inside it, as
+    ``git clone`` and ``make test`` make it: zarr's files then live under
+    ``zarrext/.venv/...`` (the venv's site-packages, reached through a link)."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import sysconfig
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    checkout = tmp_path / "zarrext"
+    shutil.copytree(root / "tests", checkout / "tests",
+                    ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))
+    shutil.copy(root / "pyproject.toml", checkout / "pyproject.toml")
+    site = checkout / ".venv" / "lib" / "site-packages"
+    site.parent.mkdir(parents=True)
+    site.symlink_to(sysconfig.get_paths()["purelib"], target_is_directory=True)
+    probe = "import zarr, sys; print(zarr.__file__)"
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{checkout}"}
+    found = subprocess.run([sys.executable, "-c", probe], env=env, cwd=checkout,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert "zarrext" in Path(found).parts  # the situation of the bug is reproduced
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+         "-p", "no:randomly", "tests/test_fuzz.py", "-k", "damaged_chunks"],
+        env=env, cwd=checkout, capture_output=True, text=True, timeout=600,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert " passed" in result.stdout
