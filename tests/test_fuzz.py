@@ -63,7 +63,7 @@ def test_raised_in_zarrext_is_decided_by_module_not_path(tmp_path) -> None:
     for module, ours in (("zarr.codecs.x", False), ("zarrext.codecs.x", True)):
         namespace: dict = {"__name__": module}
         exec(code, namespace)
-        with pytest.raises(ValueError) as raised:
+        with pytest.raises(ValueError, match="bad") as raised:
             namespace["fail"]()
         assert raised_in_zarrext(raised.value) is ours
 
