@@ -544,12 +544,40 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> None:
         batch = list(batch_info)
+        if self._writes_through_filters(batch):
+            await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
+            return
         if not self._threaded(batch, write=True):
             await super().write(batch, value, drop_axes)
             return
         await self._run_chunk_jobs(
             self._write_chunk, batch, value, drop_axes, min_parallel_bytes=PARALLEL_WRITE_MIN_BYTES
         )
+
+    def _writes_through_filters(self, batch: Batch) -> bool:
+        """Whether ``batch`` goes to a serializer that writes parts of a shard in
+        place (a shard layout) through filters before it.
+
+        zarr-python rewrites whole shards whenever a filter stands before the
+        sharding codec, which would lose concurrent writers' chunks; filters that
+        keep each inner chunk's values in that inner chunk (the only ones a layout
+        accepts, :meth:`zarrext.chain.CodecChain.local_filters`) are applied to the
+        written part alone instead.
+        """
+        return (
+            bool(batch)
+            and bool(self.array_array_codecs)
+            and not self.bytes_bytes_codecs
+            and getattr(self.array_bytes_codec, "partial_writes_through_filters", False)
+        )
+
+    async def _write_filtered(self, batch: Batch, *, value: NDBuffer) -> None:
+        byte_setter, shard_spec, selection, out_selection, _ = batch[0]
+        block, selection, spec = await _through_filters(
+            self.array_array_codecs, shard_spec, selection, value, out_selection
+        )
+        codec: Any = self.array_bytes_codec
+        await codec.encode_partial([(byte_setter, block, selection, spec)])
 
     # -- zarr's batched path (codecs without a synchronous path, other stores) --------
 
@@ -575,6 +603,54 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)
+
+
+async def _through_filters(
+    filters: tuple[Any, ...],
+    spec: ArraySpec,
+    selection: SelectorTuple,
+    value: NDBuffer,
+    out_selection: SelectorTuple,
+) -> tuple[NDBuffer, tuple[Any, ...], ArraySpec]:
+    """The written part of one chunk as the serializer sees it: ``(block, selection,
+    spec)`` after elementwise filters and transposes.
+
+    ``selection`` selects the part in a chunk of ``spec``; ``value[out_selection]``
+    holds its values (a scalar value fills it). Integer selections become
+    one-element slices, so the block keeps every axis and a transpose permutes
+    selection and block alike.
+    """
+    from zarr.codecs import TransposeCodec
+    from zarr.core.array_spec import ArraySpec as Spec
+
+    sel = tuple(slice(int(s), int(s) + 1) if isinstance(s, int | np.integer) else s
+                for s in selection)
+    # the selection's shape, from a view of the chunk that allocates nothing
+    zeros = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), spec.shape, (0,) * len(sel))
+    shape = zeros[sel].shape
+    values = value.as_numpy_array()
+    block = np.empty(shape, dtype=values.dtype)
+    if values.shape == ():
+        block[...] = values
+    else:
+        part = values[out_selection]
+        block[...] = part.reshape(shape) if part.size == block.size else part
+    buffer = spec.prototype.nd_buffer.from_numpy_array(block)
+    block_spec = Spec(shape=shape, dtype=spec.dtype, fill_value=spec.fill_value,
+                      config=spec.config, prototype=spec.prototype)
+    for codec in filters:
+        if isinstance(codec, TransposeCodec):
+            if not all(isinstance(s, slice) for s in sel):
+                raise ValueError(
+                    "a shard layout writes through 'transpose' only rectangular selections "
+                    "(slices and integers); write this selection without shard_layout"
+                )
+            sel = tuple(sel[axis] for axis in codec.order)
+        (encoded,) = await codec.encode([(buffer, block_spec)])
+        buffer = encoded
+        block_spec = codec.resolve_metadata(block_spec)
+        spec = codec.resolve_metadata(spec)
+    return buffer, sel, spec
 
 
 class RuntimeShardingCodec(ShardingCodec):

@@ -13,13 +13,23 @@ a writer puts each inner chunk, so every layout reads with any reader.
     New and updated chunks go to the end of the shard, followed by a fresh index
     when the index is at the end (the spec's append-only strategy).
 
-Layouts are runtime settings, never written to ``zarr.json``.
+Layouts are runtime settings, never written to ``zarr.json``. Which arrays take
+them is decided by the array's codec chain (:class:`zarrext.chain.CodecChain`):
+
+- supported: ``sharding_indexed`` as the serializer with nothing after it, with any
+  inner codecs (``fixed-slot`` needs their encoded size bounded), nested sharding,
+  and filters before it that keep each inner chunk's values in that inner chunk
+  (``transpose``, ``scale_offset``, ``cast_value``: quantized arrays);
+- refused at open, with the fix: bytes->bytes codecs after the sharding codec (the
+  stored object is then a compressed shard, rewritten whole by every write), other
+  filters, and arrays that are not sharded.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -40,6 +50,7 @@ from zarrext._zarr_compat import (
     shard_indexer_and_value,
     sharding_codec_fields,
 )
+from zarrext.chain import CodecChain, codec_name
 from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
@@ -68,13 +79,6 @@ ShardLayout = Literal["fixed-slot", "append"]
 LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
 
 
-def _codec_name(codec: Codec) -> str:
-    try:
-        return str(codec.to_dict()["name"])
-    except Exception:  # a codec without to_dict still deserves a name in the message
-        return type(codec).__name__
-
-
 def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
     """Upper bound of one inner chunk's encoded size: the fixed slot size ``S``.
 
@@ -97,7 +101,7 @@ def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
     nbytes = math.prod(chunk_spec.shape) * item_size
     spec = chunk_spec
     for i, codec in enumerate(codecs):
-        where = f"inner codec {i} ({_codec_name(codec)!r})"
+        where = f"inner codec {i} ({codec_name(codec)!r})"
         if isinstance(codec, ArrayArrayCodec | ArrayBytesCodec):
             if not codec.is_fixed_size:
                 raise ShardLayoutError(
@@ -130,12 +134,7 @@ def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
 
 def sharding_codec_of(metadata: ArrayV3Metadata) -> ShardingCodec | None:
     """The array's ``sharding_indexed`` codec, if it is its array->bytes codec."""
-    from zarr.codecs.sharding import ShardingCodec
-
-    for codec in metadata.codecs:
-        if isinstance(codec, ShardingCodec):
-            return codec
-    return None
+    return CodecChain.from_metadata(metadata).sharding
 
 
 def shard_spec_of(metadata: ArrayV3Metadata) -> ArraySpec:
@@ -180,6 +179,9 @@ class LayoutShardingCodec(RuntimeShardingCodec):
     """
 
     shard_layout: str = field(default="fixed-slot", compare=False)
+    # zarrext's pipeline hands this codec partial writes through the array's filters
+    # (transpose, scale_offset, cast_value) instead of whole-shard rewrites.
+    partial_writes_through_filters = True
 
     def __init__(self, *, shard_layout: str = "fixed-slot", **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -198,6 +200,25 @@ class LayoutShardingCodec(RuntimeShardingCodec):
     def __setstate__(self, state: dict[str, Any]) -> None:
         super().__setstate__(state)
         object.__setattr__(self, "shard_layout", state["shard_layout"])
+
+    # zarr's whole-shard encodes (and its own partial write) under a layout would
+    # mean a read-modify-write of the whole shard, which loses concurrent writers'
+    # chunks: never let one happen silently.
+    def _whole_shard_refusal(self) -> ShardLayoutError:
+        return ShardLayoutError(
+            f"shard_layout={self.shard_layout!r}: zarr asked for a whole-shard rewrite, "
+            "which would overwrite concurrent writers' inner chunks; the array's codecs "
+            "should have been refused when it was opened (please report this)"
+        )
+
+    async def _encode_single(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Any:
+        raise self._whole_shard_refusal()
+
+    def _encode_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Any:
+        raise self._whole_shard_refusal()
+
+    def _encode_partial_sync(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._whole_shard_refusal()
 
     def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
         cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)
@@ -236,27 +257,30 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         geometry = self.geometry(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
         partial = sorted({coords for coords, _, _, complete in indexer if not complete})
-        existing = writer.read_chunks(target, self, geometry, partial) if partial else {}
-        updates: dict[tuple[int, ...], Any] = {}
-        for coords, chunk_sel, out_sel, complete in indexer:
-            # Decision functions ask which chunk they encode: its array-wide inner index.
-            _chunk_index.set(
-                coords
-                if origin is None
-                else tuple(o + c for o, c in zip(origin, coords, strict=True))
-            )
-            updates[coords] = merge_and_encode_chunk(
-                None if complete else updates.get(coords, existing.get(coords)),
-                value,
-                chunk_spec=chunk_spec,
-                chunk_selection=chunk_sel,
-                out_selection=out_sel,
-                is_complete=complete,
-                drop_axes=(),
-                decode=transform.decode_chunk,
-                encode=transform.encode_chunk,
-            )
-        writer.write_chunks(target, self, geometry, updates, self.shard_layout)
+
+        def merge(existing: Mapping[tuple[int, ...], Any]) -> dict[tuple[int, ...], Any]:
+            updates: dict[tuple[int, ...], Any] = {}
+            for coords, chunk_sel, out_sel, complete in indexer:
+                # Decision functions ask which chunk they encode: its array-wide index.
+                _chunk_index.set(
+                    coords
+                    if origin is None
+                    else tuple(o + c for o, c in zip(origin, coords, strict=True))
+                )
+                updates[coords] = merge_and_encode_chunk(
+                    None if complete else updates.get(coords, existing.get(coords)),
+                    value,
+                    chunk_spec=chunk_spec,
+                    chunk_selection=chunk_sel,
+                    out_selection=out_sel,
+                    is_complete=complete,
+                    drop_axes=(),
+                    decode=transform.decode_chunk,
+                    encode=transform.encode_chunk,
+                )
+            return updates
+
+        writer.update_chunks(target, self, geometry, self.shard_layout, partial, merge)
 
     async def _encode_partial_single(
         self,
@@ -291,21 +315,25 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         chunk_spec = inner_chunk_spec(self, shard_spec)
         touched = list(dict.fromkeys(coords for coords, *_ in indexer))
         partial = sorted({coords for coords, _, _, complete in indexer if not complete})
-        shard_dict: dict[tuple[int, ...], Any] = dict.fromkeys(touched)
-        if partial:
-            shard_dict.update(
-                await asyncio.to_thread(writer.read_chunks, target, self, geometry, partial)
-            )
-        await self._get_inner_pipeline(shard_spec).write(
-            [
-                (ShardingByteSetter(shard_dict, coords), chunk_spec, chunk_sel, out_sel, complete)
-                for coords, chunk_sel, out_sel, complete in indexer
-            ],
-            shard_array,
-        )
-        updates = {coords: shard_dict.get(coords) for coords in touched}
+        inner = self._get_inner_pipeline(shard_spec)
+
+        def merge(existing: Mapping[tuple[int, ...], Any]) -> dict[tuple[int, ...], Any]:
+            # Runs in a worker thread (under the shard's lock when chunks merge):
+            # the inner codecs' asynchronous path gets an event loop of its own.
+            shard_dict: dict[tuple[int, ...], Any] = dict.fromkeys(touched)
+            shard_dict.update(existing)
+            asyncio.run(inner.write(
+                [
+                    (ShardingByteSetter(shard_dict, coords), chunk_spec, chunk_sel, out_sel,
+                     complete)
+                    for coords, chunk_sel, out_sel, complete in indexer
+                ],
+                shard_array,
+            ))
+            return {coords: shard_dict.get(coords) for coords in touched}
+
         await asyncio.to_thread(
-            writer.write_chunks, target, self, geometry, updates, self.shard_layout
+            writer.update_chunks, target, self, geometry, self.shard_layout, partial, merge
         )
 
 
@@ -317,30 +345,45 @@ def bind_layout(
     Raises
     ------
     ShardLayoutError
-        When the array is not sharded, the layout is unknown, or ``fixed-slot`` is
-        asked for inner codecs whose encoded size has no bound.
+        When the layout is unknown or cannot keep its promise for this chain
+        (:func:`layout_refusal`), or ``fixed-slot`` is asked for inner codecs whose
+        encoded size has no bound.
     """
-    from zarr.codecs.sharding import ShardingCodec
-
     if shard_layout not in LAYOUTS:
         raise ShardLayoutError(f"shard_layout must be one of {LAYOUTS}, got {shard_layout!r}")
-    out: list[Codec] = []
-    found = False
-    for codec in codecs:
-        if isinstance(codec, ShardingCodec):
-            bound = LayoutShardingCodec.from_codec(codec, shard_layout)
-            if shard_layout == "fixed-slot":
-                spec = shard_spec_of(metadata)
-                slot_bound(bound.codecs, inner_chunk_spec(bound, spec))
-            out.append(bound)
-            found = True
-        else:
-            out.append(codec)
-    if not found:
-        raise ShardLayoutError(
-            f"shard_layout={shard_layout!r} needs a sharded array (a sharding_indexed codec)"
+    chain = CodecChain.of(codecs)
+    refusal = layout_refusal(chain, shard_layout)
+    if refusal is not None:
+        raise ShardLayoutError(refusal)
+    assert chain.sharding is not None
+    bound = LayoutShardingCodec.from_codec(chain.sharding, shard_layout)
+    if shard_layout == "fixed-slot":
+        spec = chain.filtered_spec(shard_spec_of(metadata))
+        slot_bound(bound.codecs, inner_chunk_spec(bound, spec))
+    return (*chain.array_array, bound, *chain.bytes_bytes)
+
+
+def layout_refusal(chain: CodecChain, shard_layout: str) -> str | None:
+    """Why ``shard_layout`` cannot write an array with codecs ``chain``, with the fix;
+    None when it can."""
+    if chain.sharding is None:
+        return (
+            f"shard_layout={shard_layout!r} needs a sharded array (sharding_indexed as its "
+            f"serializer); this one's codecs are {chain.names()}"
         )
-    return tuple(out)
+    if chain.bytes_bytes:
+        return (
+            f"shard_layout={shard_layout!r}: {chain.outer_names()} after sharding_indexed "
+            "encode each shard whole, so its inner chunks cannot be written in place "
+            "(every write would rewrite the shard and lose concurrent writers' chunks); "
+            "create the array with compressors=None, or put the compressors inside the "
+            "ShardingCodec (codecs=[BytesCodec(), ZstdCodec()]), or use shards= instead "
+            "of serializer=ShardingCodec(...)"
+        )
+    filters = chain.local_filters()
+    if filters is not None:
+        return f"shard_layout={shard_layout!r}: {filters}"
+    return None
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -114,6 +114,7 @@ __all__ = [
     "recover",
     "replace_index",
     "temp_path",
+    "update_chunks",
     "write_chunks",
     "write_journal",
 ]
@@ -241,12 +242,72 @@ def write_chunks(
     One transaction (see the module docstring): other chunks are neither read nor
     rewritten, and a crash at any point leaves the shard as it was before the call.
     """
-    datas: dict[int, bytes | Buffer | None] = {_flat(c, geometry): v for c, v in updates.items()}
-    if not path.exists() and _create_with(path, codec, geometry, layout, datas):
+    update_chunks(path, codec, geometry, layout, [], lambda existing: updates)
+
+
+Merge = Callable[[Mapping[tuple[int, ...], "Buffer"]], Mapping[tuple[int, ...], Any]]
+
+
+def update_chunks(
+    path: Path,
+    codec: ShardingCodec,
+    geometry: ShardGeometry,
+    layout: str,
+    reads: list[tuple[int, ...]],
+    merge: Merge,
+) -> None:
+    """Read the inner chunks ``reads``, ``merge`` them with new values into encoded
+    updates (None = empty), and write those, all in one hold of the shard's lock.
+
+    Two writers of different parts of one inner chunk (a partial inner chunk, or
+    different inner chunks of one inner shard when shards nest) each merge with
+    the other's committed bytes instead of overwriting them. ``merge`` gets the
+    present chunks among ``reads`` and runs under the exclusive lock when
+    ``reads`` is not empty (once more if the shard appeared meanwhile).
+    """
+    if not reads:  # nothing to merge: encode outside the lock
+        datas = _flat_updates(merge({}), geometry)
+        if path.exists() or not _create_with(path, codec, geometry, layout, datas):
+            _commit(path, codec, geometry, layout, datas)
         return
+    if not path.exists() and _create_with(
+        path, codec, geometry, layout, _flat_updates(merge({}), geometry)
+    ):
+        return
+    _commit(path, codec, geometry, layout, None, reads, merge)
+
+
+def _flat_updates(
+    updates: Mapping[tuple[int, ...], Any], geometry: ShardGeometry
+) -> dict[int, bytes | Buffer | None]:
+    return {_flat(c, geometry): v for c, v in updates.items()}
+
+
+def _commit(
+    path: Path,
+    codec: ShardingCodec,
+    geometry: ShardGeometry,
+    layout: str,
+    datas: dict[int, bytes | Buffer | None] | None,
+    reads: list[tuple[int, ...]] | None = None,
+    merge: Merge | None = None,
+) -> None:
+    """One transaction under the shard's exclusive lock: ``datas``, or what ``merge``
+    makes of the present chunks among ``reads``."""
     with locked_shard(path, create=(codec, geometry, layout)) as fd:
         assert fd is not None
         state = load_state(fd, codec, geometry, path)
+        if datas is None:
+            assert merge is not None
+            assert reads is not None
+            existing = {}
+            for c in reads:
+                off, n = state.table[_flat(c, geometry)]
+                if off != EMPTY:
+                    existing[c] = default_buffer_prototype().buffer.from_bytes(
+                        os.pread(fd, int(n), int(off))
+                    )
+            datas = _flat_updates(merge(existing), geometry)
         now = time.time()
         held = read_quarantine(path, now)
         lengths = {f: len(v) for f, v in sorted(datas.items()) if v is not None and len(v)}
