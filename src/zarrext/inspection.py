@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import zarr
-from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer, default_buffer_prototype
@@ -31,7 +30,7 @@ from zarrext._zarr_compat import (
     decode_shard_index,
     shard_index_size,
 )
-from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.chain import CodecChain, ConditionalPlacement
 from zarrext.decisions import format_mask
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
@@ -65,42 +64,9 @@ def size_change(before: int, after: int) -> str:
     return f"{after / before:.2f}x larger"
 
 
-@dataclass(frozen=True)
-class ConditionalPlacement:
-    """Where an array's conditional codec sits.
-
-    Attributes
-    ----------
-    codec : ConditionalCodec
-    after : tuple of BytesBytesCodec
-        The bytes->bytes codecs applied after it (decoded first when reading).
-    sharding : ShardingCodec or None
-        The sharding codec whose inner chunks carry the conditional header.
-    """
-
-    codec: ConditionalCodec
-    after: tuple[BytesBytesCodec, ...]
-    sharding: ShardingCodec | None
-
-
-def _find_in_chain(codecs: tuple[Any, ...]) -> tuple[ConditionalCodec, tuple[Any, ...]] | None:
-    for i, codec in enumerate(codecs):
-        if isinstance(codec, ConditionalCodec):
-            return codec, tuple(codecs[i + 1 :])
-    return None
-
-
 def conditional_placement(metadata: ArrayV3Metadata) -> ConditionalPlacement | None:
     """Locate the (first) conditional codec of an array, at top level or inside a shard."""
-    found = _find_in_chain(metadata.codecs)
-    if found is not None:
-        return ConditionalPlacement(found[0], found[1], None)
-    for codec in metadata.codecs:
-        if isinstance(codec, ShardingCodec):
-            found = _find_in_chain(codec.codecs)
-            if found is not None:
-                return ConditionalPlacement(found[0], found[1], codec)
-    return None
+    return CodecChain.from_metadata(metadata).conditional()
 
 
 @dataclass(frozen=True)
@@ -206,8 +172,7 @@ def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingC
     grid = metadata.chunk_grid
     if not isinstance(grid, RegularChunkGridMetadata):
         raise ValueError("zarrext inspection needs a regular chunk grid")
-    sharding = next((c for c in metadata.codecs if isinstance(c, ShardingCodec)), None)
-    return tuple(grid.chunk_shape), sharding
+    return tuple(grid.chunk_shape), CodecChain.from_metadata(metadata).sharding
 
 
 def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
@@ -244,13 +209,12 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")
-    placement = conditional_placement(metadata)
+    chain = CodecChain.from_metadata(metadata)
+    placement = chain.conditional()
     store = array.store_path.store
     prototype = default_buffer_prototype()
     outer_shape, sharding = storage_block(metadata)
     chunk_shape = sharding.chunk_shape if sharding is not None else outer_shape
-    # bytes->bytes codecs applied to whole shards, undone before reading the index
-    outer_after = metadata.codecs[metadata.codecs.index(sharding) + 1 :] if sharding else ()
     grid_shape = tuple(-(-s // c) for s, c in zip(metadata.shape, chunk_shape, strict=True))
     result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
     inner_spec = _spec(chunk_shape, metadata)
@@ -275,7 +239,10 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         shard = sync(store.get(key, prototype))
         if shard is None:
             continue
-        shard = _decode_chain(outer_after, shard, _spec(outer_shape, metadata))
+        # bytes->bytes codecs applied to whole shards, undone before reading the index
+        shard = prototype.buffer.from_bytes(
+            chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
+        )
         per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
             index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))
@@ -346,13 +313,7 @@ def _json_value(value: Any) -> Any:
 
 def codec_chain(codecs: Any) -> list[str]:
     """Codec names of a chain, sharding's inner chain in brackets."""
-    names = []
-    for codec in codecs:
-        name = codec.to_dict().get("name", type(codec).__name__)
-        if isinstance(codec, ShardingCodec):
-            name = f"{name}[{', '.join(codec_chain(codec.codecs))}]"
-        names.append(str(name))
-    return names
+    return CodecChain.of(codecs).names()
 
 
 def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:

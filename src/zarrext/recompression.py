@@ -35,7 +35,6 @@ from typing import Any
 
 import numpy as np
 import zarr
-from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import LocalStore
@@ -44,6 +43,7 @@ from zarrext._context import _chunk_index
 from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
+from zarrext.chain import CodecChain
 from zarrext.decisions import DecisionLike, format_mask
 from zarrext.inspection import (
     ConditionalPlacement,
@@ -161,7 +161,8 @@ class _Rewriter:
         metadata = runtime.metadata
         assert isinstance(metadata, ArrayV3Metadata)
         self.metadata = metadata
-        self.placement: ConditionalPlacement | None = conditional_placement(metadata)
+        chain = CodecChain.from_metadata(metadata)
+        self.placement: ConditionalPlacement | None = chain.conditional()
         self.block, self.sharding = storage_block(metadata)
         self.directory = _local_directory(runtime)
         self.spec = shard_spec_of(metadata)  # one stored object (chunk or shard)
@@ -172,20 +173,23 @@ class _Rewriter:
             transform = getattr(async_array_of(runtime).codec_pipeline, "transform", None)
             if transform is not None:
                 self.transform, self.chunk_spec, self.mode = transform, self.spec, "chunk"
-        elif metadata.codecs[-1] is self.sharding:  # shards in place: no outer codecs
+        elif chain.stores_bare_shards:  # shards rewritten in place, inner chunk by chunk
+            # the shard as the sharding codec sees it: after the filters
+            shard_spec = chain.filtered_spec(self.spec)
             try:
-                self.transform = inner_chunk_transform(self.sharding, self.spec)
+                self.transform = inner_chunk_transform(self.sharding, shard_spec)
             except TypeError:  # an inner codec without a synchronous path
                 return
-            self.chunk_spec = inner_chunk_spec(self.sharding, self.spec)
-            self.geometry = geometry_of(self.sharding, self.spec)
+            self.chunk_spec = inner_chunk_spec(self.sharding, shard_spec)
+            self.geometry = geometry_of(self.sharding, shard_spec)
             if self.geometry.slot_size is None:
                 # Slots are placed by the bound writers use (raw size + header, for
                 # any decision that never inflates), whatever this job's decision.
                 bounded = with_runtime(runtime, decision="never_apply").metadata
                 assert isinstance(bounded, ArrayV3Metadata)
-                codec = next(c for c in bounded.codecs if isinstance(c, ShardingCodec))
-                self.geometry = geometry_of(codec, self.spec)
+                codec = CodecChain.from_metadata(bounded).sharding
+                assert codec is not None
+                self.geometry = geometry_of(codec, shard_spec)
             self.mode = "shard"
 
     def _mask(self, data: Buffer) -> int | None:

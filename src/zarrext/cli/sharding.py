@@ -61,10 +61,11 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.cli.render import progress_bar
-        from zarrext.sharding.compact import READER_NOTE, RewriteReport
+        from zarrext.sharding.compact import READER_NOTE, RewriteReport, rewrite_refusal
         from zarrext.sharding.compact import compact as run_compact
         from zarrext.sharding.compact import expand as run_expand
         from zarrext.sharding.inspect import format_bytes
+        from zarrext.sharding.layout import shards_of
 
         console = Console(quiet=quiet)
         if dry_run:
@@ -79,7 +80,14 @@ def register(app: typer.Typer) -> None:
                 )
             return
         require_writable(path, "expand" if expand else "compact")
-        arrays = _sharded_arrays(path, "r+", storage_options)
+        arrays = []
+        for array in _sharded_arrays(path, "r+", storage_options):
+            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
+            if refusal is None:
+                arrays.append(array)
+            else:
+                console.print(f"{array.path or '/'}: left as it is: {refusal}", highlight=False,
+                              soft_wrap=True)
         if not arrays:
             console.print(f"no sharded arrays under {path}")
         else:

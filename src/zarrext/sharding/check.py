@@ -570,7 +570,7 @@ def _key_order(key: str) -> tuple[tuple[int, int | str], ...]:
 def _object_shape(metadata: ArrayV3Metadata, shards: ArrayShards | None) -> tuple[int, ...]:
     """The shape one stored object (a shard, else a chunk) covers."""
     if shards is not None:
-        return tuple(shards.shard_spec.shape)
+        return tuple(shards.stored_spec.shape)
     if isinstance(metadata.chunk_grid, RegularChunkGridMetadata):
         return tuple(metadata.chunk_grid.chunk_shape)
     raise ShardLayoutError("zarrext check needs a regular chunk grid")
@@ -664,7 +664,11 @@ def check(
     decoder = _Decoder(array, shards) if deep else None
     for key, coords in _stored_keys(array, per_object):
         result = entry(key)
-        if shards is not None:
+        if shards is not None and not shards.bare:
+            path = directory / key
+            if path.is_file():
+                _check_stored_shard(shards, coords, path.read_bytes(), result, decoder)
+        elif shards is not None:
             _check_shard(shards, key, coords, result, repair, decoder)
         elif decoder is not None:
             _check_chunk(directory, key, coords, result, decoder)
@@ -710,10 +714,32 @@ def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
                     "undecodable_chunk", f"chunk {coords} does not decode: {why}", advice=REWRITE
                 )
         else:
-            _check_shard_bytes(shards, coords, data, result, decoder)
+            _check_stored_shard(shards, coords, data, result, decoder)
         if result.details:
             found.append(result)
     return sorted(found, key=lambda f: _key_order(f.key))
+
+
+def _check_stored_shard(
+    shards: ArrayShards,
+    coords: tuple[int, ...],
+    stored: bytes,
+    result: ShardCheck,
+    decoder: _Decoder | None,
+) -> None:
+    """Check a stored object holding a shard: the codecs after the sharding codec
+    (a compressor, a checksum) are undone first, then the shard is checked."""
+    try:
+        data = shards.shard_bytes(stored)
+    except _DECODE_ERRORS as e:
+        result.problem(
+            "undecodable_object",
+            f"does not decode through {shards.chain.outer_names()} (the codecs after "
+            f"sharding_indexed): {type(e).__name__}: {e}",
+            advice=REWRITE,
+        )
+        return
+    _check_shard_bytes(shards, coords, data, result, decoder)
 
 
 def _check_shard_bytes(

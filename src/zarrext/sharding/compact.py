@@ -229,6 +229,9 @@ def _run(
     progress: ProgressCallback | None,
 ) -> RewriteReport:
     shards = shards_of(array)
+    refusal = rewrite_refusal(shards, mode)
+    if refusal is not None:
+        raise ShardLayoutError(f"array {array.path or '/'!r}: {refusal}")
     if shards.directory is None and mode != "dense":
         store = type(async_array_of(array).store_path.store).__name__
         raise ShardLayoutError(
@@ -266,6 +269,25 @@ def _run(
             if progress is not None:
                 progress(finished, len(keys))
     return RewriteReport(done, before, after)
+
+
+def rewrite_refusal(shards: ArrayShards, mode: str) -> str | None:
+    """Why ``compact`` (``mode="dense"``) or ``expand`` (``"fixed-slot"``) leaves an
+    array alone, or None.
+
+    Codecs after the sharding codec encode each shard whole: zarr writes such
+    shards whole and dense every time, so there are no stale bytes to compact,
+    and no in-place layout can write them (:func:`zarrext.sharding.layout_refusal`).
+    """
+    if shards.bare:
+        return None
+    what = (
+        "nothing to compact: zarr rewrites each such shard whole and dense on every write"
+        if mode == "dense"
+        else "no in-place layout can write such shards (create the array with "
+        "compressors=None, or with the compressors inside the ShardingCodec)"
+    )
+    return f"{shards.chain.outer_names()} after sharding_indexed encode each shard whole; {what}"
 
 
 READER_NOTE = (

@@ -21,9 +21,9 @@ from zarr.storage import LocalStore
 from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of
 from zarrext.api import with_runtime
-from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
-from zarrext.sharding.layout import LayoutShardingCodec, ShardLayoutError, shards_of
+from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 
 __all__ = ["write_dask"]
 
@@ -63,16 +63,32 @@ def _open_once(ref: _ArrayRef) -> zarr.Array:
     return with_runtime(array, decision=ref.decision, shard_layout=ref.shard_layout)
 
 
-def _runtime_of(array: zarr.Array) -> tuple[str | None, Decision | None]:
+def _runtime_of(chain: CodecChain) -> tuple[str | None, Decision | None]:
     layout = None
-    decision = None
-    for codec in getattr(array.metadata, "codecs", ()):
-        if isinstance(codec, LayoutShardingCodec):
-            layout = codec.shard_layout
-        for inner in getattr(codec, "codecs", ()):
-            if isinstance(inner, ConditionalCodec):
-                decision = inner.decision
-    return layout, decision
+    if isinstance(chain.sharding, LayoutShardingCodec):
+        layout = chain.sharding.shard_layout
+    placement = chain.conditional()
+    return layout, None if placement is None else placement.codec.decision
+
+
+def _write_unit(shards: ArrayShards, layout: str | None) -> tuple[tuple[int, ...], str]:
+    """The blocks a task may write alone, in array axes, and their name.
+
+    With a layout, tasks write disjoint inner chunks of a shard in place; without
+    one, zarr rewrites whole shards, so two tasks in one shard would overwrite each
+    other's chunks: a task must cover whole shards.
+    """
+    if layout is None:
+        return tuple(shards.stored_spec.shape), "shard"
+    inner = list(shards.codec.chunk_shape)
+    for codec in reversed(shards.chain.array_array):
+        order = getattr(codec, "order", None)  # transpose: inner chunks in its axes
+        if order is not None:
+            unpermuted = [0] * len(inner)
+            for k, axis in enumerate(order):
+                unpermuted[axis] = inner[k]
+            inner = unpermuted
+    return tuple(inner), "inner-chunk"
 
 
 def _write_block(ref: _ArrayRef, block: np.ndarray, region: tuple[slice, ...]) -> int:
@@ -81,16 +97,17 @@ def _write_block(ref: _ArrayRef, block: np.ndarray, region: tuple[slice, ...]) -
 
 
 def _check_aligned(
-    chunks: tuple[tuple[int, ...], ...], inner: tuple[int, ...], shape: tuple[int, ...]
+    chunks: tuple[tuple[int, ...], ...], unit: tuple[int, ...], shape: tuple[int, ...],
+    name: str = "inner-chunk",
 ) -> None:
-    for axis, (sizes, step, extent) in enumerate(zip(chunks, inner, shape, strict=True)):
+    for axis, (sizes, step, extent) in enumerate(zip(chunks, unit, shape, strict=True)):
         edges = np.cumsum((0, *sizes))
         bad = [int(e) for e in edges[1:-1] if e % step]
         if bad or edges[-1] != extent:
             raise ShardLayoutError(
                 f"write_dask: Dask chunks along axis {axis} end at {bad or [int(edges[-1])]}, "
-                f"not on inner-chunk boundaries (multiples of {step}); rechunk the Dask array "
-                f"to multiples of the inner chunk shape {inner}"
+                f"not on {name} boundaries (multiples of {step}); rechunk the Dask array "
+                f"to multiples of the {name} shape {unit}"
             )
 
 
@@ -143,11 +160,12 @@ def write_dask(
         raise ShardLayoutError(
             f"write_dask: source shape {source.shape} differs from the array's {array.shape}"
         )
-    _check_aligned(source.chunks, shards.codec.chunk_shape, array.shape)
+    layout, decision = _runtime_of(shards.chain)
+    unit, name = _write_unit(shards, layout)
+    _check_aligned(source.chunks, unit, array.shape, name)
     store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
         raise ShardLayoutError("write_dask writes into arrays in a local directory store")
-    layout, decision = _runtime_of(array)
     ref = _ArrayRef(str(store_path.store.root), store_path.path, layout, decision)
     blocks = source.to_delayed()
     starts = [np.cumsum((0, *c))[:-1] for c in source.chunks]

@@ -67,7 +67,7 @@ class ShardInfo:
     pending: bool = False
 
 
-def _stat_local(shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:
+def _stat_local(shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] | None:
     path = shards.path(key)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -76,23 +76,37 @@ def _stat_local(shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
         size = os.fstat(fd).st_size
+        if not shards.bare:
+            return _stat_stored(shards, os.pread(fd, size, 0), writer.journal_pending(path))
         isz = shards.geometry.index_size
         start = 0 if shards.geometry.index_location == "start" else max(size - isz, 0)
         raw = os.pread(fd, isz, start)
-        return size, raw, writer.journal_pending(path)
+        return size, size, raw, writer.journal_pending(path)
     finally:
         os.close(fd)
 
 
-def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, bytes, bool] | None:
+def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] | None:
     store_path = async_array_of(array).store_path / key
     value = sync(store_path.get(prototype=default_buffer_prototype()))
     if value is None:
         return None
-    data = value.to_bytes()
+    return _stat_stored(shards, value.to_bytes(), False)
+
+
+def _stat_stored(
+    shards: ArrayShards, stored: bytes, pending: bool
+) -> tuple[int, int, bytes, bool]:
+    """(stored size, shard size, index bytes, pending) of a whole stored object; the
+    codecs after the sharding codec are undone first (an object that does not
+    decode gives no index bytes)."""
+    try:
+        data = shards.shard_bytes(stored)
+    except (ValueError, RuntimeError, TypeError):
+        return len(stored), len(stored), b"", pending
     isz = shards.geometry.index_size
     raw = data[:isz] if shards.geometry.index_location == "start" else data[-isz:]
-    return len(data), raw, False
+    return len(stored), len(data), raw, pending
 
 
 def shard_report(array: Any) -> list[ShardInfo]:
@@ -111,7 +125,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
         stat = _stat_local(shards, key) if local else _stat_store(array, shards, key)
         if stat is None:
             continue
-        size, raw, pending = stat
+        size, shard_size, raw, pending = stat
         try:
             table = decode_table(shards.codec, geometry.chunks_per_shard, raw)
         except ValueError:
@@ -121,12 +135,13 @@ def shard_report(array: Any) -> list[ShardInfo]:
         out.append(
             ShardInfo(
                 key=key,
-                layout=guess_layout(table, size, geometry),
+                layout=guess_layout(table, shard_size, geometry),
                 bytes_used=int(table[present, 1].sum()) + geometry.index_size,
                 file_size=size,
                 empty_chunks=int((~present).sum()),
                 n_chunks=geometry.n_chunks,
-                in_place=local,
+                # codecs after the sharding codec: every write rewrites the shard
+                in_place=local and shards.bare,
                 pending=pending,
             )
         )

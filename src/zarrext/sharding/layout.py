@@ -400,6 +400,11 @@ class ArrayShards:
         The array's directory when it lives in a ``LocalStore``.
     keys : list of str
         Store keys of every shard in the grid, present or not.
+    chain : CodecChain
+        The array's codec chain (filters, sharding, codecs after it).
+    stored_spec : ArraySpec
+        The spec of one stored object as the array gives it (``shard_spec`` is the
+        one the sharding codec sees, after the filters).
     """
 
     codec: ShardingCodec
@@ -407,6 +412,21 @@ class ArrayShards:
     shard_spec: ArraySpec
     directory: Path | None
     keys: list[str]
+    chain: CodecChain
+    stored_spec: ArraySpec
+
+    @property
+    def bare(self) -> bool:
+        """Whether each stored object is a bare shard (no codecs after sharding)."""
+        return self.chain.stores_bare_shards
+
+    def shard_bytes(self, stored: bytes) -> bytes:
+        """A shard's bytes from its stored object (codecs after sharding undone)."""
+        return self.chain.decode_stored(stored, self.stored_spec)
+
+    def stored_bytes(self, shard: bytes) -> bytes:
+        """The stored object for a shard's bytes (codecs after sharding applied)."""
+        return self.chain.encode_stored(shard, self.stored_spec)
 
     def path(self, key: str) -> Path:
         if self.directory is None:
@@ -427,19 +447,23 @@ def shards_of(array: Any) -> ArrayShards:
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("shard layouts need a Zarr format 3 array")
-    codec = sharding_codec_of(metadata)
+    chain = CodecChain.from_metadata(metadata)
+    codec = chain.sharding
     if codec is None:
         raise ShardLayoutError(f"array {array.path!r} is not sharded")
-    spec = shard_spec_of(metadata)
+    stored_spec = shard_spec_of(metadata)
+    spec = chain.filtered_spec(stored_spec)
     store_path = async_array_of(array).store_path
     directory = None
     if isinstance(store_path.store, LocalStore):
         directory = store_path.store.root / store_path.path if store_path.path else (
             store_path.store.root
         )
-    grid = tuple(-(-s // c) for s, c in zip(metadata.shape, spec.shape, strict=True))
+    grid = tuple(-(-s // c) for s, c in zip(metadata.shape, stored_spec.shape, strict=True))
     keys = [metadata.encode_chunk_key(c) for c in itertools.product(*(range(g) for g in grid))]
-    return ArrayShards(codec, geometry_of(codec, spec), spec, directory, keys)
+    return ArrayShards(
+        codec, geometry_of(codec, spec), spec, directory, keys, chain, stored_spec
+    )
 
 
 def recover_array(array: Any) -> int:
