@@ -623,8 +623,9 @@ async def _through_filters(
     from zarr.codecs import TransposeCodec
     from zarr.core.array_spec import ArraySpec as Spec
 
+    parts: tuple[Any, ...] = selection if isinstance(selection, tuple) else (selection,)
     sel = tuple(slice(int(s), int(s) + 1) if isinstance(s, int | np.integer) else s
-                for s in selection)
+                for s in parts)
     # the selection's shape, from a view of the chunk that allocates nothing
     zeros = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), spec.shape, (0,) * len(sel))
     shape = zeros[sel].shape
