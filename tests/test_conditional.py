@@ -663,3 +663,35 @@ def test_nesting_depth_is_capped_at_parse_time() -> None:
         ConditionalCodec.from_dict(nest(33))
     with pytest.raises(ValueError, match="more than 32 levels deep"):
         ConditionalCodec.from_dict(nest(400))
+
+
+@pytest.mark.parametrize("route", ["shards", "chunks"])
+def test_raw_payload_behind_the_header_decodes_aligned_for_cast_value(route) -> None:
+    """A chunk stored raw (mask 0) is a view one header byte into the chunk: the
+    quantized array's int16 reached cast_value misaligned, and its Rust core panicked."""
+    from zarr.storage import MemoryStore
+
+    import zarrext
+
+    filters = zarrext.quantize.plan(value_range=(-60.0, 60.0), max_abs_error=0.01,
+                                    dtype="float32", fill_value=0.0)
+    values = np.linspace(-50, 50, 64, dtype="float32").reshape(8, 8)
+    sharding = {"shards": (8, 8)} if route == "shards" else {}
+    z = zarrext.create_array(MemoryStore(), shape=(8, 8), chunks=(4, 4), dtype="float32",
+                             fill_value=0.0, filters=filters, decision="never_apply",
+                             compressors=[ConditionalCodec([ZstdCodec(level=1)])], **sharding)
+    z[...] = values
+    np.testing.assert_allclose(zarr.open_array(z.store)[...], values, atol=0.01)
+
+
+def test_aligned_copies_only_a_misaligned_payload() -> None:
+    from zarr.core.buffer import default_buffer_prototype
+
+    from zarrext.codecs._alignment import ALIGNMENT, aligned
+
+    whole = default_buffer_prototype().buffer.from_array_like(np.arange(64, dtype=np.uint8))
+    assert whole.as_numpy_array().ctypes.data % ALIGNMENT == 0
+    assert aligned(whole) is whole
+    moved = aligned(whole[1:])
+    assert moved.as_numpy_array().ctypes.data % ALIGNMENT == 0
+    assert moved.to_bytes() == whole[1:].to_bytes()

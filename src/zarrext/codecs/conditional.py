@@ -26,6 +26,7 @@ from zarr.core.common import JSON
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync, resolve_codec
+from zarrext.codecs._alignment import aligned
 from zarrext.decisions import (
     NEVER_APPLY,
     ChunkEncoding,
@@ -301,7 +302,7 @@ class ConditionalCodec(BytesBytesCodec):
                     data = self.codecs[i]._decode_sync(data, chunk_spec)  # type: ignore[attr-defined]
                 except Exception as e:
                     raise self._payload_error(i, mask, e) from e
-        return data
+        return aligned(data)  # no nested codec applied: a view behind the header
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         mask = self.read_mask(chunk_bytes)
@@ -312,7 +313,7 @@ class ConditionalCodec(BytesBytesCodec):
                     data = await self.codecs[i]._decode_single(data, chunk_spec)
                 except Exception as e:
                     raise self._payload_error(i, mask, e) from e
-        return data
+        return aligned(data)  # no nested codec applied: a view behind the header
 
     # -- encode ---------------------------------------------------------------
 

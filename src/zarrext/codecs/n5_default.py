@@ -38,6 +38,7 @@ from zarr.core.metadata.v3 import parse_codecs
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync
+from zarrext.codecs._alignment import aligned
 
 if TYPE_CHECKING:
     from typing import Self
@@ -329,7 +330,7 @@ class N5DefaultCodec(ArrayBytesCodec):
         block_spec = replace(chunk_spec, shape=header.shape)
         _, inner = self._inner_specs(block_spec)
         block = self.transpose._decode_sync(
-            self.bytes_codec._decode_sync(payload, inner), block_spec
+            self.bytes_codec._decode_sync(aligned(payload), inner), block_spec
         )
         if header.shape == tuple(chunk_spec.shape):
             return block

@@ -29,6 +29,7 @@ from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
 from zarrext._context import ChunkIndex, current_chunk_index, describe_chunk
+from zarrext.codecs._alignment import aligned
 
 if TYPE_CHECKING:
     from typing import Self
@@ -247,7 +248,7 @@ class PadCodec(BytesBytesCodec):
                 f"shorter than the {self.nbytes} bytes of padding at its {self.location}"
             )
         if self.location == "start":
-            return chunk_bytes[self.nbytes :]
+            return aligned(chunk_bytes[self.nbytes :])
         return chunk_bytes[: n - self.nbytes]
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
