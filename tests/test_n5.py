@@ -21,7 +21,7 @@ import zarr
 from typer.testing import CliRunner
 
 import zarrext
-from tests.conftest import DATA, tree_digest
+from tests.conftest import DATA, Run, tree_digest
 from zarrext.cli import app
 from zarrext.codecs.n5_default import N5DefaultCodec, N5DefaultCodecError
 from zarrext.formats import n5
@@ -397,3 +397,127 @@ def test_cli_dry_run_writes_nothing_and_errors_exit_1(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["n5", str(root)], env={"COLUMNS": "250"})
     assert result.exit_code == 1
     assert "block 2/0" in result.output
+
+
+def test_cli_quiet_prints_nothing_but_errors(run: Run, tmp_path: Path) -> None:
+    root = tmp_path / "c.n5"
+    arrays = make_container(root)
+    code, out, err = run("n5", root, "-q")
+    assert code == 0, err
+    assert (out, err) == ("", "")
+    np.testing.assert_array_equal(zarr.open_array(root / "raw" / "image")[:], arrays["raw/image"])
+    code, out, err = run("n5", root, "--quiet")  # zarr.json exists now: an error, still said
+    assert code == 1
+    assert out == ""
+    assert "already exists" in err
+
+
+# -- dimension names ------------------------------------------------------------------
+
+# Non-square, so that names given in the wrong order would not fit the data.
+VOLUME_SHAPE, VOLUME_BLOCKS = (9, 5, 4), (4, 2, 3)
+
+
+def test_n5_axes_become_dimension_names_in_n5_order(tmp_path: Path) -> None:
+    data = sample(VOLUME_SHAPE, "int32")
+    root = write_n5(
+        tmp_path / "c.n5" / "vol", data, VOLUME_BLOCKS, attributes={"axes": ["x", "y", "z"]}
+    )
+    (group, result) = n5.write_zarr_metadata(tmp_path / "c.n5")
+    assert group.node_type == "group"
+    assert result.metadata["dimension_names"] == ["x", "y", "z"]
+    array = zarr.open_array(root)
+    assert array.metadata.dimension_names == ("x", "y", "z")
+    assert array.attrs["axes"] == ["x", "y", "z"]  # the N5 attribute stays
+    np.testing.assert_array_equal(array[:], data)
+
+
+def test_xarray_opens_a_converted_tensorstore_volume(tmp_path: Path) -> None:
+    ts = pytest.importorskip("tensorstore")
+    xr = pytest.importorskip("xarray")
+    data = sample(VOLUME_SHAPE, "uint16", seed=3)
+    spec = {
+        "driver": "n5",
+        "kvstore": {"driver": "file", "path": str(tmp_path / "c.n5" / "vol")},
+        "metadata": {"dimensions": list(VOLUME_SHAPE), "blockSize": list(VOLUME_BLOCKS),
+                     "dataType": "uint16", "compression": {"type": "gzip"},
+                     "axes": ["x", "y", "z"]},
+    }
+    volume = ts.open(spec, create=True).result()
+    volume[...] = data
+    n5.write_zarr_metadata(tmp_path / "c.n5")
+    ds = xr.open_zarr(tmp_path / "c.n5", consolidated=False)
+    assert ds["vol"].dims == ("x", "y", "z")
+    assert dict(ds.sizes) == dict(zip("xyz", VOLUME_SHAPE, strict=True))
+    # A plane picked by name is tensorstore's plane of the same label.
+    plane = volume[ts.d["z"][2]].read().result()
+    np.testing.assert_array_equal(ds["vol"].sel(z=2).values, plane)
+    np.testing.assert_array_equal(ds["vol"].values, data)
+
+
+def test_caller_dimension_names_replace_axes(tmp_path: Path) -> None:
+    data = sample(VOLUME_SHAPE, "uint8")
+    root = write_n5(tmp_path / "d", data, VOLUME_BLOCKS, attributes={"axes": ["x", "y", "z"]})
+    (result,) = n5.write_zarr_metadata(root, dimension_names=("c", "row", "col"))
+    assert zarr.open_array(root).metadata.dimension_names == ("c", "row", "col")
+    assert result.metadata["attributes"] == {"axes": ["x", "y", "z"]}
+
+
+@pytest.mark.parametrize(
+    ("axes", "written"),
+    [(None, None), (["x", "y"], None), (["x", "x", "z"], None), ([1, 2, 3], None),
+     (["x", "y", "z"], ("x", "y", "z"))],
+    ids=["absent", "too-few", "repeated", "not-strings", "good"],
+)
+def test_axes_that_cannot_name_every_dimension_write_no_names(
+    tmp_path: Path, axes: list | None, written: tuple | None
+) -> None:
+    data = sample(VOLUME_SHAPE, "uint8")
+    root = write_n5(tmp_path / "d", data, VOLUME_BLOCKS,
+                    attributes={} if axes is None else {"axes": axes})
+    (result,) = n5.write_zarr_metadata(root)
+    assert zarr.open_array(root).metadata.dimension_names == written
+    said = "no dimension_names" in result.reason
+    assert said == (axes is not None and written is None)  # why, when axes were there
+    np.testing.assert_array_equal(zarr.open_array(root)[:], data)
+
+
+@pytest.mark.parametrize(
+    ("names", "message"),
+    [
+        (["z", "y"], r"raw/volume has 3 dimensions, but dimension names \['z', 'y'\]"),
+        (["z", "y", "z"], "repeat a name"),
+        ("zyx", "not the string"),
+        (["z", "", "x"], "non-empty"),
+    ],
+    ids=["count", "repeated", "string", "empty"],
+)
+def test_bad_dimension_names_fail_before_anything_is_written(
+    tmp_path: Path, names, message: str
+) -> None:
+    root = tmp_path / "c.n5"
+    make_container(root)
+    (root / "labels").rename(tmp_path / "labels")  # only the 3-D dataset left
+    (root / "raw" / "image").rename(tmp_path / "image")
+    before = tree_digest(root)
+    with pytest.raises(n5.N5ConversionError, match=message):
+        n5.write_zarr_metadata(root, dimension_names=names)
+    assert tree_digest(root) == before
+
+
+def test_cli_dimension_names(run: Run, tmp_path: Path) -> None:
+    data = sample(VOLUME_SHAPE, "uint16")
+    root = write_n5(tmp_path / "d", data, VOLUME_BLOCKS)
+    code, out, err = run("n5", root, "--dimension-names", "z,y,x")
+    assert code == 0, err
+    assert "z,y,x" in out  # the table's dims column
+    assert zarr.open_array(root).metadata.dimension_names == ("z", "y", "x")
+    before = tree_digest(root)
+    code, _, err = run("n5", root, "--overwrite", "--dimension-names", "z,y")
+    assert code == 1
+    assert "3 dimensions" in err
+    assert len(err.strip().splitlines()) == 1
+    code, _, err = run("n5", root, "--overwrite", "--dimension-names", "z,,x")
+    assert code == 2
+    assert "--dimension-names" in err
+    assert tree_digest(root) == before

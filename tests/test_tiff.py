@@ -104,7 +104,14 @@ def test_uncompressed_default_strip_byte_count() -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"chunk_shape": (2, 2, 2), "dtype": "uint8"}, "must be 2-D"),
+        ({"chunk_shape": (2,), "dtype": "uint8"}, r"must be 2-D \(rows, columns\) or 3-D"),
+        ({"chunk_shape": (2, 1, 2, 2), "dtype": "uint8"}, "no stack of 2-D pages"),
+        (
+            {"chunk_shape": (2, 2, 2), "dtype": "uint8", "compression": "zstd",
+             "strip_byte_count": 0},
+            "cannot be multi-page TIFFs: zarr compresses a chunk as one stream",
+        ),
+        ({"chunk_shape": (4, 40000, 40000), "dtype": "uint8"}, "past what a classic"),
         ({"chunk_shape": (0, 2), "dtype": "uint8"}, "does not fit"),
         ({"chunk_shape": (2, 2), "dtype": "complex64"}, "not an integer or float"),
         ({"chunk_shape": (2, 2), "dtype": "bool"}, "not an integer or float"),
@@ -119,6 +126,54 @@ def test_header_rejects_what_tiff_cannot_describe(kwargs: dict, message: str) ->
         tiff.header(**kwargs)
 
 
+def read_ifds(data: bytes) -> list[dict[int, tuple[int, int, int]]]:
+    """Every IFD of a classic TIFF header, following the chain: [{tag: (type, count, value)}]."""
+    bo = {b"II": "<", b"MM": ">"}[data[:2]]
+    (offset,) = struct.unpack_from(f"{bo}I", data, 4)
+    ifds = []
+    while offset:
+        (n,) = struct.unpack_from(f"{bo}H", data, offset)
+        tags = {}
+        for k in range(n):
+            tag, typ, count = struct.unpack_from(f"{bo}HHI", data, offset + 2 + 12 * k)
+            (value,) = struct.unpack_from(
+                f"{bo}{'H' if typ == 3 else 'I'}", data, offset + 2 + 12 * k + 8
+            )
+            tags[tag] = (typ, count, value)
+        ifds.append(tags)
+        (following,) = struct.unpack_from(f"{bo}I", data, offset + 2 + 12 * n)
+        assert following == 0 or following > offset  # no loops
+        offset = following
+    return ifds
+
+
+@given(
+    pages=st.integers(1, 40),
+    rows=st.integers(1, 300),
+    cols=st.integers(1, 300),
+    dtype=st.sampled_from(DTYPES),
+    endian=st.sampled_from(["little", "big"]),
+    ones=st.integers(0, 2),
+)
+def test_stack_header_has_one_ifd_per_page_over_consecutive_planes(
+    pages, rows, cols, dtype, endian, ones
+) -> None:
+    shape = (1,) * ones + (pages, rows, cols)
+    data = tiff.header(shape, dtype, endian=endian)
+    assert len(data) == tiff.header_nbytes(dtype, shape)
+    plane = rows * cols * np.dtype(dtype).itemsize
+    ifds = read_ifds(data)
+    assert len(ifds) == pages
+    for k, tags in enumerate(ifds):
+        assert (tags[256][2], tags[257][2], tags[278][2]) == (cols, rows, rows)
+        assert tags[259][2] == 1
+        assert tags[273] == (4, 1, len(data) + k * plane)  # plane k of the C-order chunk
+        assert tags[279] == (4, 1, plane)
+        assert tags.get(339, (3, 1, 1))[2] == {"u": 1, "i": 2, "f": 3}[np.dtype(dtype).kind]
+    if pages == 1:  # one page is the 2-D header, byte for byte
+        assert data == tiff.header((rows, cols), dtype, endian=endian)
+
+
 def test_dynamic_header_fills_in_the_compressed_size() -> None:
     padding = tiff.dynamic_header("int16", compression="zstd", endian="big")
     out = padding(b"x" * 1234, (3, 4), (16, 8))
@@ -127,6 +182,13 @@ def test_dynamic_header_fills_in_the_compressed_size() -> None:
     assert (tags[256][2], tags[257][2]) == (8, 16)
     with pytest.raises(tiff.TiffHeaderError, match=r"chunk \(3, 4\)"):
         padding(b"", (3, 4), (16, 8, 2))
+
+
+def test_dynamic_header_refuses_multi_page_chunks() -> None:
+    padding = tiff.dynamic_header("uint8")  # no chunk shape: a one-page header size
+    assert len(padding(bytes(12), (0, 0), (1, 3, 4))) == tiff.header_nbytes("uint8")
+    with pytest.raises(tiff.TiffHeaderError, match=r"are 2 pages.*chunk_shape=.*chunk \(1, 0\)"):
+        padding(bytes(24), (1, 0), (2, 3, 4))
 
 
 def test_compressed_pad_codec_keeps_nbytes_only_in_metadata() -> None:
@@ -285,3 +347,42 @@ def test_template_warns_for_chunks_no_tiff_can_be(tmp_path: Path) -> None:
     with pytest.warns(tiff.TiffHeaderWarning, match="are no TIFF files"):
         array[:] = 1
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr")[:], 1)  # data intact
+
+
+def test_stack_template_is_recognised_and_follows_the_chunk_shape() -> None:
+    static = tiff.header((3, 32, 20), "int16", endian="big")
+    function = tiff.template_function(static)
+    assert function is not None
+    assert function(bytes(3 * 32 * 20 * 2), None, (3, 32, 20)) == static
+    # Same pages, other rows and columns (to_zarr with other chunks): its own header.
+    other = function(bytes(3 * 7 * 9 * 2), None, (1, 3, 7, 9))
+    assert other == tiff.header((3, 7, 9), "int16", endian="big")
+    assert len(other) == len(static)
+    with pytest.warns(tiff.TiffHeaderWarning, match=r"not stacks of 3 pages"):
+        assert function(bytes(2 * 32 * 20 * 2), None, (2, 32, 20)) == static
+    with pytest.warns(tiff.TiffHeaderWarning, match="describes int16 samples"):
+        function(bytes(3 * 32 * 20 * 4), None, (3, 32, 20))
+
+
+def test_multi_ifd_padding_not_written_by_header_is_no_template() -> None:
+    static = bytearray(tiff.header((3, 32, 20), "uint16"))
+    static[-20] ^= 1  # a changed value in the last IFD
+    assert tiff.template_function(bytes(static)) is None
+    codec = PadCodec(location="start", nbytes=len(static), padding=bytes(static))
+    assert codec.padding_func is None  # written as it is stored
+    assert tiff.template_function(b"II*\0\x08\0\0\0\x05") is None  # cut short
+
+
+def test_stack_chunks_through_zarr_are_multi_page_tiffs(tmp_path: Path) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    data = np.random.default_rng(8).integers(0, 60000, (11, 70, 45)).astype("uint16")
+    kwargs = tiff.create_kwargs((4, 32, 20), "uint16")
+    array = zarr.create_array(tmp_path / "s.zarr", shape=data.shape, **kwargs)
+    array[:] = data
+    with tifffile.TiffFile(tmp_path / "s.zarr" / "c" / "2" / "1" / "0") as tf:
+        assert len(tf.pages) == 4
+        stack = tf.asarray()
+    expected = np.zeros((4, 32, 20), "uint16")  # the edge chunk: 3 planes, 32 rows of data
+    expected[:3, :32, :20] = data[8:, 32:64, :20]
+    np.testing.assert_array_equal(stack, expected)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "s.zarr")[:], data)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import io
 import json
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from tests.test_tiff import DTYPES
 from zarrext.formats import tiff
 
 
-def sample(shape: tuple[int, int], dtype: str, seed: int = 0) -> np.ndarray:
+def sample(shape: tuple[int, ...], dtype: str, seed: int = 0) -> np.ndarray:
     rng = np.random.default_rng(seed)
     dt = np.dtype(dtype)
     if dt.kind == "f":
@@ -155,3 +156,69 @@ def test_xarray_to_zarr_with_tiff_encoding_writes_tiffs(tmp_path: Path, dask: bo
         ds = ds.chunk({"y": 32, "x": 20})
     ds.to_zarr(tmp_path / "g.zarr", encoding=encoding, consolidated=False, zarr_format=3)
     _assert_chunks_are_tiffs(tmp_path / "g.zarr" / "img", data, 50000)
+
+
+# -- 3-D chunks: multi-page TIFFs (z-stacks) -------------------------------------------
+
+STACK_SHAPE, STACK_CHUNKS = (11, 70, 45), (4, 32, 20)
+
+
+def stack_chunk_of(data: np.ndarray, index: tuple[int, int, int]) -> np.ndarray:
+    out = np.zeros(STACK_CHUNKS, data.dtype)
+    block = data[tuple(slice(i * c, (i + 1) * c) for i, c in zip(index, STACK_CHUNKS, strict=True))]
+    out[tuple(slice(0, s) for s in block.shape)] = block
+    return out
+
+
+def _assert_chunks_are_stacks(root: Path, data: np.ndarray, endian: str = "little") -> None:
+    grid = [-(-s // c) for s, c in zip(STACK_SHAPE, STACK_CHUNKS, strict=True)]
+    for index in np.ndindex(*grid):
+        with tifffile.TiffFile(root.joinpath("c", *map(str, index))) as tf:
+            assert tf.byteorder == ("<" if endian == "little" else ">")
+            assert len(tf.pages) == STACK_CHUNKS[0]  # one page per z plane
+            assert tf.series[0].shape == STACK_CHUNKS
+            stack = tf.asarray()
+        np.testing.assert_array_equal(stack, stack_chunk_of(data, index))
+
+
+@pytest.mark.parametrize("endian", ["little", "big"])
+@pytest.mark.parametrize("dtype", ["uint8", "int16", "uint32", "float32", "float64"])
+def test_3d_chunks_are_multi_page_tiffs(tmp_path: Path, dtype: str, endian: str) -> None:
+    root = tmp_path / "s.zarr"
+    data = sample(STACK_SHAPE, dtype)
+    kwargs = tiff.create_kwargs(STACK_CHUNKS, dtype, endian=endian)
+    zarrext.create_array(root, shape=STACK_SHAPE, **kwargs)[:] = data
+    meta = json.loads((root / "zarr.json").read_text())
+    assert meta["codecs"][-1]["configuration"]["nbytes"] == tiff.header_nbytes(dtype, STACK_CHUNKS)
+    _assert_chunks_are_stacks(root, data, endian)
+    np.testing.assert_array_equal(zarr.open_array(root)[:], data)
+
+
+def test_3d_chunks_written_by_plain_zarr_and_in_shards_are_multi_page_tiffs(
+    tmp_path: Path,
+) -> None:
+    # A process that never imports zarrext: the multi-page header comes from zarr.json.
+    data = sample(STACK_SHAPE, "uint16", seed=9)
+    kwargs = tiff.create_kwargs(STACK_CHUNKS, "uint16")
+    zarr.create_array(tmp_path / "s.zarr", shape=STACK_SHAPE, **kwargs)
+    zarr.create_array(tmp_path / "sh.zarr", shape=STACK_SHAPE, shards=(8, 64, 40), **kwargs)
+    np.save(tmp_path / "data.npy", data)
+    code = (
+        "import sys, numpy as np, zarr\n"
+        f"data = np.load({str(tmp_path / 'data.npy')!r})\n"
+        f"zarr.open_array({str(tmp_path / 's.zarr')!r}, mode='r+')[:] = data\n"
+        f"zarr.open_array({str(tmp_path / 'sh.zarr')!r}, mode='r+')[:] = data\n"
+        "assert 'zarrext.formats.tiff' in sys.modules\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    _assert_chunks_are_stacks(tmp_path / "s.zarr", data)
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "s.zarr")[:], data)
+    # Shard (0, 0, 0): its inner chunks' byte ranges are z-stacks.
+    raw = (tmp_path / "sh.zarr" / "c" / "0" / "0" / "0").read_bytes()
+    index = np.frombuffer(raw[-(8 * 16 + 4) : -4], dtype="<u8").reshape(8, 2)
+    for flat, (start, length) in enumerate(index.tolist()):
+        inner = np.unravel_index(flat, (2, 2, 2))
+        with tifffile.TiffFile(io.BytesIO(raw[start : start + length])) as tf:
+            assert len(tf.pages) == 4
+            np.testing.assert_array_equal(tf.asarray(), stack_chunk_of(data, inner))
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "sh.zarr")[:], data)

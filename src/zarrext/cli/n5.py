@@ -37,30 +37,52 @@ def register(app: typer.Typer) -> None:
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="Show what would be written; write nothing.")
         ] = False,
+        dimension_names: Annotated[
+            str | None,
+            typer.Option(
+                "--dimension-names",
+                help="Comma-separated names of every dataset's dimensions, in N5's "
+                "'dimensions' order (the shape shown), e.g. x,y,z. Default: N5's 'axes'.",
+            ),
+        ] = None,
+        quiet: Annotated[
+            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+        ] = False,
     ) -> None:
         """Write zarr.json beside N5 attributes.json files; no block is copied."""
         from zarrext.formats.n5 import N5ConversionError, write_zarr_metadata
 
-        console = Console()
+        names = None if dimension_names is None else dimension_names.split(",")
+        if names is not None and not all(n.strip() for n in names):
+            fail(f"--dimension-names {dimension_names!r}: expected names like x,y,z", code=2)
+        console = Console(quiet=quiet)
         try:
             results = write_zarr_metadata(
-                path, codec=codec.value, overwrite=overwrite, write=not dry_run
+                path,
+                codec=codec.value,
+                overwrite=overwrite,
+                write=not dry_run,
+                dimension_names=None if names is None else [n.strip() for n in names],
             )
         except N5ConversionError as e:
             fail(str(e))
         table = Table(title=f"N5 -> zarr.json in {path}" + (" (dry run)" if dry_run else ""))
-        for column in ("node", "type", "shape", "dtype", "blocks", "compression", "codec", "why"):
+        columns = (
+            "node", "type", "shape", "dims", "dtype", "blocks", "compression", "codec", "why"
+        )
+        for column in columns:
             table.add_column(column, overflow="fold")
         for r in results:
             rel = str(r.path.relative_to(path)) if r.path != path else "."
             if r.node_type == "group":
-                table.add_row(rel, "group", "", "", "", "", "", "")
+                table.add_row(rel, "group", *[""] * (len(columns) - 2))
                 continue
             m = r.metadata
             table.add_row(
                 rel,
                 "array",
                 "x".join(map(str, m["shape"])),
+                ",".join(m.get("dimension_names") or ()),
                 m["data_type"],
                 "x".join(map(str, m["chunk_grid"]["configuration"]["chunk_shape"])),
                 r.compression,

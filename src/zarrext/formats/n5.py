@@ -22,7 +22,7 @@ import itertools
 import json
 import math
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -209,7 +209,54 @@ def _dataset_fields(attrs: Mapping[str, Any], where: Path) -> tuple[list[int], l
     return shape, blocks, dtype
 
 
-def array_metadata(attrs: Mapping[str, Any], codec: CodecChoice) -> dict[str, Any]:
+def _names_from_axes(attrs: Mapping[str, Any]) -> tuple[list[str] | None, str]:
+    """N5's ``axes`` as ``dimension_names``, or ``None`` and why not.
+
+    The ``zarr.json`` written here keeps N5's dimension order (``dimensions`` as
+    listed, blocks read through a full ``transpose``), and N5 lists ``axes`` in
+    that same order (tensorstore's labels are ``axes`` as they are), so ``axes[i]``
+    names dimension ``i``: nothing is reversed.
+    """
+    axes, ndim = attrs.get("axes"), len(attrs["dimensions"])
+    if axes is None:
+        return None, ""
+    if not (
+        isinstance(axes, list)
+        and len(axes) == ndim
+        and all(isinstance(a, str) and a for a in axes)
+        and len(set(axes)) == ndim
+    ):
+        return None, (
+            f"axes {axes!r} are not {ndim} distinct names, so no dimension_names "
+            "(give them with dimension_names=, or --dimension-names)"
+        )
+    return list(axes), ""
+
+
+def _caller_names(names: Sequence[str], ndim: int, where: Path) -> list[str]:
+    if isinstance(names, str):
+        raise N5ConversionError(
+            f"n5: dimension names must be a sequence of names such as ['z', 'y', 'x'], "
+            f"not the string {names!r}"
+        )
+    out = [str(n) for n in names]
+    if len(out) != ndim or not all(out):
+        raise N5ConversionError(
+            f"n5: {where} has {ndim} dimensions, but dimension names {out} are {len(out)} "
+            f"names; give {ndim} non-empty names"
+        )
+    if len(set(out)) != len(out):
+        raise N5ConversionError(
+            f"n5: dimension names {out} for {where} repeat a name; xarray needs distinct names"
+        )
+    return out
+
+
+def array_metadata(
+    attrs: Mapping[str, Any],
+    codec: CodecChoice,
+    dimension_names: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """The ``zarr.json`` document that reads an N5 dataset in place.
 
     Parameters
@@ -218,9 +265,17 @@ def array_metadata(attrs: Mapping[str, Any], codec: CodecChoice) -> dict[str, An
         The dataset's ``attributes.json``.
     codec : {"pad", "n5_default"}
         How block headers are read: skipped (``pad``) or parsed (``n5_default``).
+    dimension_names : sequence of str, optional
+        Names of the dimensions, in N5's ``dimensions`` order (the order zarr
+        reads the array in). Default: N5's ``axes``, when it names every
+        dimension once; else none.
     """
     shape, blocks, dtype = _dataset_fields(attrs, Path("."))
     ndim = len(shape)
+    if dimension_names is None:
+        names, _ = _names_from_axes(attrs)
+    else:
+        names = _caller_names(dimension_names, ndim, Path("."))
     compressor = compression_codec(_compression(attrs), dtype)
     inner: list[dict[str, Any]] = [
         {"name": "transpose", "configuration": {"order": list(range(ndim - 1, -1, -1))}},
@@ -248,6 +303,7 @@ def array_metadata(attrs: Mapping[str, Any], codec: CodecChoice) -> dict[str, An
         "fill_value": 0,
         "codecs": codecs,
         "attributes": {k: v for k, v in attrs.items() if k not in N5_KEYS},
+        **({} if names is None else {"dimension_names": names}),
     }
 
 
@@ -422,6 +478,7 @@ def convert_array(
     codec: CodecChoice | Literal["auto"] = "auto",
     overwrite: bool = False,
     write: bool = True,
+    dimension_names: Sequence[str] | None = None,
 ) -> Conversion:
     """Write the ``zarr.json`` of one N5 dataset.
 
@@ -435,19 +492,30 @@ def convert_array(
         Replace an existing ``zarr.json``.
     write : bool
         False to only compute the metadata.
+    dimension_names : sequence of str, optional
+        The ``dimension_names`` to write, in N5's ``dimensions`` order (the
+        order zarr reads the array in). Default: N5's ``axes``, when it names
+        every dimension once (xarray needs names to open the array).
     """
     root = Path(path)
     attrs = _load_attributes(root)
     if not is_dataset(attrs):
         raise N5ConversionError(f"n5: {root} has no N5 dataset attributes.json")
     assert attrs is not None
-    _dataset_fields(attrs, root)
+    shape, _, _ = _dataset_fields(attrs, root)
+    names_note = ""
+    if dimension_names is not None:
+        dimension_names = _caller_names(dimension_names, len(shape), root)
+    else:
+        _, names_note = _names_from_axes(attrs)
     scan: EdgeScan | None
     if codec == "auto":
         chosen, reason, scan = choose_codec(root, attrs)
     else:
         chosen, reason, scan = codec, "chosen by the caller", None
-    metadata = array_metadata(attrs, chosen)
+    metadata = array_metadata(attrs, chosen, dimension_names)
+    if names_note:
+        reason = f"{reason}; {names_note}"
     # zarr-python must accept what is written; fail before touching the directory.
     ArrayV3Metadata.from_dict(json.loads(json.dumps(metadata)))
     if write:
@@ -461,6 +529,7 @@ def write_zarr_metadata(
     codec: CodecChoice | Literal["auto"] = "auto",
     overwrite: bool = False,
     write: bool = True,
+    dimension_names: Sequence[str] | None = None,
 ) -> list[Conversion]:
     """Make an N5 dataset, or a whole N5 container, readable by zarr-python in place.
 
@@ -474,6 +543,9 @@ def write_zarr_metadata(
         An N5 dataset or container (group) directory.
     codec, overwrite, write
         See :func:`convert_array`.
+    dimension_names : sequence of str, optional
+        The names of every dataset's dimensions (see :func:`convert_array`); a
+        dataset with another number of dimensions fails the whole conversion.
 
     Returns
     -------
@@ -493,7 +565,9 @@ def write_zarr_metadata(
     # written, so a bad dataset deep in a container leaves the container untouched.
     results: list[Conversion] = []
     if is_dataset(_load_attributes(root)):
-        results.append(convert_array(root, codec=codec, write=False))
+        results.append(
+            convert_array(root, codec=codec, write=False, dimension_names=dimension_names)
+        )
     else:
         groups: list[Conversion] = []
         for dirpath, dirnames, _ in os.walk(root):
@@ -501,7 +575,11 @@ def write_zarr_metadata(
             here_attrs = _load_attributes(here)
             if is_dataset(here_attrs):
                 dirnames.clear()  # the rest are block directories
-                results.append(convert_array(here, codec=codec, write=False))
+                results.append(
+                    convert_array(
+                        here, codec=codec, write=False, dimension_names=dimension_names
+                    )
+                )
                 continue
             dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
             groups.append(Conversion(here, "group", group_metadata(here_attrs)))

@@ -6,6 +6,12 @@ of it. The header's size depends only on the data type, so ``pad``'s ``nbytes`` 
 fixed; its contents depend on the strip's byte count, which a compressor makes
 per-chunk, so compressed arrays use a padding function (:func:`dynamic_header`).
 
+A 3-D chunk ``(z, rows, columns)``, uncompressed, is a multi-page TIFF (a
+z-stack, what microscopy tools read): ``bytes`` lays its planes out one after
+the other, so the header holds ``z`` IFDs whose strips are those planes. Its
+size depends on ``z`` too, still fixed per array. A compressed chunk is one
+stream that no page's strip can point into, so compressed chunks are one page.
+
 Codec order ``[bytes, <compressor>, pad(start)]`` puts the header outside the
 compressed stream, which is what a TIFF reader expects: header, IFD, then the
 strip, compressed as the IFD's Compression tag says.
@@ -23,6 +29,7 @@ literally writes a header whose strip byte count is 0 (compressed) or right
 from __future__ import annotations
 
 import functools
+import math
 import struct
 import warnings
 from collections.abc import Sequence
@@ -76,16 +83,39 @@ class TiffHeaderError(ValueError):
 
 @dataclass(frozen=True)
 class _Layout:
+    pages: int
     width: int
     height: int
     bits: int
     sample_format: int
 
+    @property
+    def ifd_nbytes(self) -> int:
+        # Entry count, 12 bytes per entry (SampleFormat only when not unsigned), next IFD.
+        return 2 + 12 * (8 if self.sample_format == 1 else 9) + 4
+
+    @property
+    def nbytes(self) -> int:
+        """The TIFF header, then one IFD per page."""
+        return _TIFF_HEADER_NBYTES + self.pages * self.ifd_nbytes
+
+    @property
+    def page_nbytes(self) -> int:
+        return self.width * self.height * self.bits // 8
+
 
 def _layout(chunk_shape: Sequence[int], dtype: DTypeLike) -> _Layout:
     shape = tuple(int(s) for s in chunk_shape)
-    if len(shape) != 2:
-        raise TiffHeaderError(f"tiff: chunks must be 2-D (rows, columns), got shape {shape}")
+    if len(shape) < 2:
+        raise TiffHeaderError(
+            f"tiff: chunks must be 2-D (rows, columns) or 3-D (pages, rows, columns), "
+            f"got shape {shape}"
+        )
+    if any(s != 1 for s in shape[:-3]):
+        raise TiffHeaderError(
+            f"tiff: chunks of shape {shape} are no stack of 2-D pages: a TIFF holds "
+            "(pages, rows, columns), so chunks must be 1 along every dimension before those"
+        )
     if any(s < 1 or s > 0xFFFFFFFF for s in shape):
         raise TiffHeaderError(f"tiff: chunk shape {shape} does not fit TIFF's 32-bit sizes")
     dt = np.dtype(dtype)
@@ -95,18 +125,22 @@ def _layout(chunk_shape: Sequence[int], dtype: DTypeLike) -> _Layout:
         )
     if dt.kind == "f" and dt.itemsize not in (2, 4, 8):
         raise TiffHeaderError(f"tiff: float data type {dt} has no TIFF sample format")
-    bits, sample_format = 8 * dt.itemsize, _SAMPLE_FORMATS[dt.kind]
-    return _Layout(width=shape[1], height=shape[0], bits=bits, sample_format=sample_format)
+    return _Layout(
+        pages=shape[-3] if len(shape) > 2 else 1,
+        width=shape[-1],
+        height=shape[-2],
+        bits=8 * dt.itemsize,
+        sample_format=_SAMPLE_FORMATS[dt.kind],
+    )
 
 
-def _n_entries(layout: _Layout) -> int:
-    return 8 if layout.sample_format == 1 else 9
+def header_nbytes(dtype: DTypeLike, chunk_shape: Sequence[int] | None = None) -> int:
+    """Size of the header :func:`header` builds for ``dtype`` and ``chunk_shape``.
 
-
-def header_nbytes(dtype: DTypeLike) -> int:
-    """Size of the header :func:`header` builds for ``dtype`` (110 or 122 bytes)."""
-    n = _n_entries(_layout((1, 1), dtype))
-    return _TIFF_HEADER_NBYTES + 2 + 12 * n + 4
+    110 or 122 bytes for a one-page (2-D) chunk, the default; a chunk of ``z``
+    pages (``(z, rows, columns)``) has ``8 + z * 102`` (or ``z * 114``) bytes.
+    """
+    return _layout((1, 1) if chunk_shape is None else chunk_shape, dtype).nbytes
 
 
 def header(
@@ -117,45 +151,61 @@ def header(
     compression: Compression | None = None,
     strip_byte_count: int | None = None,
 ) -> bytes:
-    """The TIFF header and IFD for one 2-D chunk stored as a single strip after it.
+    """The TIFF header and IFDs for one chunk stored after it, one strip per page.
+
+    A 2-D chunk is one page. A 3-D chunk ``(z, rows, columns)`` is ``z`` pages
+    (a z-stack, as microscopy tools read it): all IFDs come first, then the
+    chunk's bytes, in which page ``k`` is the ``k``-th plane (C order).
 
     Parameters
     ----------
-    chunk_shape : (rows, columns)
-        The chunk's shape.
+    chunk_shape : (rows, columns) or (pages, rows, columns)
+        The chunk's shape; leading dimensions of size 1 may come before.
     dtype : data type
         An integer or float type (8 to 64 bits).
     endian : {"little", "big"}
         Byte order of the file; must match the ``bytes`` codec's.
     compression : {None, "zstd", "deflate"}
-        How the strip is compressed (the TIFF Compression tag).
+        How the strip is compressed (the TIFF Compression tag). One page only:
+        zarr compresses a chunk as one stream, TIFF compresses each page alone.
     strip_byte_count : int, optional
-        Size of the strip. Defaults to the uncompressed size; required with a
-        compression.
+        Size of each page's strip. Defaults to the uncompressed size; required
+        with a compression.
 
     Returns
     -------
     bytes
-        ``header_nbytes(dtype)`` bytes: the 8-byte TIFF header, then one IFD
-        whose strip starts right after it.
+        ``header_nbytes(dtype, chunk_shape)`` bytes: the 8-byte TIFF header, then
+        one IFD per page, whose strips follow the last IFD back to back.
     """
     layout = _layout(chunk_shape, dtype)
     if compression not in COMPRESSION_TAGS:
         raise TiffHeaderError(
             f"tiff: compression must be None, 'zstd' or 'deflate', got {compression!r}"
         )
+    if compression is not None and layout.pages > 1:
+        raise TiffHeaderError(
+            f"tiff: compressed chunks of shape {tuple(chunk_shape)} cannot be multi-page TIFFs: "
+            "zarr compresses a chunk as one stream, TIFF each page alone; use "
+            "compression=None, or chunks of 1 page"
+        )
     if strip_byte_count is None:
         if compression is not None:
             raise TiffHeaderError("tiff: a compressed strip needs its strip_byte_count")
-        strip_byte_count = layout.width * layout.height * layout.bits // 8
+        strip_byte_count = layout.page_nbytes
     if not 0 <= strip_byte_count <= 0xFFFFFFFF:
         raise TiffHeaderError(
             f"tiff: strip of {strip_byte_count} bytes does not fit a classic (32-bit) TIFF"
         )
+    last_strip = layout.nbytes + (layout.pages - 1) * strip_byte_count
+    if last_strip > 0xFFFFFFFF:
+        raise TiffHeaderError(
+            f"tiff: chunks of shape {tuple(chunk_shape)} put their last page at byte "
+            f"{last_strip}, past what a classic (32-bit) TIFF can address; use fewer pages"
+        )
     if endian not in ("little", "big"):
         raise TiffHeaderError(f"tiff: endian must be 'little' or 'big', got {endian!r}")
     bo = "<" if endian == "little" else ">"
-    nbytes = header_nbytes(dtype)
 
     def entry(tag: int, value: int, *, long: bool = False) -> bytes:
         # A SHORT sits in the first two bytes of the 4-byte value field, which only
@@ -164,27 +214,30 @@ def header(
             return struct.pack(f"{bo}HHII", tag, _LONG, 1, value)
         return struct.pack(f"{bo}HHIHH", tag, _SHORT, 1, value, 0)
 
-    entries = [
-        entry(256, layout.width),  # ImageWidth
-        entry(257, layout.height),  # ImageLength
-        entry(258, layout.bits),  # BitsPerSample
-        entry(259, COMPRESSION_TAGS[compression]),  # Compression
-        entry(262, 1),  # PhotometricInterpretation: BlackIsZero
-        entry(273, nbytes, long=True),  # StripOffsets
-        entry(278, layout.height),  # RowsPerStrip
-        entry(279, strip_byte_count, long=True),  # StripByteCounts
-    ]
-    if layout.sample_format != 1:
-        entries.append(entry(339, layout.sample_format))  # SampleFormat
+    def ifd(page: int) -> bytes:
+        entries = [
+            entry(256, layout.width),  # ImageWidth
+            entry(257, layout.height),  # ImageLength
+            entry(258, layout.bits),  # BitsPerSample
+            entry(259, COMPRESSION_TAGS[compression]),  # Compression
+            entry(262, 1),  # PhotometricInterpretation: BlackIsZero
+            entry(273, layout.nbytes + page * strip_byte_count, long=True),  # StripOffsets
+            entry(278, layout.height),  # RowsPerStrip
+            entry(279, strip_byte_count, long=True),  # StripByteCounts
+        ]
+        if layout.sample_format != 1:
+            entries.append(entry(339, layout.sample_format))  # SampleFormat
+        last = page == layout.pages - 1
+        next_ifd = 0 if last else _TIFF_HEADER_NBYTES + (page + 1) * layout.ifd_nbytes
+        return (
+            struct.pack(f"{bo}H", len(entries)) + b"".join(entries)
+            + struct.pack(f"{bo}I", next_ifd)
+        )
+
     magic = b"II" if endian == "little" else b"MM"
-    out = (
-        magic
-        + struct.pack(f"{bo}HI", 42, _TIFF_HEADER_NBYTES)
-        + struct.pack(f"{bo}H", len(entries))
-        + b"".join(entries)
-        + struct.pack(f"{bo}I", 0)  # no next IFD
-    )
-    assert len(out) == nbytes
+    out = magic + struct.pack(f"{bo}HI", 42, _TIFF_HEADER_NBYTES)
+    out += b"".join(ifd(page) for page in range(layout.pages))
+    assert len(out) == layout.nbytes
     return out
 
 
@@ -198,7 +251,8 @@ def dynamic_header(
 
     The returned function takes ``(encoded_chunk, chunk_index, chunk_shape)`` and
     returns :func:`header` for that chunk shape with the strip byte count set to
-    ``len(encoded_chunk)``.
+    ``len(encoded_chunk)``. Its size is fixed, so it serves one-page chunks only;
+    a multi-page (3-D) chunk needs :func:`pad_codec` with its ``chunk_shape``.
     """
     header(  # fail now, not at the first write, on a type or compression TIFF lacks
         (1, 1), dtype, endian=endian, compression=compression, strip_byte_count=0
@@ -207,7 +261,14 @@ def dynamic_header(
 
     @functools.lru_cache(maxsize=16)
     def template(shape: tuple[int, ...]) -> bytes:
-        return header(shape, dtype, endian=endian, compression=compression, strip_byte_count=0)
+        out = header(shape, dtype, endian=endian, compression=compression, strip_byte_count=0)
+        if len(out) != header_nbytes(dtype):
+            raise TiffHeaderError(
+                f"tiff: chunks of shape {shape} are {_layout(shape, dtype).pages} pages, but a "
+                "header function without a chunk shape writes one; build the codec with "
+                "pad_codec(..., chunk_shape=...)"
+            )
+        return out
 
     def padding(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
         # Only the strip byte count differs between chunks of one shape: patch it in.
@@ -269,11 +330,13 @@ def template_function(padding: bytes) -> PaddingFunction | None:
     array's chunks are not the template's (``ds.to_zarr`` with the template's codecs
     but other chunks). A chunk the header cannot describe (not 2-D; uncompressed
     bytes of another size than the header's samples) is written, with a
-    :class:`TiffHeaderWarning` saying it is no TIFF. Anything else: ``None``.
+    :class:`TiffHeaderWarning` saying it is no TIFF. A multi-page header
+    (:func:`header` of a 3-D chunk) is recognised too (:func:`_stack_template`).
+    Anything else: ``None``.
     """
     tags = _template_tags(padding)
     if tags is None:
-        return None
+        return _stack_template_function(padding)
     bo = "<" if padding[:2] == b"II" else ">"
     template = bytes(padding)
     at = tags[279][2]
@@ -298,7 +361,7 @@ def template_function(padding: bytes) -> PaddingFunction | None:
             warn(
                 f"tiff: chunks of shape {shape} are not 2-D images: they are written, but "
                 "are no TIFF files; create the array with zarrext.formats.tiff.create_kwargs "
-                "for 2-D chunks"
+                "for its chunks"
             )
             return out
         rows, cols = (int(d) for d in dims)
@@ -330,6 +393,103 @@ def template_function(padding: bytes) -> PaddingFunction | None:
                 )
         struct.pack_into(f"{bo}I", out, at, len(encoded))
         return bytes(out)
+
+    return padding_function
+
+
+@dataclass(frozen=True)
+class _StackTemplate:
+    """What a multi-page header template describes: ``header(shape, dtype, endian=...)``."""
+
+    shape: tuple[int, int, int]
+    dtype: np.dtype[Any]
+    endian: Endian
+
+
+def _stack_template(padding: bytes) -> _StackTemplate | None:
+    """The chunk a multi-page, uncompressed header template describes, if it is exactly
+    what :func:`header` writes for some 3-D chunk; else ``None``.
+
+    Only :func:`header`'s own bytes are recognised: a multi-page header from
+    elsewhere may hold tags that a header rebuilt for other chunks would drop.
+    """
+    if len(padding) < _TIFF_HEADER_NBYTES or padding[:2] not in (b"II", b"MM"):
+        return None
+    endian: Endian = "little" if padding[:2] == b"II" else "big"
+    bo = "<" if endian == "little" else ">"
+    try:
+        magic, at = struct.unpack_from(f"{bo}HI", padding, 2)
+        (n,) = struct.unpack_from(f"{bo}H", padding, at)
+        values = {}
+        for i in range(n):
+            tag, kind, _ = struct.unpack_from(f"{bo}HHI", padding, at + 2 + 12 * i)
+            code = "H" if kind == _SHORT else "I"
+            values[tag] = struct.unpack_from(f"{bo}{code}", padding, at + 2 + 12 * i + 8)[0]
+        pages = 0
+        while at:  # follow the IFD chain; each IFD is further on, so this ends
+            pages += 1
+            (n,) = struct.unpack_from(f"{bo}H", padding, at)
+            (following,) = struct.unpack_from(f"{bo}I", padding, at + 2 + 12 * n)
+            at = following if following > at else 0
+    except struct.error:
+        return None
+    kinds = {1: "u", 2: "i", 3: "f"}
+    if magic != 42 or pages < 2 or values.get(258, 0) % 8 or values.get(339, 1) not in kinds:
+        return None
+    try:
+        dtype = np.dtype(f"{kinds[values.get(339, 1)]}{values[258] // 8}")
+        shape = (pages, int(values[257]), int(values[256]))
+        rebuilt = header(shape, dtype, endian=endian)
+    except (KeyError, TypeError, TiffHeaderError):
+        return None
+    return _StackTemplate(shape, dtype, endian) if rebuilt == padding else None
+
+
+def _stack_template_function(padding: bytes) -> PaddingFunction | None:
+    """The padding function of a multi-page header template (see :func:`template_function`).
+
+    Uncompressed pages have a fixed size, so a chunk of the template's shape gets the
+    template itself; a chunk with as many pages but other rows and columns gets its
+    own header (of the same size). Other chunks are written under the template with
+    a :class:`TiffHeaderWarning`: a header of another page count has another size.
+    """
+    stack = _stack_template(padding)
+    if stack is None:
+        return None
+    template = bytes(padding)
+    warned: set[str] = set()
+
+    def warn(text: str) -> None:
+        if text not in warned:  # once per array, not once per chunk
+            warned.add(text)
+            warnings.warn(text, TiffHeaderWarning, stacklevel=2)
+
+    @functools.lru_cache(maxsize=16)
+    def for_shape(shape: tuple[int, ...]) -> bytes | None:
+        if len(shape) < 3 or any(s != 1 for s in shape[:-3]) or shape[-3] != stack.shape[0]:
+            return None
+        if shape[-3:] == stack.shape:
+            return template
+        return header(shape[-3:], stack.dtype, endian=stack.endian)
+
+    def padding_function(encoded: bytes, index: ChunkIndex | None, shape: tuple[int, ...]) -> bytes:
+        out = for_shape(tuple(shape))
+        if out is None:
+            warn(
+                f"tiff: chunks of shape {tuple(shape)} are not stacks of {stack.shape[0]} "
+                "pages, as the TIFF header in zarr.json: they are written, but are no TIFF "
+                "files; create the array with zarrext.formats.tiff.create_kwargs for its chunks"
+            )
+            return template
+        expected = math.prod(shape) * stack.dtype.itemsize
+        if len(encoded) != expected:
+            warn(
+                f"tiff: a chunk of shape {tuple(shape)} encodes to {len(encoded)} bytes, but "
+                f"the TIFF header in zarr.json describes {stack.dtype} samples ({expected} "
+                "bytes): the chunks are written, but are no TIFF files; create the array "
+                "with zarrext.formats.tiff.create_kwargs for its data type"
+            )
+        return out
 
     return padding_function
 
@@ -382,8 +542,10 @@ def create_kwargs(
 ) -> dict[str, Any]:
     """Keyword arguments for ``zarr.create_array``/``zarrext.create_array``: TIFF chunks.
 
-    Returns ``chunks``, ``dtype``, ``serializer`` and ``compressors`` (compressor,
-    then the TIFF ``pad``); add ``store`` and ``shape``.
+    ``chunk_shape`` ``(rows, columns)`` gives one-page TIFFs; ``(z, rows, columns)``
+    gives ``z``-page TIFFs (uncompressed only; see :func:`header`). Returns
+    ``chunks``, ``dtype``, ``serializer`` and ``compressors`` (compressor, then the
+    TIFF ``pad``); add ``store`` and ``shape``.
     """
     compressors: list[Any] = []
     if compression is not None:
