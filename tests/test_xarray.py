@@ -8,9 +8,11 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
+from zarr.codecs import ZstdCodec
 
 import zarrext
 from zarrext.dtypes.optional_conversions import nan_dtype
+from zarrext.optional_integration import OptionalReadWarning
 
 xr = pytest.importorskip("xarray")
 
@@ -158,7 +160,8 @@ def test_serializer_alone_also_round_trips(tmp_path: Path) -> None:
 def test_open_zarr_to_zarr_round_trip(tmp_path: Path) -> None:
     """Item 4's second example: the plain zarr engine's structured arrays write back."""
     _group(tmp_path / "g.zarr")
-    ds = xr.open_zarr(tmp_path / "g.zarr", consolidated=False)
+    with pytest.warns(OptionalReadWarning, match='engine="zarrext"'):
+        ds = xr.open_zarr(tmp_path / "g.zarr", consolidated=False)
     assert ds["count"].dtype.names == ("value", "valid")  # the zarr engine: raw layout
     ds.to_zarr(tmp_path / "c.zarr", mode="w", consolidated=False)
     for var, (inner, _) in VALUES.items():
@@ -210,7 +213,8 @@ def test_nested_optional_keeps_the_raw_layout(tmp_path: Path) -> None:
 def test_open_zarr_then_decode_optional(tmp_path: Path, chunks: Any) -> None:
     """xr.open_zarr gives (value, valid) arrays; decode_optional gives the engine's NaN form."""
     _group(tmp_path / "g.zarr")
-    raw = xr.open_zarr(tmp_path / "g.zarr", consolidated=False, chunks=chunks)
+    with pytest.warns(OptionalReadWarning, match="decode_optional"):
+        raw = xr.open_zarr(tmp_path / "g.zarr", consolidated=False, chunks=chunks)
     with pytest.raises(TypeError):
         float(raw["count"].mean())  # what the issue saw: structured arrays do not compute
     ds = zarrext.decode_optional(raw)
@@ -299,11 +303,235 @@ def test_region_write_with_encode_optional(tmp_path: Path, dask: bool) -> None:
         assert z[5]["value"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "xarray casts appended values to the stored (value, valid) type itself: NaN becomes "
-    "a present 0 (integers) or True (bools); zarrext.encode_optional first avoids it"))
-def test_plain_append_keeps_missing_values(tmp_path: Path) -> None:
+# Appends and region writes without encode_optional: zarrext converts NaN-form values
+# before xarray casts them to the stored (value, valid) records. Each case: stored
+# values, then new values with NaN (NaT) and a real zero (the epoch for datetimes).
+WRITES = {
+    "int16": ([5, 7, 9, 11], [0.0, np.nan, -3.0]),
+    "bool": ([True, True, False, True], [0.0, np.nan, 1.0]),
+    "float32": ([0.5, 1.5, 2.5, 3.5], [0.0, np.nan, -2.25]),
+    "datetime64[s]": (
+        np.array(["2020-01-01", "2020-01-02", "2020-01-03", "2020-01-04"], "datetime64[s]"),
+        np.array(["1970-01-01", "NaT", "2021-06-01"], "datetime64[ns]"),
+    ),
+}
+
+
+def _stored(path: Path, inner: str, chunk: int = 2) -> Any:
+    """One optional variable ``v`` over ``t`` holding WRITES' stored values, all present."""
+    g = zarr.open_group(path, mode="w")
+    a = g.create_array("v", shape=(4,), chunks=(chunk,), fill_value=None, dimension_names=["t"],
+                       dtype=zarrext.OptionalDType(inner))
+    a[:] = np.asarray(WRITES[inner][0], dtype=inner)
+    return a
+
+
+def _new(inner: str, dask: bool) -> Any:
+    new = xr.Dataset({"v": ("t", np.asarray(WRITES[inner][1]))})
+    return new.chunk({"t": 2}) if dask else new
+
+
+def _check_written(path: Path, inner: str, where: slice) -> None:
+    """The written slots: the zero present and zero, NaN missing, the third present."""
+    raw = zarr.open_array(path / "v")[where]
+    new = np.asarray(WRITES[inner][1])
+    assert raw["valid"].tolist() == [True, False, True]
+    assert raw["value"][0] == np.zeros((), raw["value"].dtype)  # a real zero, stored present
+    assert raw["value"][2] == new[2].astype(raw["value"].dtype)
+    assert raw["value"][1] == np.zeros((), raw["value"].dtype)  # missing: the canonical filler
+
+
+@pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
+@pytest.mark.parametrize("inner", sorted(WRITES))
+def test_plain_append_stores_nan_missing_and_zeros_present(
+    tmp_path: Path, inner: str, dask: bool
+) -> None:
+    _stored(tmp_path / "g.zarr", inner)
+    _new(inner, dask).to_zarr(tmp_path / "g.zarr", append_dim="t", consolidated=False)
+    raw = zarr.open_array(tmp_path / "g.zarr" / "v")[:]
+    assert raw.shape == (7,)
+    assert raw["valid"][:4].all()  # the stored values are untouched
+    np.testing.assert_array_equal(raw["value"][:4], np.asarray(WRITES[inner][0], inner))
+    _check_written(tmp_path / "g.zarr", inner, slice(4, 7))
+    back = _open(tmp_path / "g.zarr").v
+    assert back.isnull().values.tolist() == [False] * 5 + [True, False]
+
+
+@pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
+@pytest.mark.parametrize("inner", sorted(WRITES))
+def test_plain_region_write_stores_nan_missing_and_zeros_present(
+    tmp_path: Path, inner: str, dask: bool
+) -> None:
+    _stored(tmp_path / "g.zarr", inner, chunk=1)  # xarray: dask chunks must not share one
+    _new(inner, dask).to_zarr(tmp_path / "g.zarr", region={"t": slice(0, 3)},
+                              consolidated=False)
+    _check_written(tmp_path / "g.zarr", inner, slice(0, 3))
+    assert zarr.open_array(tmp_path / "g.zarr" / "v")[3]["valid"]  # outside the region
+
+
+def test_append_of_what_the_engine_opened(tmp_path: Path) -> None:
+    """The report's flow: open with the engine, select, append; NaN and zeros as they were."""
     ds = _appendable(tmp_path / "g.zarr")
-    new = ds.isel(t=[0, 1]).assign_coords(t=[70, 80])  # missing at 80
+    new = ds.isel(t=[4, 1, 0]).assign_coords(t=[70, 80, 90])  # index 4: wet False, rain 0.0
     new.to_zarr(tmp_path / "g.zarr", append_dim="t", consolidated=False)
-    assert _open(tmp_path / "g.zarr")["count"].isnull().values.tolist()[-2:] == [False, True]
+    for var, (inner, values) in VALUES.items():
+        raw = zarr.open_array(tmp_path / "g.zarr" / var)[7:]
+        assert raw["valid"].tolist() == [True, False, True], var
+        np.testing.assert_array_equal(raw["value"][[0, 2]],
+                                      np.array(values, dtype=inner)[[4, 0]])
+    back = _open(tmp_path / "g.zarr")
+    xr.testing.assert_identical(back.isel(t=[7, 8, 9]), new)
+
+
+def test_numbers_into_an_optional_datetime_are_refused_naming_the_variable(
+    tmp_path: Path,
+) -> None:
+    _stored(tmp_path / "g.zarr", "datetime64[s]")
+    numbers = xr.Dataset({"v": ("t", np.array([1.0, np.nan]))})
+    with pytest.raises(TypeError, match=r"takes datetime64\[s\] values(.|\n)*variable 'v'"):
+        numbers.to_zarr(tmp_path / "g.zarr", append_dim="t", consolidated=False)
+    assert zarr.open_array(tmp_path / "g.zarr" / "v").shape == (4,)
+
+
+def test_a_plain_struct_with_the_same_fields_is_left_to_xarray(tmp_path: Path) -> None:
+    """zarr's own struct type with fields (value, valid) is not zarrext's: no conversion."""
+    from zarrext.optional_integration import raw_for_stored_optional
+
+    g = zarr.open_group(tmp_path / "s.zarr", mode="w")
+    native = zarrext.OptionalDType("int16").to_native_dtype()
+    g.create_array("v", shape=(2,), chunks=(2,), dtype=native, dimension_names=["t"])
+    stored = xr.open_zarr(tmp_path / "s.zarr", consolidated=False).v
+    assert not isinstance(stored.encoding["serializer"], zarrext.OptionalCodec)
+    plain = xr.Variable("t", np.array([np.nan, 0.0]), encoding=stored.encoding)
+    assert raw_for_stored_optional(plain) is plain
+    optional = xr.Variable("t", np.array([np.nan, 0.0]), encoding={
+        **stored.encoding, "serializer": zarrext.OptionalCodec()})
+    converted = raw_for_stored_optional(optional)
+    assert converted.data["valid"].tolist() == [False, True]
+
+
+def test_optional_encoding_has_create_arrays_default_chains(tmp_path: Path) -> None:
+    values = np.ma.MaskedArray(np.arange(4096, dtype="int32") % 7, mask=np.arange(4096) % 5 == 0)
+    for inner in ("int16", "int32", "bool"):
+        typed = values.astype(inner)
+        made = zarrext.create_array(tmp_path / f"{inner}.zarr", shape=typed.shape,
+                                    chunks=(1024,), dtype=zarrext.OptionalDType(inner),
+                                    fill_value=None)
+        made[:] = typed
+        encoding = zarrext.optional_encoding(inner)
+        codec = encoding["serializer"]
+        assert codec == zarr.open_array(tmp_path / f"{inner}.zarr").serializer
+        assert isinstance(codec.mask_codecs[-1], ZstdCodec)
+        assert isinstance(codec.data_codecs[-1], ZstdCodec)
+        ds = xr.Dataset({"v": ("x", np.where(typed.mask, np.nan, typed.data.astype(float)))})
+        ds.to_zarr(tmp_path / f"x{inner}.zarr", mode="w", consolidated=False,
+                   encoding={"v": {**encoding, "chunks": (1024,)}})
+        written = zarr.open_array(tmp_path / f"x{inner}.zarr" / "v")
+        assert written.compressors == ()
+        np.testing.assert_array_equal(written[:], zarr.open_array(tmp_path / f"{inner}.zarr")[:])
+        # chunk bytes (zarr.json differs: xarray writes dimension names)
+        assert _chunk_bytes(tmp_path / f"x{inner}.zarr" / "v") == _chunk_bytes(
+            tmp_path / f"{inner}.zarr")
+        assert _chunk_bytes(tmp_path / f"x{inner}.zarr" / "v") < typed.size * typed.itemsize
+
+
+def _chunk_bytes(array: Path) -> int:
+    return sum(f.stat().st_size for f in (array / "c").rglob("*") if f.is_file())
+
+
+def test_the_zarr_engine_warns_about_optional_variables(tmp_path: Path) -> None:
+    _group(tmp_path / "g.zarr")
+    with pytest.warns(OptionalReadWarning) as caught:
+        ds = xr.open_dataset(tmp_path / "g.zarr", engine="zarr", consolidated=False)
+    assert ds["count"].dtype.names == ("value", "valid")
+    messages = sorted(str(w.message) for w in caught)
+    assert len(messages) == len(VALUES)  # one per optional variable, none for "t"
+    assert "variable 'count' is zarrext's optional<int16>" in messages[1]
+    assert all('engine="zarrext"' in m and "decode_optional" in m for m in messages)
+    assert {w.filename for w in caught} == {__file__}  # points at the caller
+
+
+@pytest.mark.parametrize("mask_and_scale", [True, False])
+def test_the_zarrext_engine_and_writes_do_not_warn(tmp_path: Path, mask_and_scale: bool) -> None:
+    import warnings
+
+    _group(tmp_path / "g.zarr")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ds = _open(tmp_path / "g.zarr", mask_and_scale=mask_and_scale)
+        ds.isel(t=[0]).to_zarr(tmp_path / "g.zarr", append_dim="t", consolidated=False)
+    assert zarr.open_array(tmp_path / "g.zarr" / "count").shape == (8,)
+
+
+def _fake_backend(**changes: Any) -> Any:
+    """A copy of xarray's zarr backend module's two wrapped names, some changed."""
+    import types
+
+    import xarray.backends.zarr as real
+
+    class ZarrStore:
+        encode_variable = real.ZarrStore.encode_variable
+        open_store_variable = real.ZarrStore.open_store_variable
+
+    module = types.ModuleType("fake_backend")
+    module.ZarrStore = ZarrStore  # type: ignore[attr-defined]
+    module.encode_zarr_variable = real.encode_zarr_variable  # type: ignore[attr-defined]
+    for name, value in changes.items():
+        if value is None:
+            delattr(module, name)
+        else:
+            setattr(module, name, value)
+    return module
+
+
+@pytest.mark.parametrize(("changes", "named"), [
+    ({"encode_zarr_variable": None}, "encode_zarr_variable, which does not exist"),
+    ({"encode_zarr_variable": lambda var, name=None: var}, r"encode_zarr_variable\(var, "),
+], ids=["missing", "other-parameters"])
+def test_a_changed_xarray_backend_is_named_not_wrapped(changes: Any, named: str) -> None:
+    from zarrext._xarray_compat import XarrayCompatibilityError, check
+    from zarrext.optional_integration import install_xarray_hooks
+
+    module = _fake_backend(**changes)
+    with pytest.raises(XarrayCompatibilityError, match=named):
+        check(module)
+    before = dict(vars(module))
+    with pytest.warns(RuntimeWarning, match="not converted.*zarrext.encode_optional"):
+        install_xarray_hooks(module)
+    assert dict(vars(module)) == before  # nothing wrapped
+
+
+def test_xarrays_backend_is_wrapped_once() -> None:
+    import xarray.backends.zarr as real
+
+    from zarrext._xarray_compat import check, wrap
+
+    check(real)  # the installed xarray has what zarrext wraps
+    assert real.encode_zarr_variable._zarrext_wrapped
+    assert real.ZarrStore.open_store_variable._zarrext_wrapped
+    module = _fake_backend()  # already wrapped functions: a second wrap does nothing
+    assert wrap(module, lambda f: f, lambda f: f) is False
+
+
+def test_appends_are_converted_when_xarray_is_imported_after_zarrext(tmp_path: Path) -> None:
+    """zarr loads zarrext's type before xarray exists: the hook waits for xarray's import."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, numpy as np, zarr, zarrext
+g = zarr.open_group({str(tmp_path / "g.zarr")!r}, mode="w")
+a = g.create_array("v", shape=(2,), chunks=(2,), dtype=zarrext.OptionalDType("int16"),
+                   fill_value=None, dimension_names=["t"])
+a[:] = [1, 2]
+assert "zarrext.optional_integration" in sys.modules and "xarray" not in sys.modules
+import xarray as xr
+xr.Dataset({{"v": ("t", [0.0, np.nan])}}).to_zarr(
+    {str(tmp_path / "g.zarr")!r}, append_dim="t", consolidated=False)
+assert "zarrext.xarray_backend" not in sys.modules  # the hook came with xarray's import
+print(zarr.open_array({str(tmp_path / "g.zarr" / "v")!r})[:]["valid"].tolist())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["[True,", "True,", "True,", "False]"]

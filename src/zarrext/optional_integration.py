@@ -1,4 +1,4 @@
-"""What zarr-python does with optional arrays: written values, default codecs.
+"""What zarr-python and xarray do with optional arrays: written values, default codecs.
 
 zarr-python casts written values with ``astype``, which cannot carry a mask, and
 its default serializer for a structured dtype (``bytes``) would write the
@@ -15,22 +15,43 @@ time so that, for arrays whose data type is :class:`OptionalDType` only:
 Every other data type passes through unchanged. The module is imported by the
 ``zarr.data_type`` entry point of ``optional``, so the wrappers are installed
 when zarr-python first loads zarrext's data type.
+
+xarray writes into an existing optional array (``to_zarr(append_dim=...)``,
+``to_zarr(region=...)``) by casting the new values to the array's (value, valid)
+record itself, before zarr sees them: NumPy puts a float in ``value`` and
+``bool(float)`` in ``valid``, so NaN would be stored present and real zeros
+missing. :func:`install_xarray_hooks` (run once ``xarray.backends.zarr`` is
+imported, see :mod:`zarrext._xarray_compat`) converts such values to the record
+first, NaN (NaT) missing, as :func:`zarrext.encode_optional` does; and warns when
+xarray's ``zarr`` engine opens an optional variable as raw records.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
+import warnings
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
+import numpy as np
 from zarr.core.dtype import ZDType
 
+from zarrext._xarray_compat import XARRAY_ZARR, XarrayCompatibilityError, when_imported, wrap
 from zarrext._zarr_compat import wrap_core_array
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, is_nan
 
-__all__ = ["OptionalDType", "install_hooks", "optional_create_kwargs"]
+__all__ = [
+    "OptionalDType",
+    "OptionalReadWarning",
+    "install_hooks",
+    "install_xarray_hooks",
+    "optional_create_kwargs",
+    "raw_for_stored_optional",
+]
 
 
 def install_hooks() -> None:
@@ -107,4 +128,120 @@ def optional_create_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+# -- xarray -----------------------------------------------------------------------
+
+
+class OptionalReadWarning(UserWarning):
+    """xarray's ``zarr`` engine opened an optional variable as raw (value, valid) records."""
+
+
+def install_xarray_hooks(module: ModuleType) -> None:
+    """Guard xarray's writes into, and plain reads of, optional arrays.
+
+    Wraps ``encode_zarr_variable`` of xarray's zarr backend (``module``) with
+    :func:`raw_for_stored_optional`, and ``ZarrStore.open_store_variable`` with a
+    warning for optional variables opened by the ``zarr`` engine. Both leave every
+    other variable as xarray has it. If xarray's backend no longer has what zarrext
+    wraps, a ``RuntimeWarning`` says that such writes are not guarded.
+    """
+    try:
+        wrap(module, _encode_stored_optional, _warn_on_raw_read)
+    except XarrayCompatibilityError as e:
+        warnings.warn(
+            f"{e}: xarray appends and region writes into optional arrays are not converted "
+            "(NaN would be stored present); convert with zarrext.encode_optional first",
+            RuntimeWarning, stacklevel=2,
+        )
+
+
+def _stored_optional(encoding: dict[str, Any]) -> OptionalDType | None:
+    """The optional type of the zarr array an encoding was read from, or None.
+
+    xarray gives a variable written into an existing array that array's encoding:
+    its stored NumPy dtype (the (value, valid) record) and, for Zarr format 3, its
+    serializer. Both must say optional: a plain struct with the same two fields
+    (zarr's ``struct`` type, any other serializer) is not zarrext's.
+    """
+    dtype = encoding.get("dtype")
+    if not isinstance(encoding.get("serializer"), OptionalCodec) or not is_optional_native(dtype):
+        return None
+    return OptionalDType.from_native_layout(dtype)
+
+
+def raw_for_stored_optional(variable: Any) -> Any:
+    """``variable`` as (value, valid) records if xarray will write it into an optional array.
+
+    For a variable whose encoding is that of an existing optional array (what xarray
+    gives appended and region-written variables) and whose values are not records
+    yet: the values converted with
+    :func:`~zarrext.dtypes.optional_conversions.as_optional_array` (NaN or NaT
+    missing, everything else present, real zeros included), lazily for dask. Any
+    other variable is returned as it is.
+
+    Raises
+    ------
+    TypeError
+        Values the optional type cannot hold, e.g. numbers for an optional datetime
+        (xarray adds the variable's name).
+    """
+    optional = _stored_optional(variable.encoding)
+    if optional is None or is_optional_native(variable.dtype):
+        return variable
+    native = optional.to_native_dtype()
+
+    def convert(block: Any) -> Any:
+        return as_optional_array(np.asarray(block), optional)
+
+    data = variable.data
+    if hasattr(data, "map_blocks") and hasattr(data, "dask"):
+        convert(np.zeros((0,) * data.ndim, data.dtype))  # type errors now, not at compute
+        converted = data.map_blocks(convert, dtype=native)
+    else:
+        converted = convert(data)
+    return variable.copy(deep=False, data=converted)
+
+
+def _encode_stored_optional(encode: Callable[..., Any]) -> Callable[..., Any]:
+    def encode_zarr_variable(
+        var: Any, needs_copy: bool = True, name: Any = None, *, zarr_format: Any = None
+    ) -> Any:
+        return encode(raw_for_stored_optional(var), needs_copy, name,
+                      zarr_format=zarr_format)
+
+    return encode_zarr_variable
+
+
+def _library_dirs(xarray_function: Callable[..., Any]) -> tuple[str, ...]:
+    """Folders of xarray and zarrext: a warning points at the first frame outside them."""
+    code = inspect.unwrap(xarray_function).__code__
+    xarray_dir = os.path.dirname(os.path.dirname(code.co_filename))  # xarray/backends/..
+    return (xarray_dir + os.sep, os.path.dirname(__file__) + os.sep)
+
+
+def _warn_on_raw_read(open_store_variable: Callable[..., Any]) -> Callable[..., Any]:
+    def open_variable(self: Any, name: str) -> Any:
+        variable = open_store_variable(self, name)
+        # xarray's own writes reopen existing arrays in another mode: only reads warn,
+        # and not those of the zarrext engine (mask_and_scale=False asks for records)
+        if (
+            getattr(self, "_mode", None) == "r"
+            and not getattr(type(self), "zarrext_engine", False)
+            and isinstance(
+                variable.encoding.get("serializer"), OptionalCodec
+            )
+        ):
+            inner = variable.dtype.fields["value"][0]
+            warnings.warn(
+                f"variable {name!r} is zarrext's optional<{inner}> (nullable): xarray's zarr "
+                "engine gives (value, valid) records, on which arithmetic, mean and groupby "
+                'fail; open with xr.open_dataset(..., engine="zarrext") for NaN as missing, '
+                "or convert with zarrext.decode_optional(ds)",
+                OptionalReadWarning, skip_file_prefixes=_library_dirs(open_store_variable),
+            )
+        return variable
+
+    return open_variable
+
+
 install_hooks()
+when_imported(XARRAY_ZARR, install_xarray_hooks)

@@ -20,11 +20,15 @@ dataset built in xarray, ask for it per variable with
 arrays: :func:`decode_optional` turns them into the same NaN form.
 
 Appending (``to_zarr(append_dim=...)``) and region writes into an existing
-optional array go through xarray's encoding with the array's stored type, the
-(value, valid) structure, and a NaN cast to it is a *present* value (0 for
-integers, True for bools): xarray gives no hook to do otherwise. Convert such
-variables to the raw form first with :func:`encode_optional`, which makes NaN
-missing, and append or write that.
+optional array: xarray casts the new values to the array's stored (value, valid)
+record itself, which would make NaN a present value and real zeros missing.
+zarrext converts NaN-form values to records first (NaN or NaT missing, zeros
+present; see :func:`zarrext.optional_integration.raw_for_stored_optional`), as
+:func:`encode_optional` does explicitly.
+
+Opening an optional variable with xarray's own ``zarr`` engine warns
+(:class:`~zarrext.optional_integration.OptionalReadWarning`) that it comes as
+records and names ``engine="zarrext"``.
 
 The engine is registered through the ``xarray.backends`` entry point; this module
 is loaded only by xarray (and by the two functions above, which import it).
@@ -34,9 +38,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
-from typing import Any, Literal, cast
+from typing import Any, ClassVar, Literal, cast
 
 import numpy as np
+import xarray.backends.zarr as xarray_zarr
 import zarr
 from xarray.backends import BackendArray, ZarrBackendEntrypoint, ZarrStore
 from xarray.backends.zarr import FillValueCoder, ZarrArrayWrapper
@@ -49,6 +54,9 @@ from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, nan_dtype, to_nan
 from zarrext.masked_read import read_masked
+from zarrext.optional_integration import install_xarray_hooks
+
+install_xarray_hooks(xarray_zarr)  # once: also run when zarr first loads the optional type
 
 __all__ = [
     "OptionalBackendArray",
@@ -72,12 +80,19 @@ def optional_encoding(inner: Any, *, name: str = "optional") -> dict[str, Any]:
     Returns
     -------
     dict
-        ``{"serializer": OptionalCodec(inner=inner, name=name), "_FillValue": None}``:
-        the codec makes the array optional; ``_FillValue: None`` keeps xarray from
-        adding a NaN ``_FillValue`` attribute, which means nothing for an array that
-        records missing values in its mask.
+        ``{"serializer": codec, "_FillValue": None}``: the codec, with
+        ``zarrext.create_array``'s default chains for the type
+        (:meth:`OptionalCodec.default_for`: mask ``packbits`` + ``zstd``, values the
+        inner type's default serializer + ``zstd``), makes the array optional;
+        ``_FillValue: None`` keeps xarray from adding a NaN ``_FillValue``
+        attribute, which means nothing for an array that records missing values in
+        its mask.
     """
-    return {"serializer": OptionalCodec(inner=inner, name=name), "_FillValue": None}
+    dtype = OptionalDType(inner, name=name)
+    default = OptionalCodec.default_for(dtype)
+    codec = OptionalCodec(mask_codecs=default.mask_codecs, data_codecs=default.data_codecs,
+                          name=name, inner=dtype.inner)
+    return {"serializer": codec, "_FillValue": None}
 
 
 def _optional_of(dtype: np.dtype[Any]) -> OptionalDType | None:
@@ -138,10 +153,10 @@ def decode_optional(ds: Any) -> Any:
 def encode_optional(ds: Any, types: Any) -> Any:
     """``ds`` with NaN-form variables as raw (value, valid) arrays, NaN (NaT) missing.
 
-    What to write with ``to_zarr(append_dim=...)`` or ``to_zarr(region=...)`` into
-    existing optional arrays: xarray casts appended values to the stored (value,
-    valid) type itself, which keeps NaN as a present value (0 for integers, True
-    for bools).
+    What ``to_zarr(append_dim=...)`` and ``to_zarr(region=...)`` into existing
+    optional arrays do to NaN-form variables anyway (zarrext converts them before
+    xarray casts them to the stored records); explicit, and with a mapping of types
+    for code that builds the records itself.
 
     Parameters
     ----------
@@ -207,8 +222,13 @@ class _OptionalZarrStore(ZarrStore):
     """xarray's ZarrStore, but optional variables come out decoded (NaN missing)."""
 
     __slots__ = ()
+    # read by zarrext's warning on raw optional reads: this engine was chosen
+    zarrext_engine: ClassVar[bool] = True
+    decodes_optional: ClassVar[bool] = True
 
     def open_store_variable(self, name: str) -> Variable:
+        if not self.decodes_optional:
+            return super().open_store_variable(name)
         zarr_array = self.members[name]
         metadata = getattr(zarr_array, "metadata", None)
         optional = getattr(metadata, "data_type", None)
@@ -260,6 +280,13 @@ class _OptionalZarrStore(ZarrStore):
         return Variable(dims, data, attributes, encoding)
 
 
+class _RawZarrStore(_OptionalZarrStore):
+    """The zarrext engine with ``mask_and_scale=False``: (value, valid) records, asked for."""
+
+    __slots__ = ()
+    decodes_optional: ClassVar[bool] = False
+
+
 class ZarrextBackendEntrypoint(ZarrBackendEntrypoint):
     """xarray's ``zarr`` engine, with optional (nullable) variables decoded to NaN.
 
@@ -296,10 +323,11 @@ class ZarrextBackendEntrypoint(ZarrBackendEntrypoint):
         use_zarr_fill_value_as_mask: bool | None = None,
         cache_members: bool = True,
     ) -> Any:
-        if store is None and mask_and_scale:
+        if store is None:
             if isinstance(filename_or_obj, os.PathLike):
                 filename_or_obj = os.fspath(filename_or_obj)
-            store = _OptionalZarrStore.open_group(
+            kind = _OptionalZarrStore if mask_and_scale else _RawZarrStore
+            store = kind.open_group(
                 filename_or_obj,
                 group=group,
                 mode=mode,
