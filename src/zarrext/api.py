@@ -179,7 +179,9 @@ def with_runtime(
         A Zarr format 3 array.
     decision : Decision, str, int or callable, optional
         Decision for every ``conditional`` codec of the array (also inside shards).
-        ``None`` keeps the decisions the codecs already carry.
+        ``None`` keeps the decisions the codecs already carry: the decision
+        :func:`create_array` recorded in the attributes is read by
+        :func:`open_array`, not here.
     trial_encode : bool, optional
         Trial encoding for a decision function.
     shard_layout : {"fixed-slot", "append"}, optional
