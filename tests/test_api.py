@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import warnings
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,6 +14,8 @@ import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
+from tests.conftest import Run
+from zarrext.decisions import DecisionError, NoDecisionWarning, Plan, resolve_decision
 from zarrext.formats import tiff
 
 
@@ -65,3 +70,131 @@ def test_decision_reaches_conditional_codec_nested_in_shard_and_pad_stays(tmp_pa
     inventory = zarrext.inventory(z)
     assert inventory.mask_counts == {1: 4}
     assert z.metadata.to_dict() == zarr.open_array(str(tmp_path / "s.zarr")).metadata.to_dict()
+
+
+# --- the array's decision, recorded by create_array and used again by open_array ---
+
+SHARDED = {"shards": (16, 16)}
+# Compressible values, none of them the fill value: every chunk is stored.
+RAMP = (np.arange(32 * 32, dtype=np.int32).reshape(32, 32) // 64) + 1
+
+
+def conditional_array(path: Path, **kwargs: Any) -> zarr.Array:
+    return zarrext.create_array(
+        str(path), shape=(32, 32), chunks=(8, 8), dtype="i4", serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec([ZstdCodec()])], **kwargs,
+    )
+
+
+def no_decision_warnings(record: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in record if issubclass(w.category, NoDecisionWarning)]
+
+
+@pytest.mark.parametrize("layout", [{}, SHARDED], ids=["chunks", "shards"])
+def test_reopened_array_writes_with_the_decision_create_array_recorded(
+    tmp_path: Path, layout: dict[str, Any]
+) -> None:
+    conditional_array(tmp_path / "a.zarr", decision="compress_if_smaller", **layout)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        reopened = zarrext.open_array(str(tmp_path / "a.zarr"))
+        reopened[:] = RAMP
+    assert no_decision_warnings(record) == []
+    inventory = zarrext.inventory(reopened)
+    assert inventory.mask_counts == {1: 16}  # zstd applied to every chunk
+    assert inventory.stored_bytes < RAMP.nbytes
+    assert np.array_equal(zarr.open_array(str(tmp_path / "a.zarr"))[:], RAMP)
+
+
+def test_create_array_records_a_builtin_decision_beside_the_users_attributes(
+    tmp_path: Path,
+) -> None:
+    smallest = resolve_decision("smallest")  # a built-in's object records its name too
+    conditional_array(tmp_path / "a.zarr", decision=smallest, attributes={"title": "t"})
+    written = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
+    assert written["attributes"] == {"title": "t", "zarrext": {"decision": "smallest"}}
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [lambda chunk_index, codec, unencoded_chunk: True, 1, Plan(np.ones((4, 4), np.uint8))],
+    ids=["function", "mask", "plan"],
+)
+def test_a_decision_that_is_no_builtin_is_not_recorded(tmp_path: Path, decision: Any) -> None:
+    z = conditional_array(tmp_path / "a.zarr", decision=decision)
+    z[:] = RAMP
+    assert zarrext.inventory(z).mask_counts == {1: 16}  # the decision itself was used
+    assert "zarrext" not in json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())[
+        "attributes"
+    ]
+    with pytest.warns(NoDecisionWarning):
+        zarrext.open_array(str(tmp_path / "a.zarr"))[:] = RAMP
+
+
+def test_an_explicit_decision_wins_over_the_recorded_one(tmp_path: Path) -> None:
+    conditional_array(tmp_path / "a.zarr", decision="compress_if_smaller")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        z = zarrext.open_array(str(tmp_path / "a.zarr"), decision="never_apply")
+        z[:] = RAMP
+    assert no_decision_warnings(record) == []
+    assert zarrext.inventory(z).mask_counts == {0: 16}
+
+
+def test_a_plain_zarr_writer_is_unaffected_by_the_record(tmp_path: Path) -> None:
+    conditional_array(tmp_path / "a.zarr", decision="compress_if_smaller")
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        plain = zarr.open_array(str(tmp_path / "a.zarr"))
+        plain[:] = RAMP
+    assert no_decision_warnings(record) == []
+    assert zarrext.inventory(plain).mask_counts == {0: 16}  # the spec's default: stored raw
+
+
+@pytest.mark.parametrize("layout", [{}, SHARDED], ids=["chunks", "shards"])
+def test_a_writer_with_no_decision_warns_once_per_array(
+    tmp_path: Path, layout: dict[str, Any]
+) -> None:
+    z = conditional_array(tmp_path / "a.zarr", **layout)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        z[:] = RAMP  # 16 chunks, encoded by several threads
+        z[:8] = RAMP[:8] + 1
+        messages = no_decision_warnings(record)
+        assert len(messages) == 1
+        assert str(z.store_path) in messages[0]
+        assert "decision=" in messages[0]
+        zarrext.open_array(str(tmp_path / "a.zarr"))[:] = RAMP  # another opened array
+        assert len(no_decision_warnings(record)) == 2
+        zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:]  # reads never warn
+        assert len(no_decision_warnings(record)) == 2
+    assert zarrext.inventory(z).mask_counts == {0: 16}
+
+
+def test_a_recorded_decision_that_is_no_builtin_is_refused_for_writing(tmp_path: Path) -> None:
+    z = conditional_array(tmp_path / "a.zarr")
+    z.attrs.update({"zarrext": {"decision": "my_function"}})
+    with pytest.raises(DecisionError, match=r"a\.zarr.*'my_function'.*decision="):
+        zarrext.open_array(str(tmp_path / "a.zarr"))
+    assert zarrext.open_array(str(tmp_path / "a.zarr"), mode="r").shape == (32, 32)
+    z = zarrext.open_array(str(tmp_path / "a.zarr"), decision="always_apply")
+    z[:] = RAMP
+    assert zarrext.inventory(z).mask_counts == {1: 16}
+
+
+def test_create_array_refuses_a_zarrext_attribute_it_cannot_record_in(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"attributes\['zarrext'\] is 3"):
+        conditional_array(
+            tmp_path / "a.zarr", decision="compress_if_smaller", attributes={"zarrext": 3}
+        )
+    assert not (tmp_path / "a.zarr" / "zarr.json").exists()
+
+
+def test_info_json_shows_the_recorded_decision(run: Run, tmp_path: Path) -> None:
+    conditional_array(tmp_path / "s.zarr" / "kept", decision="compress_if_smaller")
+    conditional_array(tmp_path / "s.zarr" / "none")
+    zarr.open_group(str(tmp_path / "s.zarr"))  # the two arrays' parent, as a group
+    code, out, err = run("info", tmp_path / "s.zarr", "--json")
+    assert code == 0, err
+    decisions = {m["path"]: m["decision"] for m in json.loads(out)["members"]}
+    assert decisions == {"kept": "compress_if_smaller", "none": None}

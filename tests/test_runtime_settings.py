@@ -23,7 +23,7 @@ from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.codecs.pad import PadCodec
-from zarrext.decisions import resolve_decision
+from zarrext.decisions import NoDecisionWarning, Undecided, resolve_decision
 from zarrext.dtypes.optional import OptionalDType
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
 from zarrext.sharding.layout import LayoutShardingCodec
@@ -41,6 +41,13 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any], str, Any]] = {
         lambda: ConditionalCodec([ZstdCodec()]),
         "decision",
         repr(resolve_decision("always_apply", None)),
+    ),
+    # what zarrext binds when an array has no decision: stored raw, with a warning
+    "conditional.undecided": (
+        lambda: ConditionalCodec([ZstdCodec()], decision=Undecided("file:///a.zarr")),
+        lambda: ConditionalCodec([ZstdCodec()]),
+        "decision",
+        repr(Undecided("file:///a.zarr")),
     ),
     "pad.padding_func": (
         lambda: PadCodec(location="start", nbytes=4, padding=_padding),
@@ -159,3 +166,14 @@ def test_no_codec_keeps_a_setting_in_a_plain_attribute() -> None:
                 )
     assert ("LayoutShardingCodec", "shard_layout") in seen  # the check sees the calls
     assert ("RuntimeShardingCodec", "_zarrext_inner_pipelines") in seen
+
+
+def test_a_pickled_no_decision_marker_still_names_its_array_and_stores_raw() -> None:
+    """Dask ships a writer's codecs to its workers by pickling them."""
+    codec = pickle.loads(
+        pickle.dumps(ConditionalCodec([ZstdCodec()], decision=Undecided("file:///a.zarr")))
+    )
+    raw = default_buffer_prototype().buffer.from_bytes(bytes(64))
+    with pytest.warns(NoDecisionWarning, match="file:///a.zarr"):
+        encoded = codec._encode_sync(raw, _spec())
+    assert encoded.to_bytes() == b"\x00" + bytes(64)  # header: mask 0, then the raw bytes

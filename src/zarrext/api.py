@@ -4,12 +4,18 @@
 ``zarr.Array`` objects whose codec pipeline is :class:`~zarrext.pipeline.ZarrextCodecPipeline`
 and whose ``conditional`` codecs carry the decision given here. ``zarr.json`` is
 not touched: the same array opened with plain zarr-python reads the same values.
+
+A built-in decision given to :func:`create_array` is also recorded in the array's
+attributes (``{"zarrext": {"decision": name}}``), and :func:`open_array` uses it
+when no ``decision=`` is given. An array written with no decision at all stores
+its chunks raw, as the spec's default says, with a
+:class:`~zarrext.decisions.NoDecisionWarning` once per opened array.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import zarr
@@ -25,7 +31,14 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction
-from zarrext.decisions import DecisionLike
+from zarrext.decisions import (
+    NEVER_APPLY,
+    RECORD_KEY,
+    DecisionLike,
+    Undecided,
+    builtin_name,
+    recorded_decision,
+)
 from zarrext.pipeline import RuntimeShardingCodec, build_pipeline
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
@@ -66,6 +79,46 @@ def _contains(codec: Any, kind: type) -> bool:
     for attr in ("codecs", "mask_codecs", "data_codecs"):
         nested.extend(getattr(codec, attr, ()) or ())
     return any(_contains(c, kind) for c in nested)
+
+
+def _conditional_codecs(codec: Any) -> Iterator[ConditionalCodec]:
+    """``codec`` and the codecs nested in it, at any depth, that are ``conditional``."""
+    if isinstance(codec, ConditionalCodec):
+        yield codec
+    for attr in ("codecs", "mask_codecs", "data_codecs"):
+        for inner in getattr(codec, attr, ()) or ():
+            yield from _conditional_codecs(inner)
+
+
+def _decision_when_none_given(array: zarr.Array) -> DecisionLike:
+    """The decision for a writer of ``array`` given none: recorded, or :class:`Undecided`.
+
+    ``None`` (keep what the codecs carry) for an array without ``conditional``
+    codecs, or whose codecs already carry a decision of their own (codec objects
+    given to :func:`create_array`).
+    """
+    conditionals = [
+        c for codec in getattr(array.metadata, "codecs", ()) for c in _conditional_codecs(codec)
+    ]
+    if not conditionals or any(c.decision is not NEVER_APPLY for c in conditionals):
+        return None
+    where = str(array.store_path)
+    recorded = recorded_decision(array.attrs, f"array {where}")
+    return recorded if recorded is not None else Undecided(where)
+
+
+def _with_decision_record(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
+    """``kwargs`` for ``zarr.create_array`` with attributes that record decision ``name``."""
+    attributes = dict(kwargs.get("attributes") or {})
+    record = attributes.get(RECORD_KEY, {})
+    if not isinstance(record, Mapping):
+        raise ValueError(
+            f"attributes[{RECORD_KEY!r}] is {record!r}; zarrext records the array's decision "
+            f"in an object under that key (pass attributes without {RECORD_KEY!r}, or a "
+            "decision that is not recorded)"
+        )
+    attributes[RECORD_KEY] = {**record, "decision": name}
+    return {**kwargs, "attributes": attributes}
 
 
 def _require_in_place(store: Any, shard_layout: str) -> None:
@@ -126,7 +179,9 @@ def with_runtime(
         A Zarr format 3 array.
     decision : Decision, str, int or callable, optional
         Decision for every ``conditional`` codec of the array (also inside shards).
-        ``None`` keeps the decisions the codecs already carry.
+        ``None`` keeps the decisions the codecs already carry: the decision
+        :func:`create_array` recorded in the attributes is read by
+        :func:`open_array`, not here.
     trial_encode : bool, optional
         Trial encoding for a decision function.
     shard_layout : {"fixed-slot", "append"}, optional
@@ -192,9 +247,18 @@ def open_array(
     mode : str
         ``"r+"`` (default) or ``"r"``, ``"a"``.
     decision, trial_encode, shard_layout, padding
-        See :func:`with_runtime`.
+        See :func:`with_runtime`. With no ``decision``, an array opened for writing
+        takes the one :func:`create_array` recorded in its attributes; with none
+        recorded either, its chunks are stored raw and the first chunk written
+        gives a :class:`~zarrext.decisions.NoDecisionWarning`.
     **kwargs
         Passed to ``zarr.open_array``.
+
+    Raises
+    ------
+    DecisionError
+        When no ``decision`` is given and the attributes record one that is not a
+        built-in (opening for writing only).
 
     Notes
     -----
@@ -210,6 +274,8 @@ def open_array(
     array = zarr.open_array(store, mode=mode, **kwargs)
     if mode != "r":
         recover_array(array)
+        if decision is None:
+            decision = _decision_when_none_given(array)
     return with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
         padding=padding,
@@ -232,7 +298,14 @@ def create_array(
     store : StoreLike
         As for ``zarr.create_array``.
     decision, trial_encode, shard_layout, padding
-        See :func:`with_runtime`.
+        See :func:`with_runtime`. A built-in decision (a name such as
+        ``"compress_if_smaller"``, or the object it gives) is also recorded in the
+        array's attributes, ``{"zarrext": {"decision": name}}``, for
+        :func:`open_array` to use again. A function, a fixed mask, a plan or a
+        :class:`~zarrext.decisions.Decision` subclass cannot be recorded: nothing is,
+        and each :func:`open_array` must be given it again. With no ``decision``
+        (and conditional codec objects that carry none), chunks are stored raw and
+        the first chunk written gives a :class:`~zarrext.decisions.NoDecisionWarning`.
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...).
@@ -246,6 +319,11 @@ def create_array(
     """
     store = _store_of(store, "w", kwargs)
     kwargs = _explicit_optional_codecs(kwargs)
+    recorded = builtin_name(decision)
+    if recorded is not None:
+        kwargs = _with_decision_record(kwargs, recorded)
+    elif decision is None:  # attributes given with a record: refuse a bad one up front
+        recorded_decision(kwargs.get("attributes") or {}, f"array {store}")
     if shard_layout is not None:
         _require_in_place(store, shard_layout)
     if any(v is not None for v in (decision, shard_layout, padding)):
@@ -264,6 +342,8 @@ def create_array(
             _probe=True,
         )
     array = zarr.create_array(store, **kwargs)
+    if decision is None:
+        decision = _decision_when_none_given(array)
     return with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
         padding=padding,

@@ -2,7 +2,7 @@
 
 A decision sees one chunk at a time and returns the chunk's mask (bit ``i`` set =
 nested codec ``i`` applied) together with the bytes that mask produces. Decisions
-are runtime settings: they never reach ``zarr.json``.
+are runtime settings: they are not codec metadata.
 
 Three kinds are accepted wherever a decision is:
 
@@ -12,6 +12,12 @@ Three kinds are accepted wherever a decision is:
 - an ``int``: the same mask for every chunk;
 
 or a :class:`Decision` object, e.g. from :func:`from_plan`.
+
+A decision is not metadata, but :func:`zarrext.create_array` records a built-in's
+name in the array's attributes (``{"zarrext": {"decision": name}}``, see
+:func:`decision_record`) so that :func:`zarrext.open_array` can use it again. A
+zarrext writer of an array with no decision at all stores chunks raw and says so
+once (:class:`NoDecisionWarning`).
 
 Trial encoding is cascaded: nested codec ``i`` is tried on the bytes as they stand
 after the codecs already enabled before it, and an accepted trial's output is kept
@@ -25,6 +31,8 @@ guarantee: shuffle+zstd can be larger than zstd alone was on raw bytes.
 from __future__ import annotations
 
 import inspect
+import threading
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,13 +48,19 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILTIN_DECISIONS",
+    "RECORD_KEY",
     "ChunkEncoding",
     "CodecInfo",
     "Decision",
     "DecisionError",
+    "NoDecisionWarning",
+    "Undecided",
+    "builtin_name",
+    "decision_record",
     "from_function",
     "format_mask",
     "from_plan",
+    "recorded_decision",
     "resolve_decision",
 ]
 
@@ -55,6 +69,10 @@ MAX_SMALLEST_CODECS = 8
 
 class DecisionError(ValueError):
     """A decision failed or answered something that is not a decision."""
+
+
+class NoDecisionWarning(UserWarning):
+    """A zarrext writer stores chunks through a ``conditional`` codec that has no decision."""
 
 
 @dataclass(frozen=True)
@@ -505,3 +523,105 @@ def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -
     if callable(decision):
         return from_function(decision, trial_encode)
     raise DecisionError(f"not a decision: {decision!r}")
+
+
+class Undecided(FixedMask):
+    """No decision given and none recorded: mask 0 (the spec's default), said once.
+
+    zarrext binds it to the ``conditional`` codecs of an array opened or created
+    with neither a ``decision=`` nor a recorded one. It stores every chunk raw, as
+    plain zarr-python writers do, and warns (:class:`NoDecisionWarning`) when it
+    chooses the first chunk: one warning per opened array, however many chunks,
+    threads or ``conditional`` codecs (they share this object).
+
+    Parameters
+    ----------
+    array : str
+        The array, as the warning names it.
+    """
+
+    def __init__(self, array: str) -> None:
+        super().__init__(0, "none")
+        self.array = array
+        self.warned = False
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        if not self.warned:
+            with _WARN_LOCK:  # codec threads choose chunks concurrently
+                first = not self.warned
+                self.warned = True
+            if first:
+                warnings.warn(
+                    f"array {self.array} has a conditional codec but no decision, so its "
+                    "chunks are stored raw (mask 0); pass decision=, e.g. "
+                    "'compress_if_smaller', to zarrext.open_array or zarrext.create_array "
+                    "(create_array records a built-in decision for later opens), or run "
+                    "zarrext recompress",
+                    NoDecisionWarning,
+                    stacklevel=2,
+                )
+        return super().choose(chunk)
+
+
+# One lock for all Undecided objects: a lock of their own would not pickle (Dask).
+_WARN_LOCK = threading.Lock()
+
+# The attribute under which zarrext.create_array records a built-in decision.
+RECORD_KEY = "zarrext"
+
+# A built-in decision object's exact class and name -> the name that recreates it.
+_BUILTIN_OBJECTS = {
+    (CompressIfSmaller, "compress_if_smaller"): "compress_if_smaller",
+    (Smallest, "smallest"): "smallest",
+    (FixedMask, "always_apply"): "always_apply",
+    (FixedMask, "never_apply"): "never_apply",
+}
+
+
+def builtin_name(decision: DecisionLike) -> str | None:
+    """The built-in name that recreates ``decision``, or ``None`` if there is none.
+
+    Built-ins given by name or as the objects their names give have one; functions,
+    fixed masks, plans and subclasses (whose behaviour a name cannot carry) have none.
+    """
+    if isinstance(decision, str):
+        return decision if decision in BUILTIN_DECISIONS else None
+    if isinstance(decision, Decision):
+        return _BUILTIN_OBJECTS.get((type(decision), decision.name))
+    return None
+
+
+def decision_record(attributes: Mapping[str, Any]) -> Any:
+    """What an array's attributes record as its decision, as stored (``None`` if nothing).
+
+    The record is ``attributes["zarrext"]["decision"]``; attributes that use the
+    ``zarrext`` key for something other than an object record nothing.
+    """
+    record = attributes.get(RECORD_KEY)
+    return record.get("decision") if isinstance(record, Mapping) else None
+
+
+def recorded_decision(attributes: Mapping[str, Any], where: str) -> str | None:
+    """The built-in decision an array's attributes record, checked.
+
+    Parameters
+    ----------
+    attributes : mapping
+        The array's attributes.
+    where : str
+        The array, as an error names it.
+
+    Raises
+    ------
+    DecisionError
+        When the record names no built-in decision (hand-edited, or written by a
+        newer zarrext).
+    """
+    name = decision_record(attributes)
+    if name is None or (isinstance(name, str) and name in BUILTIN_DECISIONS):
+        return name
+    raise DecisionError(
+        f"{where}: attribute {RECORD_KEY}.decision records {name!r}, which is not a "
+        f"built-in decision ({', '.join(sorted(BUILTIN_DECISIONS))}); pass decision= to "
+        "choose one"
+    )

@@ -31,7 +31,7 @@ from zarrext._zarr_compat import (
     shard_index_size,
 )
 from zarrext.chain import CodecChain, ConditionalPlacement
-from zarrext.decisions import format_mask
+from zarrext.decisions import decision_record, format_mask
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
@@ -320,8 +320,10 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     """What ``zarrext info`` shows: the tree of a store with per-array metadata and bytes.
 
     Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
-    for an array also shape, dtype, chunks, shards, codecs, fill_value and
-    dimension_names, for a group ``members`` (sorted by name) and ``arrays`` (count).
+    for an array also shape, dtype, chunks, shards, codecs, fill_value,
+    dimension_names and decision (the one :func:`zarrext.create_array` recorded in
+    the attributes, ``None`` if none), for a group ``members`` (sorted by name) and
+    ``arrays`` (count).
     """
     store = node.store_path.store
     base = node.store_path.path
@@ -344,6 +346,8 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
                 list(metadata.dimension_names) if metadata.dimension_names else None
             ),
             "attributes": attributes,
+            # recorded by zarrext.create_array, used by zarrext.open_array
+            "decision": decision_record(attributes),
             "stored_bytes": _stored_bytes(store, f"{base}/" if base else ""),
         }
     members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
