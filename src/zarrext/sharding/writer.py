@@ -290,7 +290,13 @@ def write_chunks(
             put_journal(jfd, state.size, state.index_offset, state.index_bytes)
             if faults.fault("journal"):
                 faults.die()
-            _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
+            pieces = [(off, datas[flat]) for flat, off in offsets.items()]
+            pieces += [(off, datas[flat]) for flat, off in placed.mirror.items()]
+            pieces += [
+                (off, os.pread(fd, int(state.table[flat, 1]), int(state.table[flat, 0])))
+                for flat, off in placed.prefill.items()
+            ]
+            _write_runs(fd, pieces)
             if faults.fault("data"):
                 faults.die()
             if faults.fault("index"):
