@@ -14,9 +14,11 @@ of versions (``wrong``), the fill value (``fill``), and reads that raised
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -46,7 +48,7 @@ CODECS = {
 }
 
 
-def create(path: Path, location: str, codecs: str = "raw") -> None:
+def create(path: Path, location: str, codecs: str = "raw", absent: tuple[int, ...] = ()) -> None:
     (path.parent / "codecs").write_text(codecs)
     array = zarrext.create_array(
         str(path),
@@ -65,8 +67,168 @@ def create(path: Path, location: str, codecs: str = "raw") -> None:
     full = np.empty((GRID * 8, GRID * 8), dtype="i4")
     for c in range(GRID * GRID):
         i, j = divmod(c, GRID)
-        full[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8] = chunk_value(c, 0)
+        full[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8] = -1 if c in absent else chunk_value(c, 0)
     array[:] = full
+
+
+# -- torn whole-file reads, replayed deterministically ---------------------------------
+# zarr-python reads a whole shard with one read() of the file, which the kernel
+# copies page by page without a lock against pwrite (ext4, tmpfs): a reader
+# preempted mid-copy gets the bytes before some offset from before a write and the
+# rest from after it. ``torn_reads`` replays every such cut.
+
+SHARD = "c/0/0"  # inner chunks (0..3, 0..3), i.e. numbers 8 * i + j
+INDEX_SIZE = 16 * 16 + 4  # 16 (offset, length) pairs and a crc32c
+
+
+def torn_reads(before: bytes, after: bytes, step: int = 64) -> Iterator[tuple[int, bytes]]:
+    """(cut, bytes) a one-pass reader gets when a write lands while it is at ``cut``
+    (the last: a reader done before the write)."""
+    for cut in [*range(0, len(before), step), len(before)]:
+        yield cut, before[:cut] + after[cut:]
+    yield len(before), before
+
+
+def shard_chunks(path: Path, scratch: Path, data: bytes) -> dict[int, np.ndarray]:
+    """zarr-python's decoding of ``data`` as shard ``SHARD`` of the array at ``path``."""
+    if not scratch.exists():
+        shutil.copytree(path, scratch)
+    (scratch / SHARD).write_bytes(data)
+    got = zarr.open_array(str(scratch), mode="r")[:32, :32]
+    return {
+        8 * i + j: got[i * 8 : i * 8 + 8, j * 8 : j * 8 + 8] for i in range(4) for j in range(4)
+    }
+
+
+def version_of(block: np.ndarray, chunk: int) -> int | str:
+    """Which version of ``chunk`` a decoded block is, else what it is instead."""
+    versions = np.unique(block // 1000 % 1000)
+    if (block // 1000000 == chunk).all():
+        # chunk 0's version 0 is zeros; a cut inside the chunk's bytes mixes two
+        return int(versions[0]) if len(versions) == 1 else "mix"
+    if (block == -1).all():
+        return "fill"
+    # zeros in place of (part of) the chunk: a hole, read before the chunk landed
+    return "zeros" if ((block == 0) | (block // 1000000 == chunk)).all() else "wrong"
+
+
+def write_chunk(array: zarr.Array, chunk: int, version: int | None) -> None:
+    """Store ``version`` of ``chunk`` (None: remove it, i.e. write the fill value)."""
+    i, j = divmod(chunk, GRID)
+    value = np.full((8, 8), -1, "i4") if version is None else chunk_value(chunk, version)
+    array[i * 8 : (i + 1) * 8, j * 8 : (j + 1) * 8] = value
+
+
+def seen(
+    path: Path, scratch: Path, before: bytes, after: bytes, location: str = "end"
+) -> dict[int, set[int | str]]:
+    """What each chunk of the shard decodes as over every torn read of before/after.
+
+    A cut inside the index fails the index's checksum (zarr-python raises): such
+    reads are left out, and must be the only ones that raise.
+    """
+    out: dict[int, set[int | str]] = {c: set() for c in shard_chunks(path, scratch, before)}
+    index_at = len(after) - INDEX_SIZE if location == "end" else 0
+    for cut, data in torn_reads(before, after):
+        try:
+            chunks = shard_chunks(path, scratch, data)
+        except ValueError as error:
+            failure = str(error)
+        else:
+            failure = ""
+        if failure:
+            assert "checksum" in failure, failure
+            assert index_at < cut < index_at + INDEX_SIZE, cut
+            continue
+        for chunk, block in chunks.items():
+            out[chunk].add(version_of(block, chunk))
+    return out
+
+
+def assert_versions(got: dict[int, set[int | str]], written: dict[int, set[int | str]]) -> None:
+    """Every chunk decoded as one of its expected versions (version 0 unless in
+    ``written``); a written chunk also as a mix of two (a cut inside its bytes)."""
+    for chunk, versions in got.items():
+        expected = written.get(chunk, {0})
+        allowed = expected | {"mix"} if chunk in written else expected
+        assert expected <= versions <= allowed, (chunk, versions, expected)
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_torn_read_of_an_update_gets_a_version(tmp_path: Path, location: str) -> None:
+    # The reported window: chunk 9, stored long before, is updated into its spare
+    # slot. A reader that copied that slot before the write and the index at the
+    # end after it used to decode the spare slot's hole: zeros.
+    path = tmp_path / "a"
+    create(path, location)
+    array = zarrext.open_array(str(path), mode="r+", shard_layout="fixed-slot")
+    write_chunk(array, 1, 1)  # the first update brings the spare area into the file
+    before = (path / SHARD).read_bytes()
+    write_chunk(array, 9, 1)
+    after = (path / SHARD).read_bytes()
+    got = seen(path, tmp_path / "scratch", before, after, location)
+    assert_versions(got, {1: {1}, 9: {0, 1}})
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_torn_read_while_the_spare_area_appears(tmp_path: Path, location: str) -> None:
+    path = tmp_path / "a"
+    create(path, location)
+    array = zarrext.open_array(str(path), mode="r+", shard_layout="fixed-slot")
+    before = (path / SHARD).read_bytes()
+    write_chunk(array, 9, 1)  # the file grows by the spare area
+    write_chunk(array, 10, 1)
+    after = (path / SHARD).read_bytes()
+    assert len(after) > len(before)
+    assert_versions(
+        seen(path, tmp_path / "scratch", before, after, location), {9: {0, 1}, 10: {0, 1}}
+    )
+    # chunk 3's spare slot was filled when the spare area appeared: its first
+    # update there pairs with version 0, never with a hole
+    before = after
+    write_chunk(array, 3, 1)
+    after = (path / SHARD).read_bytes()
+    got = seen(path, tmp_path / "scratch2", before, after, location)
+    assert_versions(got, {3: {0, 1}, 9: {1}, 10: {1}})
+
+
+def test_torn_read_of_a_chunk_stored_after_the_spare_area(tmp_path: Path) -> None:
+    # Chunk 2 was absent when the spare area appeared: its first store goes to its
+    # slot and its spare slot, so its first update never leaves a hole to pair with.
+    path = tmp_path / "a"
+    create(path, "end")
+    array = zarrext.open_array(str(path), mode="r+", shard_layout="fixed-slot")
+    write_chunk(array, 2, None)
+    write_chunk(array, 1, 1)
+    write_chunk(array, 2, 1)
+    before = (path / SHARD).read_bytes()
+    write_chunk(array, 2, 2)
+    after = (path / SHARD).read_bytes()
+    got = seen(path, tmp_path / "scratch", before, after)
+    assert_versions(got, {1: {1}, 2: {1, 2}})
+
+
+@pytest.mark.parametrize(
+    ("before_read", "expected"),
+    [("never-stored", {"fill", "zeros", 1}), ("removed", {"fill", "mix", 0, 1})],
+)
+def test_torn_read_of_a_first_store(
+    tmp_path: Path, before_read: str, expected: set[int | str]
+) -> None:
+    # The window left open (README, writer.py): a chunk with no stored version when
+    # the read began goes to its slot, a hole or its bytes from before its removal;
+    # a reader that copied the slot before the write and the index after it
+    # decodes those bytes: zeros (not the fill value), or an old version.
+    path = tmp_path / "a"
+    create(path, "end", absent=(2,) if before_read == "never-stored" else ())
+    array = zarrext.open_array(str(path), mode="r+", shard_layout="fixed-slot")
+    write_chunk(array, 2, None)
+    before = (path / SHARD).read_bytes()
+    write_chunk(array, 2, 1)
+    after = (path / SHARD).read_bytes()
+    got = seen(path, tmp_path / "scratch", before, after)
+    assert got[2] == expected, got[2]
+    assert_versions({c: v for c, v in got.items() if c != 2}, {})
 
 
 WRITER = r"""

@@ -7,6 +7,7 @@ process's last write to them; contended chunks one of the writes, whole.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -112,3 +113,92 @@ def test_four_processes_same_shards(tmp_path: Path, location: str) -> None:
             checked += 1
     assert checked == GRID * GRID
     assert len(last) > 150  # most owned chunks were written
+
+
+# -- whole-shard readers against writers (issue 22 item 6) -----------------------------
+# zarr-python reads a whole shard in one read(), torn against writes when the reader
+# is preempted mid-copy. One large shard (1024 inner chunks, 1 MiB of slots) makes
+# the copy long; a writer that rewrites the whole shard now and then (swapped in
+# fresh, without a spare area) keeps first updates into spare slots coming. Before
+# spare slots were filled (allocator.Allocation.prefill) this found about one
+# chunk of zeros per 5 s.
+
+TORN_N, TORN_E = 32, 16  # inner chunks per axis, inner chunk edge
+
+TORN_WRITER = r"""
+import sys, time
+import numpy as np, zarrext
+path, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
+N, E = int(sys.argv[4]), int(sys.argv[5])
+array = zarrext.open_array(path, mode="r+", shard_layout="fixed-slot")
+rng = np.random.default_rng(seed)
+base = (np.arange(N * N).reshape(N, N) * 1000).repeat(E, 0).repeat(E, 1).astype("i4")
+end = time.monotonic() + seconds
+n = 0
+while time.monotonic() < end:
+    n += 1
+    if seed == 0 and n % 200 == 0:
+        array[:] = base + n % 999 + 1
+        continue
+    c = int(rng.integers(N * N))
+    i, j = divmod(c, N)
+    array[i * E:(i + 1) * E, j * E:(j + 1) * E] = np.full((E, E), c * 1000 + n % 999 + 1, "i4")
+print(n)
+"""
+
+TORN_READER = r"""
+import json, sys, time
+import numpy as np, zarr
+path, seconds, N, E = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+array = zarr.open_array(path, mode="r")
+counts = {"reads": 0, "zeros": 0, "wrong": 0, "errors": 0}
+end = time.monotonic() + seconds
+while time.monotonic() < end:
+    counts["reads"] += 1
+    try:
+        got = array[:]
+    except ValueError:
+        counts["errors"] += 1
+        continue
+    blocks = got.reshape(N, E, N, E).transpose(0, 2, 1, 3).reshape(N * N, E * E)
+    zero = (blocks == 0).any(axis=1)
+    counts["zeros"] += int(zero.sum())
+    other = (blocks // 1000 != np.arange(N * N)[:, None]).any(axis=1)
+    counts["wrong"] += int((~zero & other).sum())
+print(json.dumps(counts))
+"""
+
+
+@pytest.mark.slow
+def test_whole_shard_readers_never_get_zeros(tmp_path: Path) -> None:
+    n, e, seconds = TORN_N, TORN_E, 40.0
+    path = tmp_path / "a"
+    array = zarrext.create_array(
+        str(path), shape=(n * e, n * e), chunks=(n * e, n * e), dtype="i4", fill_value=-1,
+        compressors=None,
+        serializer=ShardingCodec(chunk_shape=(e, e), codecs=[BytesCodec()]),
+        shard_layout="fixed-slot",
+    )
+    array[:] = (np.arange(n * n).reshape(n, n) * 1000 + 1).repeat(e, 0).repeat(e, 1)
+    args = [str(path), str(seconds)]
+    writers = [
+        subprocess.Popen(
+            [sys.executable, "-c", TORN_WRITER, *args, str(seed), str(n), str(e)],
+            stdout=subprocess.PIPE, text=True,
+        )
+        for seed in range(2)
+    ]
+    reader = subprocess.Popen(
+        [sys.executable, "-c", TORN_READER, *args, str(n), str(e)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    for proc in writers:
+        out, _ = proc.communicate(timeout=seconds + 120)
+        assert proc.returncode == 0
+        assert int(out) > 200  # the whole shard was rewritten at least once
+    out, _ = reader.communicate(timeout=seconds + 120)
+    assert reader.returncode == 0
+    counts = json.loads(out)
+    print(f"\nwhole-shard reads against 2 writers: {counts}")
+    assert counts["reads"] > 20, counts
+    assert counts["zeros"] == counts["wrong"] == 0, counts

@@ -20,14 +20,36 @@ index a reader may still hold points to *another* chunk. The rules:
   the end of the file; that region is never reused in place (``compact``
   reclaims it).
 
-Extra space is therefore bounded: one spare slot per chunk (``n * S``, a sparse
-hole until used), plus what is appended while such a transition lasts.
+Extra space is therefore bounded: one spare slot per chunk (``n * S``), plus what
+is appended while such a transition lasts.
+
+Whole-file readers and the index at the end
+-------------------------------------------
+zarr-python reads a whole shard in one ``read`` of the file, which is not atomic
+against a writer's ``pwrite`` (ext4 and tmpfs copy page by page without a lock; a
+reader preempted mid-copy sees pages from before and after whole transactions).
+The pages come in file order, so with the index at the end a reader can pair a
+*new* index with data bytes from *before* the transaction: the chunk's new place
+as it was before the new copy landed there. In slot form that place is the
+chunk's other own place, so such a reader gets an older version of the chunk, as
+long as that place already held one. A spare slot that was never written is a
+hole (zeros, read as the fill value by raw codecs). Hence (:attr:`Allocation.prefill`,
+:attr:`Allocation.mirror`), with the index at the end:
+
+- the transaction that brings spare slots into the file fills each with its
+  chunk's current bytes, in the same write that extends the file (a reader
+  cannot have read past the old end before that write);
+- a chunk stored into its slot while its spare slot in the file does not hold its
+  previous copy (a chunk stored for the first time) gets its new bytes in both.
+
+With the index at the start a whole-file reader reads the index first: an old
+index with newer bytes, which the alternation already makes a version of the chunk.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -59,10 +81,20 @@ class Allocation:
     eof : int
         End of data after the transaction (the new index goes here when the
         index is at the end and the data grew past the old file).
+    prefill : dict of int to int
+        Spare slots this transaction brings into the file that get a copy of their
+        chunk's *current* bytes (flat index -> offset), so that they never hold
+        zeros where a new index may point.
+    mirror : dict of int to int
+        Spare slots that get a second copy of their chunk's *new* bytes (flat
+        index -> offset): the chunk goes to its slot and its spare slot held none
+        of its versions.
     """
 
     offsets: dict[int, int]
     eof: int
+    prefill: dict[int, int] = field(default_factory=dict)
+    mirror: dict[int, int] = field(default_factory=dict)
 
 
 class Busy:
@@ -161,7 +193,48 @@ def allocate(
         # The index must end the file: put it past the whole spare area at once,
         # so that it never sits in a spare slot another chunk may need.
         eof = max(eof, geometry.spare_end)
-    return Allocation(offsets, eof)
+    if layout != "fixed-slot" or slot is None or geometry.index_location != "end":
+        return Allocation(offsets, eof)
+    prefill, mirror = _spare_versions(table, size, eof, geometry, offsets, busy)
+    return Allocation(offsets, eof, prefill, mirror)
+
+
+def _spare_versions(
+    table: np.ndarray,
+    size: int,
+    eof: int,
+    geometry: ShardGeometry,
+    offsets: Mapping[int, int],
+    busy: Busy,
+) -> tuple[dict[int, int], dict[int, int]]:
+    """The spare slots to fill so that each holds a version of its chunk before a
+    new index can point to it (see the module docstring): ``(prefill, mirror)``."""
+    slot = geometry.slot_size
+    assert slot is not None
+    prefill: dict[int, int] = {}
+    mirror: dict[int, int] = {}
+    for flat in range(geometry.n_chunks):
+        spare = geometry.spare_start + flat * slot
+        old, length = (int(v) for v in table[flat])
+        if flat in offsets:
+            # Stored into its slot, previous copy not in its spare slot (none, or
+            # elsewhere): the spare slot, if in the file, holds no version of it.
+            if (
+                offsets[flat] == geometry.home(flat)
+                and old != spare
+                and spare < size
+                and not busy.overlaps(spare, spare + slot)
+            ):
+                mirror[flat] = spare
+        elif (
+            size <= spare
+            and spare + slot <= eof
+            and old != int(EMPTY)
+            and length <= slot
+            and not busy.overlaps(spare, spare + slot)
+        ):
+            prefill[flat] = spare
+    return prefill, mirror
 
 
 def freed_ranges(

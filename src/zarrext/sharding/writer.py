@@ -49,6 +49,20 @@ that chunk's newer version (or, while it is being written, a mix of two versions
 that a crc32c in the inner codecs reports), but never another chunk's bytes as
 long as they read a shard's chunks within the grace period
 (:data:`~zarrext.sharding.allocator.REUSE_GRACE`) of reading its index.
+
+zarr-python reads a whole shard in one ``read``, which the kernel (ext4, tmpfs)
+copies page by page without a lock against ``pwrite``: a reader preempted mid-copy
+gets pages from before and after whole transactions, in file order. With the index
+at the end it can pair a new index with the old bytes at a chunk's new place. In
+slot form that place is the chunk's other own place, and with the index at the end
+a spare slot holds a version of its chunk before any index points to it (filled
+when the spare area enters the file, or on the chunk's first store:
+:mod:`zarrext.sharding.allocator`), so a chunk stored when such a read began reads
+as some version of itself. The exact remainder: a chunk with no stored version
+when the read began (never stored, or removed) may read as its slot's old bytes,
+zeros (a hole; not the fill value unless it is 0) or a version from before its
+removal. With the index at the start the index is read first (old index, newer
+bytes): only the cases above.
 """
 
 from __future__ import annotations
@@ -351,7 +365,13 @@ def _commit(
             put_journal(jfd, state.size, state.index_offset, state.index_bytes)
             if faults.fault("journal"):
                 faults.die()
-            _write_runs(fd, [(off, datas[flat]) for flat, off in offsets.items()])
+            pieces = [(off, datas[flat]) for flat, off in offsets.items()]
+            pieces += [(off, datas[flat]) for flat, off in placed.mirror.items()]
+            pieces += [
+                (off, os.pread(fd, int(state.table[flat, 1]), int(state.table[flat, 0])))
+                for flat, off in placed.prefill.items()
+            ]
+            _write_runs(fd, pieces)
             if faults.fault("data"):
                 faults.die()
             if faults.fault("index"):
