@@ -81,7 +81,16 @@ def test_inspect_json(run: Run, tmp_path: Path) -> None:
     assert cond["stored_bytes"] == expected.stored_bytes
     masks = expected.mask_counts.items()
     assert cond["mask_counts"] == {expected.mask_text(m): n for m, n in masks}
-    assert by_path["sub/sharded"]["conditional"] is False
+    assert cond["mask_names"] == {m: {"0b0": "raw", "0b1": "zstd"}[m] for m in cond["mask_counts"]}
+    assert cond["shards"] is None  # not sharded
+    sharded = by_path["sub/sharded"]
+    assert sharded["conditional"] is False
+    root = tmp_path / "s.zarr" / "sub" / "sharded"
+    files = sorted(p for p in (root / "c").rglob("*") if p.is_file())
+    assert [s["key"] for s in sharded["shards"]] == [str(p.relative_to(root)) for p in files]
+    assert [s["file_size"] for s in sharded["shards"]] == [p.stat().st_size for p in files]
+    assert all(s["empty_chunks"] == 0 and s["n_chunks"] == 4 for s in sharded["shards"])
+    assert all(s["mask_counts"] == {} for s in sharded["shards"])
 
 
 @pytest.mark.parametrize("damage", [False, True])

@@ -142,6 +142,48 @@ def test_shard_rows_capped_with_a_summary(tmp_path: Path) -> None:
     assert "c/0/20" not in text
     assert "... and 5 more shards (5 fixed-slot)" in text
     assert "1/10 empty chunks" in text  # the rest: 5 shards of 2 chunks, one chunk empty
-    full = render_shard_table(report, Console(file=StringIO(), width=200), max_rows=None)
+    full_text = StringIO()
+    full = render_shard_table(report, Console(file=full_text, width=200), max_rows=None)
     assert full.row_count == 25
-    assert full.caption is None
+    assert "more shards" not in full_text.getvalue()
+
+
+def test_one_line_per_shard_and_the_writes_said_once(tmp_path: Path) -> None:
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:, :] = 1  # two shards, c/0/0 and c/0/1
+    out = StringIO()
+    render_shard_table(shard_report(array), Console(file=out, width=60), title="shards of a")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == "shards of a; writes: in place (each chunk in its slot)"
+    assert sum("in place" in line for line in lines) == 1
+    rows = [line for line in lines if line.lstrip().startswith("c/")]
+    assert [row.split()[:2] for row in rows] == [["c/0/0", "fixed-slot"], ["c/0/1", "fixed-slot"]]
+    assert all(row.rstrip().endswith("0/16") for row in rows)  # no chunk empty, on that line
+
+
+def test_a_shard_that_differs_says_so_in_a_note(tmp_path: Path) -> None:
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:, :] = 1
+    shard = tmp_path / "a" / "c" / "0" / "1"
+    shard.write_bytes(b"\x00" * shard.stat().st_size)  # index unreadable
+    out = StringIO()
+    table = render_shard_table(shard_report(array), Console(file=out, width=200))
+    assert [c.header for c in table.columns][-1] == "note"
+    (bad,) = [line for line in out.getvalue().splitlines() if "c/0/1" in line]
+    assert "index unreadable" in bad
+    (good,) = [line for line in out.getvalue().splitlines() if "c/0/0" in line]
+    assert "index unreadable" not in good
+
+
+def test_shard_json(tmp_path: Path) -> None:
+    from zarrext.sharding.inspect import shard_json
+
+    array = _create(tmp_path / "a", "fixed-slot")
+    array[:8, :8] = 1
+    (info,) = shard_report(array)
+    document = shard_json(info)
+    assert document["key"] == "c/0/0"
+    assert (document["empty_chunks"], document["n_chunks"]) == (15, 16)
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    assert document["file_size"] == info.file_size == shard.stat().st_size
+    assert document["writes"] == "in place (each chunk in its slot)"

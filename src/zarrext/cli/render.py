@@ -7,10 +7,11 @@ into rich output, so ``import zarrext`` and its jobs never load rich.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
@@ -23,10 +24,11 @@ from zarrext.sharding.inspect import (
     format_bytes,
     shard_report,
     summary_line,
+    usual_writes,
     writes_text,
 )
 
-__all__ = ["progress_bar", "recompress_table", "render_shard_table", "render_sharded"]
+__all__ = ["progress_bar", "recompress_table", "render_shard_table", "sharded_report"]
 
 
 @contextmanager
@@ -94,40 +96,60 @@ def render_shard_table(
     *,
     title: str = "shards",
     max_rows: int | None = MAX_SHARD_ROWS,
+    masks: Mapping[str, str] | None = None,
 ) -> Table:
-    """Print ``report`` (:func:`zarrext.sharding.shard_report`) as a table on ``console``.
+    """Print ``report`` (:func:`zarrext.sharding.shard_report`) on ``console``, a line a shard.
 
-    Past ``max_rows`` shards (``None``: no limit) the rest are summed up in one line.
-    Returns the table.
+    A heading line says how writes reach the shards, once (shards of one array are
+    alike); a shard that differs says its own in a ``note`` column. ``masks`` maps a
+    shard's key to the conditional masks of its chunks (a column when given). Past
+    ``max_rows`` shards (``None``: no limit) one line after the table sums up the
+    rest. Heading and summary are lines of their own, not the table's title and
+    caption, which rich would wrap to the table's width. Returns the table.
     """
     shown = report if max_rows is None else report[:max_rows]
-    table = Table(title=title)
-    for name in ("shard", "layout", "used", "file size", "used %", "empty chunks", "writes"):
-        left = name in ("shard", "layout", "writes")
-        table.add_column(name, justify="left" if left else "right")
-    if len(shown) < len(report):
-        table.caption = summary_line(report[len(shown) :])
+    usual = usual_writes(report)
+    notes = {info.key: writes_text(info) for info in shown if writes_text(info) != usual}
+    rows = []
     for info in shown:
         pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
-        table.add_row(
-            info.key,
-            info.layout,
-            format_bytes(info.bytes_used),
-            format_bytes(info.file_size),
-            f"{pct:.0f}%",
-            f"{info.empty_chunks}/{info.n_chunks}",
-            writes_text(info),
+        used = f"{format_bytes(info.bytes_used)} of {format_bytes(info.file_size)} ({pct:.0f}%)"
+        row = [info.key, info.layout, used, f"{info.empty_chunks}/{info.n_chunks}"]
+        row += [masks.get(info.key, "")] if masks is not None else []
+        row += [notes.get(info.key, "")] if notes else []
+        rows.append(row)
+    names = ["shard", "layout", "bytes used", "empty"]
+    names += ["masks"] if masks is not None else []
+    names += ["note"] if notes else []
+    table = Table(box=box.SIMPLE_HEAD)
+    for i, name in enumerate(names):
+        if name in ("masks", "note"):  # free text: shortened or wrapped to fit, never the rest
+            masks_column = name == "masks"
+            table.add_column(
+                name, overflow="ellipsis" if masks_column else "fold", no_wrap=masks_column
+            )
+            continue
+        # one line per shard, and these columns whole at any terminal width
+        widest = max((len(row[i]) for row in rows), default=len(name))
+        table.add_column(
+            name, justify="left" if i < 2 else "right", no_wrap=True, min_width=widest
         )
+    for row in rows:
+        table.add_row(*row)
+    console.print(f"{title}; writes: {usual}" if usual else title, highlight=False)
     console.print(table)
+    if len(shown) < len(report):
+        console.print(summary_line(report[len(shown) :]), highlight=False)
     return table
 
 
-def render_sharded(array: Any, console: Console) -> None:
-    """Print the shard table of ``array`` if it is a sharded Zarr format 3 array."""
+def sharded_report(array: Any) -> list[ShardInfo] | None:
+    """:func:`~zarrext.sharding.shard_report` of a sharded Zarr format 3 array, else None."""
     from zarr.core.metadata import ArrayV3Metadata
 
     from zarrext.sharding.layout import sharding_codec_of
 
     metadata = array.metadata
     if isinstance(metadata, ArrayV3Metadata) and sharding_codec_of(metadata) is not None:
-        render_shard_table(shard_report(array), console, title=f"shards of {array.path or '/'}")
+        return shard_report(array)
+    return None

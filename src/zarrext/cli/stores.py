@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+import os
+from collections import Counter, defaultdict
+from collections.abc import Iterator, Mapping, Sequence
 from math import prod
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -24,7 +27,13 @@ from zarrext.cli._common import (
     require_writable_file,
     run_each,
 )
-from zarrext.inspection import ArrayInventory, inventory, size_change
+from zarrext.decisions import format_mask
+from zarrext.inspection import ArrayInventory, inventory, size_change, storage_block
+from zarrext.sharding.inspect import ShardInfo, shard_json
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
 __all__ = ["iter_arrays", "register", "size_change"]
 
@@ -34,8 +43,35 @@ def label(given: Path | str, member: str) -> str:
     return f"{str(given).rstrip('/')}/{member}" if member else str(given)
 
 
+def codec_names(inv: ArrayInventory) -> list[str]:
+    """Names of the conditional codec's nested codecs, in the order they apply (bit order)."""
+    if inv.placement is None:
+        return []
+    return [str(c.to_dict().get("name", type(c).__name__)) for c in inv.placement.codec.codecs]
+
+
+def mask_name(mask: int, names: Sequence[str]) -> str:
+    """A mask in words: the codecs it applied joined by ``+``, or ``raw`` for none.
+
+    >>> mask_name(0, ["shuffle", "zstd"]), mask_name(0b11, ["shuffle", "zstd"])
+    ('raw', 'shuffle+zstd')
+    >>> mask_name(0b100, ["zstd"])
+    'invalid 0b100'
+    """
+    if mask >> len(names):
+        return f"invalid {format_mask(mask, len(names))}"
+    applied = [name for bit, name in enumerate(names) if mask >> bit & 1]
+    return "+".join(applied) or "raw"
+
+
+def mask_names(inv: ArrayInventory) -> dict[str, str]:
+    """The masks the array's chunks hold, notation to words: ``{"0b11": "shuffle+zstd"}``."""
+    names = codec_names(inv)
+    return {inv.mask_text(m): mask_name(m, names) for m in sorted(inv.mask_counts)}
+
+
 def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Table:
-    """One array's stored chunks, bytes and mask counts."""
+    """One array's stored chunks, bytes and mask counts (the masks named in the caption)."""
     name = label(given, inv.path) if given is not None else inv.path or "/"
     table = Table(title=f"array {name}  shape={inv.shape} chunks={inv.chunk_shape}")
     table.add_column("stored chunks", justify="right")
@@ -54,10 +90,30 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
         ratio,
         masks if inv.placement is not None else "(no conditional codec)",
     )
+    if inv.mask_counts:
+        table.caption = "masks: " + ", ".join(f"{k} {v}" for k, v in mask_names(inv).items())
     return table
 
 
-def _inventory_json(inv: ArrayInventory) -> dict[str, Any]:
+def masks_by_shard(inv: ArrayInventory) -> dict[str, Counter[int]]:
+    """How many of each shard's stored chunks hold each mask, by shard key.
+
+    Keys are relative to the array, as :class:`~zarrext.sharding.inspect.ShardInfo`'s.
+    """
+    prefix = f"{inv.path}/" if inv.path else ""
+    out: dict[str, Counter[int]] = defaultdict(Counter)
+    for chunk in inv.chunks:
+        if chunk.mask is not None:
+            out[chunk.key.removeprefix(prefix)][chunk.mask] += 1
+    return dict(out)
+
+
+def _counts_text(counts: Counter[int], names: Sequence[str]) -> str:
+    return ", ".join(f"{mask_name(m, names)}: {n}" for m, n in sorted(counts.items()))
+
+
+def _inventory_json(inv: ArrayInventory, shards: list[ShardInfo] | None) -> dict[str, Any]:
+    by_shard = masks_by_shard(inv)
     return {
         "path": inv.path or "/",
         "shape": list(inv.shape),
@@ -68,7 +124,25 @@ def _inventory_json(inv: ArrayInventory) -> dict[str, Any]:
         "raw_bytes": inv.raw_bytes,
         "conditional": inv.placement is not None,
         "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
+        "mask_names": mask_names(inv),
+        "shards": None if shards is None else [
+            {
+                **shard_json(info),
+                "mask_counts": {
+                    inv.mask_text(m): n for m, n in sorted(by_shard.get(info.key, {}).items())
+                },
+            }
+            for info in shards
+        ],
     }
+
+
+def chunks_per_shard(array: Any) -> tuple[int, ...] | None:
+    """Inner chunks per shard along each axis, or None for an unsharded array."""
+    outer, sharding = storage_block(array.metadata)
+    if sharding is None:
+        return None
+    return tuple(o // c for o, c in zip(outer, sharding.chunk_shape, strict=True))
 
 
 MAX_PLOTTED_ARRAYS = 24
@@ -76,65 +150,218 @@ MAX_LEGEND_MASKS = 20  # tab20 has 20 colours
 
 
 def mask_legend(inv: ArrayInventory) -> list[str]:
-    """The mask panel's colour-bar labels: every possible mask, in the one notation."""
+    """Every possible mask of the array in the one notation (``0b00`` ... ``0b11``)."""
     if inv.placement is None:
         return []
     return [inv.mask_text(m) for m in range(min(2**inv.n_codecs, MAX_LEGEND_MASKS))]
 
 
-def plot_inventories(
-    inventories: list[ArrayInventory], path: Path, given: Path | str | None = None
-) -> None:
-    """Draw each array's chunk grid coloured by mask and by compression ratio."""
+def plot_file(plot: Path) -> Path:
+    """The file ``--plot`` writes: ``plot`` itself, or ``plot.png`` when it has no suffix.
+
+    The suffix picks the image format (``.png``, ``.svg``, ``.pdf``, ...); one
+    matplotlib cannot write is a usage error, before any work is done.
+    """
     from zarrext._extras import needs
 
     with needs("plot", "zarrext inspect --plot"):
-        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    import numpy as np
+    if plot.is_dir():
+        fail(f"--plot {plot}: is a directory; give an image file name such as grid.png", 2)
+    if not plot.suffix:
+        return plot.with_name(plot.name + ".png")
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if plot.suffix[1:].lower() not in formats:
+        known = ", ".join(f".{f}" for f in sorted(formats))
+        fail(f"--plot {plot}: matplotlib cannot write {plot.suffix} files; use one of {known}", 2)
+    return plot
+
+
+NOT_WRITTEN = "lightgrey"  # chunks never written: the fill value, no bytes stored
+
+
+def as_image(grid: np.ndarray) -> np.ndarray:
+    """A chunk grid as rows x columns: the last axis across, the others flattened down."""
+    if grid.ndim == 0:
+        return grid.reshape(1, 1)
+    return grid.reshape(-1, grid.shape[-1])
+
+
+def shard_edges(
+    grid_shape: tuple[int, ...], per_shard: tuple[int, ...]
+) -> tuple[list[float], list[float]]:
+    """Where shard boundaries fall in :func:`as_image`'s picture: (row edges, column edges).
+
+    An edge at ``r - 0.5`` separates image rows ``r - 1`` and ``r`` (image coordinates
+    put cell centres on integers). Rows flatten the leading axes, so two neighbouring
+    rows are in different shards when any leading coordinate crosses a shard.
+
+    >>> shard_edges((8, 12), (4, 4))
+    ([3.5], [3.5, 7.5])
+    >>> shard_edges((2, 3, 4), (1, 2, 4))
+    ([1.5, 2.5, 4.5], [])
+    """
+    if not grid_shape:
+        return [], []
+    columns = [c - 0.5 for c in range(per_shard[-1], grid_shape[-1], per_shard[-1])]
+    leading, per_lead = grid_shape[:-1], np.array(per_shard[:-1])
+    rows: list[float] = []
+    if leading:
+        coords = np.stack(np.unravel_index(np.arange(prod(leading)), leading), axis=1)
+        shard_of = coords // per_lead
+        changes = np.any(shard_of[1:] != shard_of[:-1], axis=1)
+        rows = [float(r) + 0.5 for r in np.flatnonzero(changes)]
+    return rows, columns
+
+
+def plot_inventories(
+    inventories: list[ArrayInventory],
+    path: Path,
+    given: Path | str | None = None,
+    shards: Mapping[str, tuple[int, ...]] | None = None,
+) -> Figure:
+    """Draw each array's chunk grid coloured by conditional mask and by compression ratio.
+
+    One row per array: the masks named by the codecs they applied (arrays with a
+    conditional codec only) and raw/stored bytes on a log scale; chunks never written
+    in grey; lines at shard boundaries (``shards`` maps an array's path to its inner
+    chunks per shard). Writes ``path`` (format from its suffix) under a temporary name
+    first, and returns the figure.
+    """
+    from zarrext._extras import needs
+
+    with needs("plot", "zarrext inspect --plot"):
+        from matplotlib.figure import Figure
 
     # One row of panels per array: past MAX_PLOTTED_ARRAYS the figure is unreadable and
     # slow to draw (170 arrays took 75 s and made a 68000-pixel-high PNG).
     inventories = inventories[:MAX_PLOTTED_ARRAYS]
-    fig, axes = plt.subplots(
-        len(inventories), 2, figsize=(10, 4 * len(inventories)), squeeze=False
-    )
-    for row, inv in zip(axes, inventories, strict=True):
+    shards = shards or {}
+    fig = Figure(figsize=(12, 4.5 * len(inventories)), layout="constrained")
+    rows = fig.subfigures(len(inventories), 1, squeeze=False)[:, 0]
+    for row, inv in zip(rows, inventories, strict=True):
         name = label(given, inv.path) if given is not None else inv.path or "/"
-        legend = mask_legend(inv)
-        n_masks = max(len(legend), 1)
-        panels: list[tuple[Any, str, Any, float | None, float | None]] = [
-            (row[1], "ratio", plt.get_cmap("viridis"), None, None)
-        ]
+        per_shard = shards.get(inv.path)
         if inv.placement is not None:
-            panels.insert(0, (row[0], "mask", plt.get_cmap("tab20", n_masks), -0.5, n_masks - 0.5))
-        else:
-            row[0].set_axis_off()
-            row[0].set_title(f"{name}: no conditional codec")
-        for ax, attribute, cmap, vmin, vmax in panels:
-            grid = inv.grid(attribute)
-            if grid.ndim == 1:
-                grid = grid[np.newaxis, :]
-            elif grid.ndim > 2:
-                grid = grid.reshape(-1, grid.shape[-1])
-            image = ax.imshow(
-                np.ma.masked_invalid(grid), cmap=cmap, vmin=vmin, vmax=vmax,
-                interpolation="nearest",
-            )
-            bar = fig.colorbar(image, ax=ax, label=attribute)
-            if attribute == "mask":
-                bar.set_ticks(range(n_masks))
-                bar.set_ticklabels(legend)
-            ax.set_title(f"{name}: {attribute} per chunk")
-            ax.set_xlabel("chunk (last axis)")
-            ax.set_ylabel("chunk (other axes)")
-            ax.xaxis.get_major_locator().set_params(integer=True)
-            ax.yaxis.get_major_locator().set_params(integer=True)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+            mask_ax, ratio_ax = row.subplots(1, 2)
+            _mask_panel(mask_ax, inv, name, per_shard)
+        else:  # no masks to show: the ratio panel alone, centred in its row
+            ratio_ax = row.subplots(1, 1)
+        _ratio_panel(ratio_ax, inv, name, per_shard)
+    suffix = path.suffix[1:].lower() or "png"
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        fig.savefig(partial, format=suffix, dpi=100)
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+    return fig
+
+
+def _draw_grid(
+    ax: Axes, image: np.ndarray, cmap: Any, norm: Any, per_shard: tuple[int, ...] | None,
+    grid_shape: tuple[int, ...],
+) -> Any:
+    """Show a chunk grid (NaN: not written) with shard boundaries; the AxesImage."""
+    from matplotlib.ticker import MaxNLocator
+
+    rows, columns = image.shape
+    # a long thin grid fills the panel instead of becoming a hairline
+    aspect: Literal["equal", "auto"] = "equal" if 1 / 8 <= rows / columns <= 8 else "auto"
+    drawn = ax.imshow(
+        np.ma.masked_invalid(image), cmap=cmap.with_extremes(bad=NOT_WRITTEN), norm=norm,
+        interpolation="nearest", aspect=aspect,
+    )
+    if per_shard is not None:
+        row_edges, column_edges = shard_edges(grid_shape, per_shard)
+        for y in row_edges:
+            ax.axhline(y, color="black", linewidth=1.5, gid="shard boundary")
+        for x in column_edges:
+            ax.axvline(x, color="black", linewidth=1.5, gid="shard boundary")
+    axis = len(grid_shape) - 1
+    ax.set_xlabel(f"chunk index along axis {axis}")
+    ax.set_ylabel(
+        "" if axis == 0 else "chunk index along axis 0" if axis == 1
+        else f"chunk along axes 0-{axis - 1} (flattened)"
+    )
+    if axis == 0:
+        ax.set_yticks([])
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if axis:
+        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    return drawn
+
+
+def _extra_handles(image: np.ndarray, per_shard: tuple[int, ...] | None) -> list[Any]:
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    handles: list[Any] = []
+    unwritten = int(np.isnan(image).sum())
+    if unwritten:
+        handles.append(Patch(color=NOT_WRITTEN, label=f"not written ({unwritten} chunks)"))
+    if per_shard is not None:
+        handles.append(Line2D([], [], color="black", linewidth=1.5, label="shard boundary"))
+    return handles
+
+
+def _mask_panel(
+    ax: Axes, inv: ArrayInventory, name: str, per_shard: tuple[int, ...] | None
+) -> None:
+    from matplotlib import colormaps
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+    from matplotlib.patches import Patch
+
+    names = codec_names(inv)
+    counts = inv.mask_counts
+    present = sorted(counts)
+    palette = colormaps["tab10"]
+    # a mask keeps its colour from array to array: colour by mask value, not by rank
+    colours: list[Any] = [palette(m % palette.N) for m in present] or [NOT_WRITTEN]
+    masks = as_image(inv.grid("mask"))
+    rank = np.full(masks.shape, np.nan)
+    for i, m in enumerate(present):
+        rank[masks == m] = i
+    levels = len(colours)
+    _draw_grid(
+        ax, rank, ListedColormap(colours), BoundaryNorm(np.arange(levels + 1) - 0.5, levels),
+        per_shard, inv.grid_shape,
+    )
+    handles: list[Any] = [
+        Patch(color=c, label=f"{mask_name(m, names)} ({counts[m]} chunks)")
+        for m, c in zip(present, colours, strict=False)
+    ]
+    handles += _extra_handles(rank, per_shard)
+    ax.legend(handles=handles, title="codecs applied", loc="upper left",
+              bbox_to_anchor=(1.02, 1), borderaxespad=0, fontsize="small")
+    ax.set_title(f"{name}: codecs applied per chunk")
+
+
+def _ratio_panel(
+    ax: Axes, inv: ArrayInventory, name: str, per_shard: tuple[int, ...] | None
+) -> None:
+    from matplotlib import colormaps
+    from matplotlib.colors import LogNorm
+
+    ratios = as_image(inv.grid("ratio"))
+    finite = ratios[np.isfinite(ratios)]
+    low, high = (float(finite.min()), float(finite.max())) if finite.size else (1.0, 1.0)
+    if high <= low * 1.01:  # one value: widen the scale so it has a middle colour
+        low, high = low / 1.25, high * 1.25
+    drawn = _draw_grid(
+        ax, ratios, colormaps["viridis"], LogNorm(low, high), per_shard, inv.grid_shape
+    )
+    # the colour bar below, the legend to the right, as in the mask panel beside it
+    ax.figure.colorbar(
+        drawn, ax=ax, location="bottom", shrink=0.6, aspect=30,
+        label="raw / stored bytes (log scale)",
+    )
+    handles = _extra_handles(ratios, per_shard)
+    if handles:
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1),
+                  borderaxespad=0, fontsize="small")
+    ax.set_title(f"{name}: compression ratio per chunk")
 
 
 def register(app: typer.Typer) -> None:
@@ -144,41 +371,63 @@ def register(app: typer.Typer) -> None:
     def inspect(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         plot: Annotated[
-            Path | None, typer.Option(help="Write a PNG of the chunk grid(s) to this file.")
+            Path | None,
+            typer.Option(
+                help="Write a picture of the chunk grid(s) to this file (.png unless its "
+                "suffix names another format: .svg, .pdf, ...)."
+            ),
         ] = None,
         as_json: Annotated[
-            bool, typer.Option("--json", help="Print per-array totals as JSON.")
+            bool, typer.Option("--json", help="Print per-array and per-shard data as JSON.")
         ] = False,
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
-        """Per array: stored chunks, bytes, and how many chunks used each conditional mask."""
-        from zarrext.cli.render import render_sharded
+        """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
+        from zarrext.cli.render import render_shard_table, sharded_report
 
         console = Console()
         if plot is not None:
+            plot = plot_file(plot)
             require_writable_file(plot)
         inventories = []
+        documents = []
+        shard_shapes = {}
         for array in iter_arrays(path, storage_options=storage_options):
             inv = inventory(array)
             inventories.append(inv)
-            if not as_json:
-                console.print(inventory_table(inv, path))
-                render_sharded(array, console)
-        if as_json:
-            arrays = [_inventory_json(i) for i in inventories]
-            typer.echo(json.dumps({"store": str(path), "arrays": arrays}))
-        elif not inventories:
+            report = sharded_report(array)
+            per_shard = chunks_per_shard(array)
+            if per_shard is not None:
+                shard_shapes[inv.path] = per_shard
+            if as_json:
+                documents.append(_inventory_json(inv, report))
+                continue
+            console.print(inventory_table(inv, path))
+            if report is not None:
+                names = codec_names(inv)
+                by_shard = masks_by_shard(inv)
+                render_shard_table(
+                    report, console, title=f"shards of {label(path, inv.path)}",
+                    masks={k: _counts_text(c, names) for k, c in by_shard.items()}
+                    if inv.placement is not None else None,
+                )
+        if not inventories and not as_json:
             console.print(f"no arrays under {path}")
+        shown = min(len(inventories), MAX_PLOTTED_ARRAYS)
         if plot is not None and inventories:
-            plot_inventories(inventories, plot, path)
+            plot_inventories(inventories, plot, path, shard_shapes)
             if not as_json:
-                shown = min(len(inventories), MAX_PLOTTED_ARRAYS)
                 console.print(
                     f"plot written to {plot}"
                     + (f" (first {shown} of {len(inventories)} arrays)"
                        if shown < len(inventories) else ""),
                     highlight=False,
                 )
+        if as_json:
+            document: dict[str, Any] = {"store": str(path), "arrays": documents}
+            if plot is not None and inventories:
+                document["plot"] = {"file": str(plot), "arrays": shown}
+            typer.echo(json.dumps(document))
 
     @app.command()
     def recompress(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import fcntl
 import os
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from zarr.core.buffer import default_buffer_prototype
@@ -25,8 +25,10 @@ __all__ = [
     "ShardInfo",
     "format_bytes",
     "guess_layout",
+    "shard_json",
     "shard_report",
     "summary_line",
+    "usual_writes",
     "writes_text",
 ]
 
@@ -179,6 +181,22 @@ def writes_text(info: ShardInfo) -> str:
     if info.pending:
         writes += ", interrupted write pending: run zarrext check --repair"
     return writes
+
+
+def usual_writes(report: list[ShardInfo]) -> str | None:
+    """How writes reach most shards of ``report`` (None for no shards).
+
+    An array's shards are usually alike: saying it once, above them, keeps each
+    shard to one line; only a shard that differs (an unreadable index, a pending
+    write) says its own.
+    """
+    counts = Counter(writes_text(info) for info in report)
+    return counts.most_common(1)[0][0] if counts else None
+
+
+def shard_json(info: ShardInfo) -> dict[str, object]:
+    """One shard as JSON for ``zarrext inspect --json``: the report's fields and its writes."""
+    return {**asdict(info), "writes": writes_text(info)}
 
 
 def summary_line(report: list[ShardInfo]) -> str:

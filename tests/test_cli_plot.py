@@ -1,0 +1,169 @@
+"""``zarrext inspect --plot``: what the picture shows, checked on the figure and the image."""
+
+from __future__ import annotations
+
+from math import prod
+from pathlib import Path
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import BytesCodec, ShardingCodec
+
+import zarrext
+from tests.conftest import Run
+from zarrext.cli.stores import (
+    chunks_per_shard,
+    mask_name,
+    plot_file,
+    plot_inventories,
+    shard_edges,
+)
+from zarrext.inspection import ArrayInventory, inventory
+
+pytest.importorskip("matplotlib")
+
+CODECS = [{"name": "shuffle", "configuration": {"element_size": 4}},
+          {"name": "zstd", "configuration": {"level": 5}}]
+
+
+def make_store(path: Path) -> None:
+    """A group: a sharded conditional array, partly written, and a plain array."""
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("plain", shape=(40, 30), chunks=(4, 5), dtype="f4")[:20] = 1.0
+    cond = zarrext.create_array(
+        str(path / "cond"), shape=(64, 96), chunks=(32, 32), dtype="f4", fill_value=0,
+        compressors=None, shard_layout="fixed-slot",
+        serializer=ShardingCodec(
+            chunk_shape=(8, 8), codecs=[BytesCodec(), zarrext.ConditionalCodec(CODECS)]
+        ),
+    )
+    cond[:8, :8] = 1  # compresses ~20x
+    cond[8:40, 8:40] = np.random.default_rng(0).random((32, 32))  # barely compresses
+    cond[48:56, 48:] = np.linspace(0, 1, 48 * 8, dtype="f4").reshape(8, 48)
+    zarrext.recompress(str(path / "cond"), decision="compress_if_smaller")
+
+
+def _inventories(path: Path) -> tuple[list[ArrayInventory], dict[str, tuple[int, ...]]]:
+    group = zarr.open_group(str(path), mode="r")
+    arrays = [group[name] for name in ("cond", "plain")]
+    shards = {a.path: s for a in arrays if (s := chunks_per_shard(a)) is not None}
+    return [inventory(a) for a in arrays], shards
+
+
+def _legend_texts(ax: object) -> list[str]:
+    legend = ax.get_legend()  # type: ignore[attr-defined]
+    return [t.get_text() for t in legend.get_texts()] if legend is not None else []
+
+
+def test_plot_reads_at_a_glance(tmp_path: Path) -> None:
+    import matplotlib.image
+    from matplotlib.colors import LogNorm
+
+    make_store(tmp_path / "s.zarr")
+    inventories, shards = _inventories(tmp_path / "s.zarr")
+    cond, plain = inventories
+    fig = plot_inventories(inventories, tmp_path / "grid.png", "s.zarr", shards)
+
+    # the file is the figure, decoded back: its size in pixels
+    picture = matplotlib.image.imread(tmp_path / "grid.png")
+    width, height = fig.get_size_inches() * 100
+    assert picture.shape[:2] == (round(height), round(width))
+    assert len(np.unique(picture.reshape(-1, picture.shape[-1]), axis=0)) > 10  # not blank
+
+    # no empty panel: the plain array has the ratio panel alone, every axes draws data
+    assert all(ax.has_data() for ax in fig.axes)
+    panels = {ax.get_title(): ax for ax in fig.axes if ax.get_title()}
+    assert sorted(panels) == [
+        "s.zarr/cond: codecs applied per chunk",
+        "s.zarr/cond: compression ratio per chunk",
+        "s.zarr/plain: compression ratio per chunk",
+    ]
+
+    # masks named by the codecs they applied, with never-written chunks and shard lines
+    names = [c["name"] for c in CODECS]
+    unwritten = prod(cond.grid_shape) - len(cond.chunks)
+    assert set(cond.mask_counts) == {0, 0b11}  # the random block stays raw
+    assert _legend_texts(panels["s.zarr/cond: codecs applied per chunk"]) == [
+        *(f"{mask_name(m, names)} ({n} chunks)" for m, n in sorted(cond.mask_counts.items())),
+        f"not written ({unwritten} chunks)",
+        "shard boundary",
+    ]
+    assert "raw (" in _legend_texts(panels["s.zarr/cond: codecs applied per chunk"])[0]
+    plain_legend = _legend_texts(panels["s.zarr/plain: compression ratio per chunk"])
+    assert plain_legend == [f"not written ({prod(plain.grid_shape) - len(plain.chunks)} chunks)"]
+
+    # shard boundaries: a line between every two neighbouring shards, none elsewhere
+    ratio_ax = panels["s.zarr/cond: compression ratio per chunk"]
+    lines = [ln for ln in ratio_ax.get_lines() if ln.get_gid() == "shard boundary"]
+    vertical = sorted(ln.get_xdata()[0] for ln in lines if ln.get_xdata()[0] == ln.get_xdata()[1])
+    horizontal = sorted(ln.get_ydata()[0] for ln in lines if ln.get_ydata()[0] == ln.get_ydata()[1])
+    per_shard = shards["cond"]
+    assert vertical == [k * per_shard[1] - 0.5 for k in range(1, cond.grid_shape[1] // 4)]
+    assert horizontal == [k * per_shard[0] - 0.5 for k in range(1, cond.grid_shape[0] // 4)]
+    assert not [ln for ax in fig.axes if "plain" in ax.get_title() for ln in ax.get_lines()]
+
+    # the ratio on a log scale: a 10x chunk lies near the middle of a 1x..100x scale, not
+    # in the same colour as the 1x ones as on a linear scale
+    (image,) = ratio_ax.get_images()
+    assert isinstance(image.norm, LogNorm)
+    ratios = cond.grid("ratio")
+    finite = ratios[np.isfinite(ratios)]
+    assert image.norm.vmin <= finite.min()
+    assert image.norm.vmax >= finite.max()
+    low, high = float(finite.min()), float(finite.max())
+    middle = float(np.sqrt(low * high))
+    assert high / low > 10
+    assert image.norm(middle) == pytest.approx(0.5, abs=0.01)
+
+
+def test_shard_edges_match_shard_coordinates() -> None:
+    grid, per_shard = (3, 5, 4), (2, 2, 3)
+    rows, columns = shard_edges(grid, per_shard)
+    leading = [(i, j) for i in range(grid[0]) for j in range(grid[1])]  # image rows, in order
+    expected_rows = [
+        r + 0.5 for r in range(len(leading) - 1)
+        if [c // k for c, k in zip(leading[r], per_shard, strict=False)]
+        != [c // k for c, k in zip(leading[r + 1], per_shard, strict=False)]
+    ]
+    assert rows == expected_rows
+    assert columns == [2.5]
+    assert shard_edges((7,), (7,)) == ([], [])
+
+
+def test_plot_file_name(tmp_path: Path) -> None:
+    assert plot_file(tmp_path / "out") == tmp_path / "out.png"
+    assert plot_file(tmp_path / "out.svg") == tmp_path / "out.svg"
+
+
+def test_cli_plot_writes_the_file_it_names(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import json
+
+    import matplotlib.image
+
+    make_store(tmp_path / "s.zarr")
+    monkeypatch.chdir(tmp_path)
+    code, out, err = run("inspect", "s.zarr", "--plot", "out")
+    assert code == 0, err
+    assert "plot written to out.png" in out
+    assert not (tmp_path / "out").exists()
+    assert matplotlib.image.imread(tmp_path / "out.png").ndim == 3
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []  # no leftovers
+
+    code, out, err = run("inspect", "s.zarr", "--plot", "grid.png", "--json")
+    assert code == 0, err
+    assert json.loads(out)["plot"] == {"file": "grid.png", "arrays": 2}
+    assert (tmp_path / "grid.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize("target", ["grid.bogus", "s.zarr"], ids=["unknown-format", "directory"])
+def test_cli_plot_refuses_what_it_cannot_write(run: Run, tmp_path: Path, target: str) -> None:
+    make_store(tmp_path / "s.zarr")
+    code, out, err = run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / target)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1
+    assert "--plot" in err
+    assert not (tmp_path / "grid.bogus").exists()
