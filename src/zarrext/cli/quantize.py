@@ -54,7 +54,8 @@ def _bars(console: Console) -> Iterator[Any]:
     try:
         yield progress
     finally:
-        bar.stop()
+        if tasks:  # stopping a bar never started still prints a blank line
+            bar.stop()
 
 
 def _report_json(report: Any) -> dict[str, Any]:

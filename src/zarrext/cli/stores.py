@@ -332,7 +332,11 @@ def register_info(app: typer.Typer) -> None:
         ] = False,
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
-        """The tree of a store: per array shape, dtype, chunks, shards, codecs, bytes."""
+        """The tree of a store: per array shape, dtype, chunks, shards, codecs, bytes.
+
+        Bytes stored are the encoded chunks' bytes, as inspect counts them: zarr.json,
+        a shard's index and its free space are not counted.
+        """
         from zarrext.inspection import node_info
 
         tree = node_info(open_node(path, storage_options=storage_options))
