@@ -354,3 +354,29 @@ def test_quantized_copy_of_a_consolidated_group_has_fresh_metadata(
     ds = xr.open_zarr(str(tmp_path / "q.zarr"), consolidated=True)
     assert float(np.abs(ds["temp"].values - values["temp"]).max()) <= 0.01
     np.testing.assert_array_equal(ds["count"].values, values["count"])
+
+
+def test_readme_quantize_block_runs(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from tests.conftest import ROOT
+
+    section = (ROOT / "README.md").read_text().split("## `quantize`", 1)[1].split("\n## ")[0]
+    code_block = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    sh_block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert code_block is not None
+    assert sh_block is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code_block.group(1), "README.md", "exec"), {"__name__": "__readme__"})
+    commands = [shlex.split(line, comments=True) for line in sh_block.group(1).splitlines()]
+    assert len(commands) >= 2
+    for command in commands:
+        assert command[0] == "zarrext"
+        code, out, err = run(*command[1:])
+        assert code == 0, (command, err)
+        if "--json" in command:
+            report = json.loads(out)
+            assert report["worst_error"] <= 0.01
+            assert report["output_bytes"] < report["source_bytes"]
