@@ -13,6 +13,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
 from tests.conftest import Run, tree_digest
+from zarrext.decisions import BUILTIN_DECISIONS
 
 
 def one_line_error(err: str) -> str:
@@ -59,14 +60,18 @@ def test_not_a_zarr_store(run: Run, tmp_path: Path, command: str) -> None:
     assert "not a Zarr array or group" in one_line_error(err)
 
 
-@pytest.mark.parametrize("command", ["inspect", "recompress", "check", "compact"])
+@pytest.mark.parametrize("command", ["info", "inspect", "recompress", "check", "compact",
+                                     "quantize"])
 def test_zarr_v2_is_not_supported_by_name(run: Run, tmp_path: Path, command: str) -> None:
-    zarr.create_array(str(tmp_path / "v2.zarr"), shape=(4,), chunks=(2,), dtype="i4",
+    zarr.create_array(str(tmp_path / "v2.zarr"), shape=(4,), chunks=(2,), dtype="f4",
                       zarr_format=2)[:] = 1
     before = tree_digest(tmp_path / "v2.zarr")
-    code, _, err = run(command, tmp_path / "v2.zarr")
+    extra = ["--max-abs-error", "0.1", "--out", str(tmp_path / "q.zarr")]
+    code, _, err = run(command, tmp_path / "v2.zarr", *(extra if command == "quantize" else []))
     assert code == 1
-    assert "Zarr format 2 arrays are not supported" in one_line_error(err)
+    line = one_line_error(err)
+    assert "Zarr format 2 arrays are not supported" in line
+    assert f"zarr migrate v3 {tmp_path / 'v2.zarr'}" in line
     assert tree_digest(tmp_path / "v2.zarr") == before
 
 
@@ -78,13 +83,50 @@ def test_malformed_zarr_json(run: Run, tmp_path: Path) -> None:
     assert "malformed Zarr metadata" in one_line_error(err)
 
 
-def test_unknown_decision(run: Run, tmp_path: Path) -> None:
+def test_unknown_decision_is_a_usage_error(run: Run, tmp_path: Path) -> None:
     conditional_array(tmp_path / "c.zarr")
     before = tree_digest(tmp_path / "c.zarr")
     code, _, err = run("recompress", tmp_path / "c.zarr", "--decision", "bogus")
-    assert code == 1
-    assert "--decision 'bogus' is unknown" in one_line_error(err)
+    assert code == 2
+    line = one_line_error(err)
+    assert "'--decision': 'bogus' is unknown" in line
+    assert all(name in line for name in BUILTIN_DECISIONS)
     assert tree_digest(tmp_path / "c.zarr") == before
+
+
+def test_decision_help_lists_the_choices(run: Run) -> None:
+    code, out, _ = run("recompress", "--help")
+    assert code == 0
+    help_text = " ".join(out.replace("│", " ").split())
+    assert len(BUILTIN_DECISIONS) > 1
+    for name in BUILTIN_DECISIONS:
+        assert name in help_text
+
+
+@pytest.mark.parametrize("command", [
+    "info", "inspect", "recompress", "check", "compact", "expand", "quantize",
+])
+@pytest.mark.parametrize("options", ["{oops", "[1]"], ids=["not-json", "not-an-object"])
+def test_bad_storage_options_are_a_usage_error(
+    run: Run, tmp_path: Path, command: str, options: str
+) -> None:
+    conditional_array(tmp_path / "c.zarr")
+    before = tree_digest(tmp_path)
+    extra = ["--max-abs-error", "0.1", "--out", str(tmp_path / "q.zarr")]
+    code, _, err = run(
+        command, tmp_path / "c.zarr", "--storage-options", options,
+        *(extra if command == "quantize" else []),
+    )
+    assert code == 2
+    assert "'--storage-options'" in one_line_error(err)
+    assert tree_digest(tmp_path) == before
+
+
+def test_malformed_scheduler_address_is_a_usage_error(run: Run, tmp_path: Path) -> None:
+    conditional_array(tmp_path / "c.zarr")
+    code, _, err = run("recompress", tmp_path / "c.zarr", "--scheduler", "http://nowhere")
+    assert code == 2
+    assert "expected tcp://HOST:PORT" in one_line_error(err)
 
 
 @pytest.mark.parametrize(("command", "workers"), [

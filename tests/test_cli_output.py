@@ -42,7 +42,10 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert tree["type"] == "group"
     assert tree["attributes"] == {"title": "demo"}
     assert tree["arrays"] == 2
-    assert tree["stored_bytes"] == sum(p.stat().st_size for p in files)
+    # bytes of chunks: no zarr.json (the sharded array's shard index is counted below)
+    chunk_files = [p for p in files if p.name != "zarr.json"]
+    sharded_index = 4 * (4 * 16 + 4)  # 4 shards, 2x2 entries of 16 bytes + crc32c each
+    assert tree["stored_bytes"] == sum(p.stat().st_size for p in chunk_files) - sharded_index
     cond, sub = tree["members"]
     assert cond["path"] == "cond"
     assert cond["shape"] == [8, 8]
@@ -53,7 +56,7 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert cond["fill_value"] == 7
     assert cond["dimension_names"] == ["y", "x"]
     assert cond["stored_bytes"] == sum(
-        p.stat().st_size for p in files if "cond" in p.relative_to(tmp_path).parts
+        p.stat().st_size for p in chunk_files if "cond" in p.relative_to(tmp_path).parts
     )
     sharded = sub["members"][0]
     assert sharded["path"] == "sub/sharded"
@@ -67,6 +70,22 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert "sharded  array 8x8 float32  chunks 2x2  shards 4x4" in out
     assert "dimensions: y, x" in out
     assert "codecs: bytes -> conditional" in out
+
+
+def test_info_and_inspect_count_the_same_bytes(run: Run, tmp_path: Path) -> None:
+    make_store(tmp_path / "s.zarr")
+    _, info_out, _ = run("info", tmp_path / "s.zarr", "--json")
+    _, inspect_out, _ = run("inspect", tmp_path / "s.zarr", "--json")
+    tree = json.loads(info_out)
+    inspected = {a["path"]: a["stored_bytes"] for a in json.loads(inspect_out)["arrays"]}
+    listed = {a["path"]: a["stored_bytes"] for a in (tree["members"][0],
+                                                      tree["members"][1]["members"][0])}
+    assert listed == inspected
+    assert all(n > 0 for n in inspected.values())
+    assert tree["stored_bytes"] == sum(inspected.values())
+    code, text, _ = run("info", tmp_path / "s.zarr")
+    assert code == 0
+    assert f"{sum(inspected.values()):,} bytes stored" in text
 
 
 def test_inspect_json(run: Run, tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -13,10 +14,16 @@ import pytest
 import zarr
 from typer.testing import CliRunner
 
-from tests.conftest import tree_digest
+from tests.conftest import Run, tree_digest
 from zarrext.cli import app, main
+from zarrext.inspection import inventory
 
 runner = CliRunner(env={"COLUMNS": "200"})
+
+
+def chunk_bytes(array: zarr.Array) -> int:
+    """Bytes stored, as info, inspect and quantize count them: chunks, no zarr.json."""
+    return inventory(array, read_masks=False).stored_bytes
 
 
 def _source(path: Path, dtype: str = "float64") -> np.ndarray:
@@ -45,8 +52,8 @@ def test_cli_quantize_copies_within_bound_and_prints_ratio_and_error(tmp_path: P
     assert out.metadata.codecs[-1].chunk_shape == (32, 64)
     m = re.search(r"size ratio ([0-9.]+); worst error seen ([0-9.e-]+)", result.output)
     assert m is not None, result.output
-    src_bytes = zarr.open_array(str(tmp_path / "src.zarr")).nbytes_stored()
-    assert float(m.group(1)) == round(src_bytes / out.nbytes_stored(), 3)
+    src_bytes = chunk_bytes(zarr.open_array(str(tmp_path / "src.zarr")))
+    assert float(m.group(1)) == round(src_bytes / chunk_bytes(out), 3)
     assert float(m.group(2)) == worst
     assert float(m.group(1)) > 2  # float64 -> uint16 at least halves it
     names = [f.to_dict()["name"] for f in out.filters]
@@ -148,9 +155,11 @@ def test_failed_replacement_keeps_the_old_output(tmp_path: Path) -> None:
                                  "0.1", "--out", str(tmp_path / "q.zarr")])
     assert result.exit_code == 0, result.output
     before = tree_digest(tmp_path / "q.zarr")
+    # ~2e3 / 1e-20 codes: no integer type holds them
     result = runner.invoke(app, ["quantize", str(tmp_path / "src.zarr"), "--max-abs-error",
-                                 "-1", "--out", str(tmp_path / "q.zarr"), "--overwrite"])
+                                 "1e-20", "--out", str(tmp_path / "q.zarr"), "--overwrite"])
     assert result.exit_code == 1
+    assert "no integer type up to 64 bits" in result.output
     assert tree_digest(tmp_path / "q.zarr") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["q.zarr", "src.zarr"]
 
@@ -167,4 +176,207 @@ def test_cli_quantize_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert report["worst_error"] == float(np.max(np.abs(back[finite] - data[finite])))
     assert report["worst_error"] <= report["max_abs_error"] == 0.02
     assert report["stored_dtype"] in ("uint16", "int16")  # ~7000 steps of 0.04
-    assert report["output_bytes"] == zarr.open_array(str(tmp_path / "q.zarr")).nbytes_stored()
+    assert report["output_bytes"] == chunk_bytes(zarr.open_array(str(tmp_path / "q.zarr")))
+
+
+def _dataset_group(path: Path, consolidated: bool = True) -> dict[str, np.ndarray]:
+    """A group as xarray writes it: a float variable, an integer one, float coordinates."""
+    import xarray as xr
+
+    y, x = np.mgrid[0:64, 0:96]
+    values = {
+        "temp": (280 + 10 * np.sin(x / 9) * np.cos(y / 7)).astype("f4"),
+        "pressure": (1000 + 5 * np.cos(x / 11)).astype("f8"),
+        "count": (x * y % 7).astype("i2"),
+    }
+    ds = xr.Dataset(
+        {name: (("y", "x"), v) for name, v in values.items()},
+        coords={"x": np.arange(96.0), "y": np.arange(64.0)},
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # consolidated metadata is not in the v3 spec
+        ds.to_zarr(str(path), zarr_format=3, consolidated=consolidated)
+    return values
+
+
+def test_quantize_group_quantizes_every_float_variable_and_copies_the_rest(
+    run: Run, tmp_path: Path
+) -> None:
+    values = _dataset_group(tmp_path / "g.zarr", consolidated=False)
+    code, out, err = run("quantize", tmp_path / "g.zarr", "--max-abs-error", "0.01",
+                         "--out", tmp_path / "q.zarr", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    assert [a["path"] for a in report["arrays"]] == ["pressure", "temp"]
+    q = zarr.open_group(str(tmp_path / "q.zarr"), mode="r")
+    for name in ("pressure", "temp"):
+        back = np.asarray(q[name][:])
+        assert float(np.abs(back - values[name]).max()) <= 0.01
+        assert [f.to_dict()["name"] for f in q[name].filters] == ["scale_offset", "cast_value"]
+    # the integer variable and the dimension coordinates are copied byte for byte
+    src, dst = tree_digest(tmp_path / "g.zarr"), tree_digest(tmp_path / "q.zarr")
+    kept = {k: v for k, v in src.items() if not k.startswith(("temp", "pressure"))}
+    assert kept
+    assert all(dst[k] == v for k, v in kept.items())
+    assert not q["x"].filters
+
+
+def test_quantize_group_array_option_picks_arrays(run: Run, tmp_path: Path) -> None:
+    values = _dataset_group(tmp_path / "g.zarr", consolidated=False)
+    code, _, err = run("quantize", tmp_path / "g.zarr", "--max-abs-error", "0.5",
+                       "--out", tmp_path / "q.zarr", "--array", "temp", "-q")
+    assert code == 0, err
+    src, dst = tree_digest(tmp_path / "g.zarr"), tree_digest(tmp_path / "q.zarr")
+    assert {k for k in src if src[k] != dst.get(k)} == {
+        k for k in src if k.startswith("temp/")
+    }
+    back = np.asarray(zarr.open_array(str(tmp_path / "q.zarr" / "temp"))[:])
+    assert float(np.abs(back - values["temp"]).max()) <= 0.5
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--array", "nope"], "no array 'nope'"),
+        (["--array", "count"], "floating-point"),
+    ],
+    ids=["unknown", "integer"],
+)
+def test_quantize_group_bad_array_is_a_usage_error(
+    run: Run, tmp_path: Path, args: list[str], message: str
+) -> None:
+    _dataset_group(tmp_path / "g.zarr", consolidated=False)
+    code, out, err = run("quantize", tmp_path / "g.zarr", "--max-abs-error", "0.1",
+                         "--out", tmp_path / "q.zarr", *args)
+    assert code == 2
+    assert message in err
+    assert err.count("\n") == 1
+    assert out == ""
+    assert not (tmp_path / "q.zarr").exists()
+
+
+@pytest.mark.parametrize("bound", ["0", "-1", "nan", "inf"])
+def test_bad_bound_is_a_usage_error_before_any_read(
+    run: Run, tmp_path: Path, bound: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _source(tmp_path / "src.zarr")
+    monkeypatch.setattr("zarrext.quantize.copying._scan", _never)
+    code, out, err = run("quantize", tmp_path / "src.zarr", "--max-abs-error", bound,
+                         "--out", tmp_path / "q.zarr")
+    assert code == 2
+    assert "'--max-abs-error'" in err
+    assert "> 0" in err
+    assert out == ""
+    assert not (tmp_path / "q.zarr").exists()
+
+
+def _never(*args: object, **kwargs: object) -> None:
+    raise AssertionError("the source was scanned")
+
+
+@pytest.mark.parametrize("kind", ["array", "group"])
+def test_existing_out_is_refused_before_any_read(
+    run: Run, tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if kind == "array":
+        _source(tmp_path / "src.zarr")
+    else:
+        _dataset_group(tmp_path / "src.zarr", consolidated=False)
+    zarr.create_array(str(tmp_path / "q.zarr"), shape=(2,), dtype="f4")[:] = 1
+    before = tree_digest(tmp_path / "q.zarr")
+    monkeypatch.setattr("zarrext.quantize.copying._scan", _never)
+    code, out, err = run("quantize", tmp_path / "src.zarr", "--max-abs-error", "0.1",
+                         "--out", tmp_path / "q.zarr")
+    assert code == 1
+    assert "already exists (pass --overwrite" in err
+    assert out == ""  # no progress bar was drawn
+    assert tree_digest(tmp_path / "q.zarr") == before
+
+
+def test_a_larger_copy_is_refused_unless_allowed(run: Run, tmp_path: Path) -> None:
+    # float32 values near 1000 within 1e-6: uint32 codes that compress worse than the floats
+    data = _source(tmp_path / "src.zarr", dtype="float32")
+    args = ["quantize", tmp_path / "src.zarr", "--max-abs-error", "1e-6",
+            "--out", tmp_path / "q.zarr"]
+    code, _, err = run(*args)
+    assert code == 1
+    assert "larger than its source" in err
+    assert "--allow-larger" in err
+    assert not (tmp_path / "q.zarr").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["src.zarr"]
+
+    code, out, err = run(*args, "--allow-larger", "--json")
+    assert code == 0, err
+    report = json.loads(out)
+    out_array = zarr.open_array(str(tmp_path / "q.zarr"))
+    assert report["output_bytes"] == chunk_bytes(out_array) > report["source_bytes"]
+    back = np.asarray(out_array[:])
+    finite = np.isfinite(data)
+    assert float(np.abs(back[finite] - data[finite]).max()) <= 1e-6
+
+    code, out, _ = run(*args, "--allow-larger", "--overwrite")
+    assert code == 0
+    ratio = report["output_bytes"] / report["source_bytes"]
+    assert f"{ratio:.2f}x larger" in out
+    assert "smaller" not in out
+
+
+def test_quantize_into_a_consolidated_group_updates_its_metadata(
+    run: Run, tmp_path: Path
+) -> None:
+    import xarray as xr
+
+    values = _dataset_group(tmp_path / "g.zarr")
+    code, _, err = run("quantize", tmp_path / "g.zarr" / "temp", "--max-abs-error", "0.01",
+                       "--out", tmp_path / "g.zarr" / "temp_q", "-q")
+    assert code == 0, err
+    assert err == ""
+    ds = xr.open_zarr(str(tmp_path / "g.zarr"), consolidated=True)
+    assert "temp_q" in ds.data_vars
+    assert float(np.abs(ds["temp_q"].values - values["temp"]).max()) <= 0.01
+
+
+def test_quantized_copy_of_a_consolidated_group_has_fresh_metadata(
+    run: Run, tmp_path: Path
+) -> None:
+    import xarray as xr
+
+    values = _dataset_group(tmp_path / "g.zarr")
+    code, _, err = run("quantize", tmp_path / "g.zarr", "--max-abs-error", "0.01",
+                       "--out", tmp_path / "q.zarr", "-q")
+    assert code == 0, err
+    group = zarr.open_group(str(tmp_path / "q.zarr"), use_consolidated=True)
+    assert group.metadata.consolidated_metadata is not None
+    consolidated = group.metadata.consolidated_metadata.metadata["temp"]
+    assert [f.to_dict()["name"] for f in consolidated.codecs[:2]] == [
+        "scale_offset", "cast_value"
+    ]
+    ds = xr.open_zarr(str(tmp_path / "q.zarr"), consolidated=True)
+    assert float(np.abs(ds["temp"].values - values["temp"]).max()) <= 0.01
+    np.testing.assert_array_equal(ds["count"].values, values["count"])
+
+
+def test_readme_quantize_block_runs(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import shlex
+
+    from tests.conftest import ROOT
+
+    section = (ROOT / "README.md").read_text().split("## `quantize`", 1)[1].split("\n## ")[0]
+    code_block = re.search(r"```python\n(.*?)```", section, flags=re.S)
+    sh_block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    assert code_block is not None
+    assert sh_block is not None
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code_block.group(1), "README.md", "exec"), {"__name__": "__readme__"})
+    commands = [shlex.split(line, comments=True) for line in sh_block.group(1).splitlines()]
+    assert len(commands) >= 2
+    for command in commands:
+        assert command[0] == "zarrext"
+        code, out, err = run(*command[1:])
+        assert code == 0, (command, err)
+        if "--json" in command:
+            report = json.loads(out)
+            assert report["worst_error"] <= 0.01
+            assert report["output_bytes"] < report["source_bytes"]

@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import zarr
@@ -34,9 +34,6 @@ from zarrext.chain import CodecChain, ConditionalPlacement
 from zarrext.decisions import decision_record, format_mask
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
-
-if TYPE_CHECKING:
-    from zarr.abc.store import Store
 
 __all__ = [
     "ArrayInventory",
@@ -288,14 +285,14 @@ def shard_entries(
         yield local, (start, stop)
 
 
-def _stored_bytes(store: Store, prefix: str) -> int:
-    async def total() -> int:
-        size = 0
-        async for key in store.list_prefix(prefix):
-            size += await store.getsize(key)
-        return size
+def _stored_bytes(array: zarr.Array) -> int:
+    """Bytes stored, as ``info``, ``inspect`` and ``quantize`` count them.
 
-    return sync(total())
+    The encoded chunks' bytes (a sharded array's inner chunks): metadata
+    (``zarr.json``), a shard's index and its free space are not counted. One
+    definition for every command, read from :func:`inventory`.
+    """
+    return inventory(array, read_masks=False).stored_bytes
 
 
 def _json_value(value: Any) -> Any:
@@ -323,10 +320,9 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     for an array also shape, dtype, chunks, shards, codecs, fill_value,
     dimension_names and decision (the one :func:`zarrext.create_array` recorded in
     the attributes, ``None`` if none), for a group ``members`` (sorted by name) and
-    ``arrays`` (count).
+    ``arrays`` (count). ``stored_bytes`` is :func:`_stored_bytes` of an array, the
+    sum over its arrays for a group.
     """
-    store = node.store_path.store
-    base = node.store_path.path
     attributes = dict(node.attrs)
     if isinstance(node, zarr.Array):
         metadata = node.metadata
@@ -348,14 +344,14 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
             "attributes": attributes,
             # recorded by zarrext.create_array, used by zarrext.open_array
             "decision": decision_record(attributes),
-            "stored_bytes": _stored_bytes(store, f"{base}/" if base else ""),
+            "stored_bytes": _stored_bytes(node),
         }
     members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
     return {
         "path": node.path or "/",
         "type": "group",
         "attributes": attributes,
-        "stored_bytes": _stored_bytes(store, f"{base}/" if base else ""),
+        "stored_bytes": sum(m["stored_bytes"] for m in members),
         "arrays": sum(1 if m["type"] == "array" else m["arrays"] for m in members),
         "members": members,
     }

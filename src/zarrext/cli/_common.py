@@ -24,9 +24,11 @@ import typer
 import zarr
 from zarr.errors import NodeNotFoundError
 
+from zarrext.decisions import BUILTIN_DECISIONS
 from zarrext.stores import StoreOpenError, local_path, open_store, parse_storage_options
 
 __all__ = [
+    "DECISION",
     "STORAGE_OPTIONS",
     "CliError",
     "check_scheduler",
@@ -37,8 +39,6 @@ __all__ = [
     "require_writable",
     "run_each",
 ]
-
-
 
 
 class CliError(Exception):
@@ -62,12 +62,39 @@ def one_line(error: BaseException) -> str:
 
 PATH_HELP = "A Zarr array or group: a directory, a .zip archive, or a URL (s3://, gs://, ...)."
 
+def _valid_storage_options(text: str | None) -> str | None:
+    # Checked while the command line is parsed: bad JSON is a usage error (exit 2),
+    # reported before any store is opened.
+    try:
+        parse_storage_options(text)
+    except StoreOpenError as e:
+        raise typer.BadParameter(str(e).removeprefix("--storage-options ")) from None
+    return text
+
+
 STORAGE_OPTIONS = typer.Option(
     "--storage-options",
     help="JSON object of options for a URL's file system (fsspec), e.g. "
     '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
+    callback=_valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
+
+
+def _known_decision(name: str) -> str:
+    if name not in BUILTIN_DECISIONS:
+        known = ", ".join(BUILTIN_DECISIONS)
+        raise typer.BadParameter(f"{name!r} is unknown; choose one of {known}")
+    return name
+
+
+DECISION = typer.Option(
+    "--decision",
+    help="Built-in decision for the conditional codec(s): "
+    + ", ".join(BUILTIN_DECISIONS) + ".",
+    callback=_known_decision,
+)
+"""The ``--decision`` option: one of ``zarrext.decisions.BUILTIN_DECISIONS`` (else exit 2)."""
 
 
 def open_node(
@@ -114,8 +141,9 @@ def open_node(
     if node.metadata.zarr_format != 3:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
-            f"{text}: Zarr format 2 {kind}s are not supported by zarrext; "
-            "convert it to Zarr format 3 first"
+            f"{text}: Zarr format 2 {kind}s are not supported by zarrext; add Zarr "
+            f"format 3 metadata with zarr-python's `zarr migrate v3 {text}` (no data is "
+            "copied, the format 2 files stay) and run zarrext again"
         )
     return node
 
@@ -189,7 +217,7 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
     """Fail at once when nothing answers at a dask scheduler's ``address``."""
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
     if parts.scheme not in ("tcp", "tls") or parts.hostname is None or parts.port is None:
-        fail(f"--scheduler {address}: expected tcp://HOST:PORT")
+        fail(f"--scheduler {address}: expected tcp://HOST:PORT", code=2)
     try:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
             pass

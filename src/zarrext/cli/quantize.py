@@ -1,36 +1,148 @@
-"""``zarrext quantize PATH --max-abs-error E --out PATH2``: copy a float array quantized."""
+"""``zarrext quantize PATH --max-abs-error E --out PATH2``: copy float arrays quantized."""
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
 
 import typer
+import zarr
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from zarrext.cli._common import STORAGE_OPTIONS, fail, one_line, open_node
+from zarrext.inspection import size_change
+
+
+def _positive_bound(value: float) -> float:
+    # Checked while the command line is parsed: a bad bound is a usage error (exit 2),
+    # reported before any data is read.
+    if not (math.isfinite(value) and value > 0):
+        raise typer.BadParameter(f"{value!r} must be a finite number > 0, e.g. 0.01")
+    return value
+
+
+@contextmanager
+def _bars(console: Console) -> Iterator[Any]:
+    """``progress(name, phase, done, total)`` drawing one bar per (array, phase).
+
+    Bars appear with the first block read, so a refusal before any work (an
+    existing --out, say) prints no bar.
+    """
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    tasks: dict[tuple[str, str], Any] = {}
+    verbs = {"scan": "scanning value range", "copy": "writing quantized blocks"}
+
+    def progress(name: str, phase: str, done: int, total: int) -> None:
+        if not tasks:
+            bar.start()
+        if (name, phase) not in tasks:
+            label = verbs.get(phase, phase) + (f" of {name}" if name else "")
+            tasks[name, phase] = bar.add_task(label, total=total)
+        bar.update(tasks[name, phase], completed=done, total=total)
+
+    try:
+        yield progress
+    finally:
+        if tasks:  # stopping a bar never started still prints a blank line
+            bar.stop()
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    plan = report.plan
+    return {
+        "dtype": str(plan.dtype),
+        "stored_dtype": str(plan.stored_dtype),
+        "scale": plan.scale,
+        "offset": plan.offset,
+        "reserved": {str(k): v for k, v in plan.reserved.items()},
+        "source_bytes": report.source_bytes,
+        "output_bytes": report.output_bytes,
+        "size_ratio": report.size_ratio,
+        "worst_error": report.worst_error,
+    }
+
+
+def _array_table(report: Any, title: str, bound: float) -> Table:
+    plan = report.plan
+    table = Table(title=title)
+    table.add_column("")
+    table.add_column("value", justify="right", overflow="fold")
+    table.add_row("stored as", f"{plan.stored_dtype} (from {plan.dtype})")
+    table.add_row("scale / offset", f"{plan.scale!r} / {plan.offset!r}")
+    table.add_row("reserved codes", ", ".join(f"{k}={v}" for k, v in plan.reserved.items()))
+    table.add_row("source bytes", f"{report.source_bytes:,}")
+    table.add_row("output bytes", f"{report.output_bytes:,}")
+    table.add_row("size", size_change(report.source_bytes, report.output_bytes))
+    table.add_row("worst error", f"{report.worst_error:.6g} (bound {bound:g})")
+    return table
+
+
+def _group_table(reports: list[Any], title: str, bound: float) -> Table:
+    table = Table(title=title)
+    table.add_column("array", overflow="fold")
+    table.add_column("stored as")
+    table.add_column("bytes before", justify="right")
+    table.add_column("after", justify="right")
+    table.add_column("size", justify="right")
+    table.add_column("worst error", justify="right")
+    for r in reports:
+        table.add_row(
+            r.path, f"{r.plan.stored_dtype}", f"{r.source_bytes:,}", f"{r.output_bytes:,}",
+            size_change(r.source_bytes, r.output_bytes), f"{r.worst_error:.3g}",
+        )
+    table.caption = f"bound {bound:g}; every other object copied as it was"
+    return table
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def quantize(
         path: Annotated[
-            str, typer.Argument(help="A zarr array of float16/32/64 values (path, .zip or URL).")
+            str,
+            typer.Argument(
+                help="A Zarr array of float16/32/64 values, or a group (path, .zip or URL)."
+            ),
         ],
         max_abs_error: Annotated[
             float,
             typer.Option(
-                "--max-abs-error", help="Every finite value must decode within this error."
+                "--max-abs-error", callback=_positive_bound,
+                help="Every finite value must decode within this error (> 0).",
             ),
         ],
         out: Annotated[
             str,
             typer.Option("--out", help="Where to write the quantized copy (path, .zip or URL)."),
         ],
+        array: Annotated[
+            list[str] | None,
+            typer.Option(
+                "--array",
+                help="With a group: quantize only this array (a path in the group; "
+                "repeat for more). Default: every floating-point array.",
+            ),
+        ] = None,
+        allow_larger: Annotated[
+            bool,
+            typer.Option(
+                "--allow-larger",
+                help="Write the copy even when its chunks take more bytes than the source's "
+                "(by default nothing is written and the exit code is 1).",
+            ),
+        ] = False,
         overwrite: Annotated[
-            bool, typer.Option(help="Replace an existing array at --out.")
+            bool, typer.Option(help="Replace an existing array or group at --out.")
         ] = False,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the plan and the result as JSON.")
@@ -40,73 +152,73 @@ def register(app: typer.Typer) -> None:
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
     ) -> None:
-        """Copy an array stored as integers (scale_offset + cast_value) within an error bound."""
-        from zarrext.quantize import QuantizationError, copy_quantized
+        """Copy float arrays stored as integers (scale_offset + cast_value) within a bound.
+
+        A group is copied whole: its floating-point arrays (or those named with
+        --array) quantized, every other object as it was. Bytes are those of stored
+        chunks, as info and inspect count them (zarr.json not included). Groups
+        holding consolidated metadata, in the copy and above --out, are
+        consolidated again.
+        """
+        from zarrext import quantize as jobs
         from zarrext.stores import local_path, open_store, parse_storage_options
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
-        source = open_node(path, storage_options=storage_options).store_path.store
+        node = open_node(path, storage_options=storage_options)
+        if isinstance(node, zarr.Group):
+            try:
+                jobs.floating_arrays(node, array)
+            except ValueError as e:
+                fail(str(e) if array is None else f"--array: {e}", 1 if array is None else 2)
+        elif array:
+            fail(f"--array names arrays of a group, and {path} is an array", 2)
+        source = node.store_path.store
         output: object = out
         if local_path(out) is None:
             output = open_store(
                 out, mode="w", storage_options=parse_storage_options(storage_options)
             )
         console = Console(quiet=as_json or quiet)
-        with Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TimeElapsedColumn(),
-            console=console,
-        ) as bar:
-            tasks = {
-                "scan": bar.add_task("scanning value range", total=None),
-                "copy": bar.add_task("writing quantized blocks", total=None),
-            }
-
-            def progress(phase: str, done: int, total: int) -> None:
-                bar.update(tasks[phase], completed=done, total=total)
-
+        options: dict[str, Any] = {
+            "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
+        }
+        with _bars(console) as progress:
             try:
-                report = copy_quantized(
-                    source, output, max_abs_error=max_abs_error, overwrite=overwrite,
-                    progress=progress,
-                )
-            except (QuantizationError, TypeError, ValueError, FileNotFoundError) as e:
-                bar.stop()
+                if isinstance(node, zarr.Group):
+                    reports = jobs.copy_group_quantized(
+                        source, output, arrays=array, progress=progress, **options
+                    )
+                else:
+                    reports = [
+                        jobs.copy_quantized(
+                            source, output,
+                            progress=lambda phase, done, total: progress("", phase, done, total),
+                            **options,
+                        )
+                    ]
+            except (TypeError, ValueError, FileNotFoundError) as e:
                 fail(one_line(e))
             except KeyboardInterrupt as e:
-                bar.stop()
                 fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
-        plan = report.plan
+        title = f"{path} -> {out} (quantized)"
+        if isinstance(node, zarr.Group):
+            if as_json:
+                typer.echo(json.dumps({
+                    "source": str(path), "output": str(out), "max_abs_error": max_abs_error,
+                    "arrays": [{"path": r.path, **_report_json(r)} for r in reports],
+                }, default=float))
+                return
+            console.print(_group_table(reports, title, max_abs_error))
+            return
+        report = reports[0]
         if as_json:
             typer.echo(json.dumps({
-                "source": str(path),
-                "output": str(out),
-                "dtype": str(plan.dtype),
-                "stored_dtype": str(plan.stored_dtype),
-                "scale": plan.scale,
-                "offset": plan.offset,
-                "reserved": {str(k): v for k, v in plan.reserved.items()},
-                "source_bytes": report.source_bytes,
-                "output_bytes": report.output_bytes,
-                "size_ratio": report.size_ratio,
-                "worst_error": report.worst_error,
+                "source": str(path), "output": str(out), **_report_json(report),
                 "max_abs_error": max_abs_error,
             }, default=float))
             return
-        table = Table(title=f"{path} -> {out} (quantized)")
-        table.add_column("")
-        table.add_column("value", justify="right")
-        table.add_row("stored as", f"{plan.stored_dtype} (from {plan.dtype})")
-        table.add_row("scale / offset", f"{plan.scale!r} / {plan.offset!r}")
-        table.add_row("reserved codes", ", ".join(f"{k}={v}" for k, v in plan.reserved.items()))
-        table.add_row("source bytes", f"{report.source_bytes:,}")
-        table.add_row("output bytes", f"{report.output_bytes:,}")
-        table.add_row("size ratio", f"{report.size_ratio:.2f}x smaller")
-        table.add_row("worst error", f"{report.worst_error:.6g} (bound {max_abs_error:g})")
-        console.print(table)
+        console.print(_array_table(report, title, max_abs_error))
         console.print(
             f"size ratio {report.size_ratio:.3f}; worst error seen {report.worst_error!r}"
         )

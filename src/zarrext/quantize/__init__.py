@@ -20,13 +20,19 @@ integer type, mapped in both directions through ``cast_value``'s ``scalar_map``.
 The package follows those steps: :mod:`~zarrext.quantize.verification` runs the
 real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
 configuration, :mod:`~zarrext.quantize.cf` converts CF packing, and
-:mod:`~zarrext.quantize.copying` (the only part doing I/O) copies whole arrays.
+:mod:`~zarrext.quantize.copying` (the only part doing I/O) copies whole arrays and groups.
 """
 
 from __future__ import annotations
 
 from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
-from zarrext.quantize.copying import CopyReport, copy_quantized
+from zarrext.quantize.copying import (
+    CopyReport,
+    LargerOutputError,
+    copy_group_quantized,
+    copy_quantized,
+    floating_arrays,
+)
 from zarrext.quantize.planning import (
     QuantizationError,
     QuantizationPlan,
@@ -39,9 +45,12 @@ __all__ = [
     "CFConversion",
     "CopyReport",
     "InexactConversionWarning",
+    "LargerOutputError",
     "QuantizationError",
     "QuantizationPlan",
+    "copy_group_quantized",
     "copy_quantized",
+    "floating_arrays",
     "from_cf",
     "plan",
     "plan_quantization",
