@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 from typing import TYPE_CHECKING, Any
@@ -33,6 +34,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import format_mask
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
@@ -228,6 +230,19 @@ def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> 
     return placement.codec.read_mask(_decode_chain(placement.after, data, spec))
 
 
+@contextmanager
+def _naming_chunk(
+    array: str, key: str, codecs: tuple[Any, ...], inner: tuple[int, ...] | None = None
+) -> Iterator[None]:
+    """Turn a codec's error inside the block into a ChunkDecodeError naming the
+    array and the chunk (the codec's error names neither)."""
+    try:
+        yield
+    except DECODE_ERRORS as e:
+        error = ChunkDecodeError.wrapping(e, array=array, key=key, inner=inner, codecs=codecs)
+        raise error from error.__cause__
+
+
 def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
@@ -265,7 +280,8 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
                     continue
                 token = _chunk_index.set(coords)
                 try:
-                    mask = _mask_of(placement, data, inner_spec)
+                    with _naming_chunk(array.path, key, placement.after):
+                        mask = _mask_of(placement, data, inner_spec)
                 finally:
                     _chunk_index.reset(token)
             result.chunks.append(
@@ -275,7 +291,8 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         shard = sync(store.get(key, prototype))
         if shard is None:
             continue
-        shard = _decode_chain(outer_after, shard, _spec(outer_shape, metadata))
+        with _naming_chunk(array.path, key, outer_after):
+            shard = _decode_chain(outer_after, shard, _spec(outer_shape, metadata))
         per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
             index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))
@@ -285,7 +302,8 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
             if placement is not None and placement.sharding is sharding and read_masks:
                 token = _chunk_index.set(index)
                 try:
-                    mask = _mask_of(placement, shard[start:stop], inner_spec)
+                    with _naming_chunk(array.path, key, placement.after, local):
+                        mask = _mask_of(placement, shard[start:stop], inner_spec)
                 finally:
                     _chunk_index.reset(token)
             result.chunks.append(

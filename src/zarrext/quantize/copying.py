@@ -100,10 +100,13 @@ def copy_quantized(
     """
     import zarr
 
+    from zarrext.api import open_array
     from zarrext.outputs import check_disjoint, staged_output
 
     check_disjoint(source, output)
-    src = zarr.open_array(source, mode="r")
+    # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
+    # naming the array, the chunk's key and the codec (zarr's names none of them).
+    src = open_array(source, mode="r")
     ftype = float_dtype(src.dtype)
     block = tuple(src.shards or src.chunks)
     blocks = _blocks(tuple(src.shape), block)
