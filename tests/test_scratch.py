@@ -340,7 +340,7 @@ def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
     (tmp_path / "c" / "1").write_bytes(b"not zstd at all")
     with pytest.raises(RuntimeError) as stock:
         zarr.open_array(tmp_path, mode="r")[:]
-    with pytest.raises(ChunkDecodeError, match="chunk 'c/1'.*codec 'zstd'") as ours:
+    with pytest.raises(ChunkDecodeError, match=r"chunk 'c/1'.*codec 'zstd'") as ours:
         zarrext.open_array(tmp_path, mode="r")[:]
     assert type(ours.value.__cause__) is type(stock.value)
     assert str(ours.value.__cause__) == str(stock.value)

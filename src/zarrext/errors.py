@@ -11,8 +11,10 @@ This module imports nothing of zarrext: codecs, runtime and jobs all use it.
 
 from __future__ import annotations
 
+import gzip
 import struct
 import types
+import zlib
 from typing import Any
 
 __all__ = [
@@ -25,12 +27,13 @@ __all__ = [
 
 DECODE_ERRORS: tuple[type[Exception], ...] = (
     ValueError, RuntimeError, TypeError, IndexError, KeyError, ArithmeticError,
-    AssertionError, struct.error,
+    AssertionError, EOFError, struct.error, zlib.error, gzip.BadGzipFile,
 )
 """What codecs raise on bytes they cannot decode: the ``ValueError`` family, and
-numcodecs' zstd a ``RuntimeError``, others ``TypeError``, ``IndexError``,
-``OverflowError`` or ``struct.error``. Not ``MemoryError``, and not ``OSError``:
-that is the store's (a chunk that cannot be read is not a damaged chunk)."""
+numcodecs' zstd a ``RuntimeError``, gzip ``BadGzipFile``, ``EOFError`` or
+``zlib.error``, others ``TypeError``, ``IndexError``, ``OverflowError`` or
+``struct.error``. Not ``MemoryError``, and no other ``OSError``: that is the
+store's (a chunk that cannot be read is not a damaged chunk)."""
 
 
 class FillValueError(ValueError, TypeError):
