@@ -2,6 +2,12 @@
 
     python scripts/fuzz.py --inputs 100000 [--seed 1] [--only optional,pad-end]
 
+Codecs alone (each chain decoding damaged bytes), then zarrext's read path
+(``pipeline-*``: a real array on a local store opened with ``zarrext.open_array``,
+one damaged chunk or shard file at a time, its region read back: a clean failure is
+a ``ChunkDecodeError`` naming the array, the file's key and a codec), then
+``optional`` fill values and codec metadata (a tenth as many inputs each).
+
 For each decoder: inputs tried, how many decoded, failed cleanly (the codec's own
 ``ValueError``-family error) or uncleanly, the slowest input, and the peak memory a
 single input allocated (tracemalloc) beside the chunk's decoded size. The goal is
@@ -16,6 +22,7 @@ import argparse
 import math
 import random
 import sys
+import tempfile
 import time
 import tracemalloc
 from pathlib import Path
@@ -23,11 +30,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.fuzzing import (
+    FILL_VALUE_SEEDS,
     METADATA_SEEDS,
+    PipelineRun,
     decode_one,
     inputs,
+    mutate_fill_value,
     mutate_metadata,
+    parse_fill_value,
     parse_one,
+    pipeline_targets,
     targets,
 )
 
@@ -42,7 +54,7 @@ def main() -> int:
     args = parser.parse_args()
     only = {name for name in args.only.split(",") if name}
     failures = 0
-    print(f"{'target':<24}{'inputs':>9}{'ok':>9}{'clean':>9}{'unclean':>9}"
+    print(f"{'target':<28}{'inputs':>9}{'ok':>9}{'clean':>9}{'unclean':>9}"
           f"{'slowest s':>11}{'peak KiB':>10}{'chunk B':>9}")
     for target in targets():
         if only and target.name not in only:
@@ -68,12 +80,50 @@ def main() -> int:
             if outcome.kind == "unclean" and len(examples) < 3:
                 examples.append((damaged[:48].hex(), outcome.detail[:200]))
         failures += counts["unclean"] + (slowest > 2)
-        print(f"{target.name:<24}{args.inputs:>9}{counts['ok']:>9}{counts['clean']:>9}"
+        print(f"{target.name:<28}{args.inputs:>9}{counts['ok']:>9}{counts['clean']:>9}"
               f"{counts['unclean']:>9}{slowest:>11.4f}{peak / 1024:>10.1f}{chunk_bytes:>9}",
               flush=True)
         for example in examples:
             print("    unclean:", *example)
+    for target in pipeline_targets():
+        # zarrext's read path: damaged chunk files of a real array, read back.
+        if only and target.name not in only:
+            continue
+        counts = {"ok": 0, "clean": 0, "unclean": 0}
+        slowest = 0.0
+        examples = []
+        start = time.perf_counter()
+        with tempfile.TemporaryDirectory(prefix="zarrext-fuzz-") as directory:
+            run = PipelineRun(target, Path(directory), seed=args.seed)
+            draw = run.inputs(args.seed)
+            for _ in range(args.inputs):
+                key, _, damaged = draw()
+                outcome = run.read_one(key, damaged)
+                counts[outcome.kind] += 1
+                slowest = max(slowest, outcome.seconds)
+                if outcome.kind == "unclean" and len(examples) < 3:
+                    examples.append((key, damaged[:48].hex(), outcome.detail[:200]))
+        failures += counts["unclean"] + (slowest > 2)
+        print(f"{target.name:<28}{args.inputs:>9}{counts['ok']:>9}{counts['clean']:>9}"
+              f"{counts['unclean']:>9}{slowest:>11.4f}{'':>12}  "
+              f"({time.perf_counter() - start:.0f} s)", flush=True)
+        for example in examples:
+            print("    unclean:", *example)
     rng = random.Random(args.seed)
+    for dtype_name, dtype, fill in FILL_VALUE_SEEDS:
+        name = f"fill_value {dtype_name}"
+        if only and "fill_value" not in only:
+            continue
+        counts = {"ok": 0, "clean": 0, "unclean": 0}
+        n = max(1, args.inputs // 10)
+        for _ in range(n):
+            outcome = parse_fill_value(dtype, mutate_fill_value(fill, rng))
+            counts[outcome.kind] += 1
+            if outcome.kind == "unclean":
+                print("    unclean:", outcome.detail[:200])
+        failures += counts["unclean"]
+        print(f"{name:<28}{n:>9}{counts['ok']:>9}{counts['clean']:>9}"
+              f"{counts['unclean']:>9}", flush=True)
     for name, document in METADATA_SEEDS:
         if only and name not in only:
             continue
@@ -86,7 +136,7 @@ def main() -> int:
             counts[outcome.kind] += 1
             slowest = max(slowest, outcome.seconds)
         failures += counts["unclean"] + (slowest > 2)
-        print(f"{'metadata ' + name:<24}{n:>9}{counts['ok']:>9}{counts['clean']:>9}"
+        print(f"{'metadata ' + name:<28}{n:>9}{counts['ok']:>9}{counts['clean']:>9}"
               f"{counts['unclean']:>9}{slowest:>11.4f}{'':>12}  "
               f"({time.perf_counter() - start:.0f} s)", flush=True)
     return 1 if failures else 0

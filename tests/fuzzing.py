@@ -303,3 +303,185 @@ def parse_one(parser: str, document: Any) -> Outcome:
     except Exception as e:
         return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
     return Outcome("ok", time.perf_counter() - start)
+
+
+# -- zarrext's pipeline: a real array, damaged chunk files, read back ----------------
+
+
+@dataclass(frozen=True)
+class PipelineTarget:
+    """An array on a local store whose chunk (or shard) files are damaged and read back
+    through :func:`zarrext.open_array`: zarrext's own read path (the pipeline's chunk
+    jobs, scratch decoders, whole-shard reads), zarr's codecs in it included.
+
+    A clean failure is a :class:`zarrext.errors.ChunkDecodeError` naming the array,
+    the damaged file's key and a codec.
+    """
+
+    name: str
+    create: dict[str, Any]  # zarrext.create_array's arguments besides store and name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.create["shape"])
+
+    def block(self) -> tuple[int, ...]:
+        """The shape of one stored file (a chunk, or a shard)."""
+        return tuple(self.create.get("shards") or self.create["chunks"])
+
+
+def pipeline_targets() -> list[PipelineTarget]:
+    """Chains whose stored files go through different parts of the read path."""
+    from zarr.codecs import Crc32cCodec
+
+    opt = OptionalDType(UInt16())
+    return [
+        PipelineTarget("pipeline-shuffle-zstd", dict(
+            shape=(8, 6), chunks=(4, 6), dtype="int16", serializer=BytesCodec(),
+            compressors=[ShuffleCodec(element_size=2), ZstdCodec(level=1)])),
+        PipelineTarget("pipeline-pad-zstd", dict(
+            shape=(12,), chunks=(6,), dtype="uint8", serializer=BytesCodec(),
+            compressors=[PadCodec(location="end", nbytes=5), ZstdCodec(level=1)])),
+        PipelineTarget("pipeline-conditional-crc32c", dict(
+            shape=(6, 6), chunks=(3, 6), dtype="float32", serializer=BytesCodec(),
+            compressors=[ConditionalCodec([ShuffleCodec(element_size=4), ZstdCodec(level=1)],
+                                          decision="always_apply"), Crc32cCodec()])),
+        PipelineTarget("pipeline-optional", dict(
+            shape=(10,), chunks=(5,), dtype=opt, fill_value=None,
+            serializer=OptionalCodec(mask_codecs=[PackBitsCodec()],
+                                     data_codecs=[BytesCodec(), ZstdCodec(level=1)]),
+            compressors=None)),
+        PipelineTarget("pipeline-sharded", dict(
+            shape=(8, 8), chunks=(2, 4), shards=(4, 8), dtype="int16",
+            serializer=BytesCodec(), compressors=[ShuffleCodec(element_size=2),
+                                                  ZstdCodec(level=1)])),
+    ]
+
+
+class PipelineRun:
+    """One :class:`PipelineTarget`'s array in ``directory``, and its damaged reads."""
+
+    def __init__(self, target: PipelineTarget, directory: Any, seed: int) -> None:
+        import zarr
+
+        import zarrext
+
+        self.target = target
+        nrng = np.random.default_rng(seed)
+        store = zarr.storage.LocalStore(str(directory))
+        array = zarrext.create_array(store, name="a", **target.create)
+        if isinstance(array.metadata.data_type, OptionalDType):
+            values = np.zeros(target.shape, array.dtype)
+            values["valid"] = nrng.random(target.shape) < 0.6
+            values["value"] = nrng.integers(0, 1000, target.shape)
+        else:
+            native = array.dtype
+            values = (nrng.normal(size=target.shape) * 100).astype(native)
+        array[...] = values
+        self.values = values
+        self.dtype = array.dtype
+        self.root = directory / "a"
+        keys = sorted(
+            str(p.relative_to(self.root)) for p in self.root.rglob("*")
+            if p.is_file() and p.name != "zarr.json"
+        )
+        self.pool = [(key, (self.root / key).read_bytes()) for key in keys]
+        self.array = zarrext.open_array(store, path="a", mode="r")
+        encoding = self.array.metadata.chunk_key_encoding  # type: ignore[union-attr]
+        block = target.block()
+        # Each input reads the region of the file it damaged (its chunk, or shard).
+        self.region = {
+            key: tuple(
+                slice(i * b, min((i + 1) * b, n))
+                for i, b, n in zip(encoding.decode_chunk_key(key), block, target.shape,
+                                   strict=True)
+            )
+            for key, _ in self.pool
+        }
+
+    def inputs(self, seed: int) -> Callable[[], tuple[str, bytes, bytes]]:
+        """A generator of ``(key, valid, damaged)`` for a stored file."""
+        rng = random.Random(seed)
+
+        def one() -> tuple[str, bytes, bytes]:
+            key, valid = rng.choice(self.pool)
+            return key, valid, mutate(valid, rng)
+
+        return one
+
+    def read_one(self, key: str, data: bytes) -> Outcome:
+        """Store ``data`` as the file at ``key``, read its region back, classify.
+
+        Other files may hold an earlier input's damage: they are not read.
+        """
+        from zarrext.errors import ChunkDecodeError
+
+        (self.root / key).write_bytes(data)
+        region = self.region[key]
+        start = time.perf_counter()
+        try:
+            out = self.array[region]
+        except ChunkDecodeError as e:
+            seconds = time.perf_counter() - start
+            # The key relative to the store: the array's path, then the file's.
+            if e.array == "a" and e.key == f"a/{key}" and e.codec and e.codec in str(e):
+                return Outcome("clean", seconds)
+            return Outcome("unclean", seconds, f"ChunkDecodeError naming too little: {e}")
+        except Exception as e:
+            return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
+        seconds = time.perf_counter() - start
+        expected = tuple(s.stop - s.start for s in region)
+        if out.shape != expected or out.dtype != self.dtype:
+            return Outcome("unclean", seconds, f"read {out.shape} {out.dtype}")
+        return Outcome("ok", seconds)
+
+
+# -- optional fill values in metadata --------------------------------------------------
+
+FILL_VALUE_SEEDS: list[tuple[str, Any, Any]] = [
+    ("optional(uint8)", OptionalDType(UInt8()), [7]),
+    ("optional(int16)", OptionalDType(Int16()), [-3]),
+    ("optional(float32)", OptionalDType(Float32()), ["NaN"]),
+    ("optional(optional(uint16))", OptionalDType(OptionalDType(UInt16())), [[9]]),
+    ("optional(optional(int32))", OptionalDType(OptionalDType(Int32())), [None]),
+]
+_ODD_FILLS: list[Any] = [
+    300, -1, 2**31, 2**64, 2**70, -(2**70), 1.5, "x", "NaN", "Infinity", "0x7fc00000", "",
+    [], {}, True, None, [None], [[None]], [1, 2],
+]
+
+
+def mutate_fill_value(fill: Any, rng: random.Random) -> Any:
+    """An odd fill value: the innermost value replaced, or the whole value, or a level
+    added or removed."""
+    kind = rng.randrange(4)
+    odd = rng.choice(_ODD_FILLS)
+    if kind == 0:
+        return odd
+    if kind == 1:
+        return [fill]
+    if kind == 2:
+        return fill[0] if isinstance(fill, list) and fill else [odd]
+    copied = copy.deepcopy(fill)
+    node = copied
+    while isinstance(node, list) and node and isinstance(node[0], list):
+        node = node[0]
+    if isinstance(node, list) and node:
+        node[0] = odd
+    return copied
+
+
+def parse_fill_value(dtype: Any, fill: Any) -> Outcome:
+    """Parse ``fill`` as ``dtype``'s fill value in metadata: a ``ValueError``-family
+    error naming the ``fill_value`` field is clean, anything else unclean."""
+    start = time.perf_counter()
+    try:
+        dtype.from_json_scalar(fill, zarr_format=3)
+    except ValueError as e:
+        seconds = time.perf_counter() - start
+        if "fill_value" in str(e):
+            return Outcome("clean", seconds)
+        return Outcome("unclean", seconds, f"{type(e).__name__} not naming fill_value: {e}")
+    except Exception as e:
+        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
+    return Outcome("ok", time.perf_counter() - start)

@@ -278,3 +278,44 @@ def test_zarrext_create_array_names_the_optional_codecs_itself(
     assert zarrext.to_masked(zarr.open_array(tmp_path / "a")[:]).mask.tolist() == [
         False, True, False, True, False
     ]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill", "shown"),
+    [
+        (OptionalDType(UInt8()), [300], "300"),
+        (OptionalDType(UInt8()), ["x"], "'x'"),
+        (OptionalDType(Int16()), [2**70], str(2**70)),
+        (OptionalDType(OptionalDType(UInt8())), [[-1]], "-1"),
+        (OptionalDType(UInt8()), [[1]], "[1]"),
+        (OptionalDType(UInt8()), 5, "5"),
+    ],
+    ids=["out-of-range", "string", "huge", "nested", "too-deep", "not-a-list"],
+)
+def test_fill_value_that_does_not_fit_names_the_field(dtype, fill, shown: str) -> None:
+    """A ValueError (and, as zarr's own data types refuse, a TypeError) naming
+    fill_value, the value and the data type: never the inner type's bare error."""
+    from zarrext.errors import FillValueError
+
+    with pytest.raises(FillValueError) as raised:
+        dtype.from_json_scalar(fill, zarr_format=3)
+    message = str(raised.value)
+    assert isinstance(raised.value, ValueError)
+    assert isinstance(raised.value, TypeError)
+    assert message.startswith("fill_value ")
+    assert shown in message
+    assert "optional(" in message
+
+
+def test_zarr_json_with_a_fill_value_that_does_not_fit(tmp_path) -> None:
+    """zarr-python turns the data type's ValueError into its own error naming
+    fill_value; ours is the cause."""
+    from zarrext.errors import FillValueError
+
+    zarr.create_array(tmp_path, shape=(2,), dtype=OptionalDType(UInt8()))
+    meta = json.loads((tmp_path / "zarr.json").read_text())
+    meta["fill_value"] = [300]
+    (tmp_path / "zarr.json").write_text(json.dumps(meta))
+    with pytest.raises((TypeError, ValueError), match="fill_value") as raised:
+        zarr.open_array(tmp_path, mode="r")
+    assert isinstance(raised.value.__cause__, FillValueError)

@@ -10,16 +10,22 @@ import random
 import pytest
 
 from tests.fuzzing import (
+    FILL_VALUE_SEEDS,
     METADATA_SEEDS,
+    PipelineRun,
     decode_one,
     inputs,
+    mutate_fill_value,
     mutate_metadata,
+    parse_fill_value,
     parse_one,
+    pipeline_targets,
     targets,
 )
 
 INPUTS_PER_TARGET = 300
 TARGETS = targets()
+PIPELINE_TARGETS = pipeline_targets()
 
 
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
@@ -39,6 +45,40 @@ def test_damaged_chunks_decode_or_fail_cleanly(target) -> None:
     assert not unclean, unclean[:3]
     # The mutator must reach the codec's checks, not only produce decodable bytes.
     assert outcomes["clean"] > INPUTS_PER_TARGET // 10
+
+
+@pytest.mark.parametrize("target", PIPELINE_TARGETS, ids=[t.name for t in PIPELINE_TARGETS])
+def test_damaged_chunk_files_read_or_fail_naming_the_chunk(target, tmp_path) -> None:
+    """zarrext's read path (zarrext.open_array on a local store, zarr's zstd and
+    crc32c included): a damaged file reads, or fails with a ChunkDecodeError naming
+    the array, the file's key and a codec."""
+    run = PipelineRun(target, tmp_path, seed=1234)
+    draw = run.inputs(1234)
+    unclean = []
+    outcomes = {"ok": 0, "clean": 0}
+    for _ in range(150):
+        key, valid, damaged = draw()
+        outcome = run.read_one(key, damaged)
+        if outcome.kind == "unclean" or outcome.seconds > 2:
+            unclean.append((key, damaged[:64], outcome))
+        else:
+            outcomes[outcome.kind] += 1
+        assert run.read_one(key, valid).kind == "ok"
+    assert not unclean, unclean[:3]
+    assert outcomes["clean"] > 15
+
+
+@pytest.mark.parametrize(
+    ("dtype", "fill"), [(d, f) for _, d, f in FILL_VALUE_SEEDS],
+    ids=[name for name, _, _ in FILL_VALUE_SEEDS],
+)
+def test_odd_optional_fill_values_fail_naming_the_field(dtype, fill) -> None:
+    assert parse_fill_value(dtype, fill).kind == "ok"
+    rng = random.Random(7)
+    outcomes = [parse_fill_value(dtype, mutate_fill_value(fill, rng)) for _ in range(200)]
+    unclean = [o.detail for o in outcomes if o.kind == "unclean"]
+    assert not unclean, unclean[:3]
+    assert sum(o.kind == "clean" for o in outcomes) > 100
 
 
 @pytest.mark.parametrize(

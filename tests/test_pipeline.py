@@ -746,3 +746,83 @@ def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
     assert got is not None
     assert got.to_bytes() == b"stored"
     assert store_is_open(unopened)  # the store's own get_sync opened it
+
+
+# -- errors: a chunk that does not decode names the array, its key and the codec -------
+
+
+def _damage(path: Path, at: int = 5) -> None:
+    data = bytearray(path.read_bytes())
+    data[at % len(data)] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("compressors", "codec"),
+    [
+        ([zarrext.PadCodec(location="end", nbytes=3), ZstdCodec(level=1)], "zstd"),
+        ([zarrext.ShuffleCodec(element_size=2), ZstdCodec(level=1)], "zstd"),
+        ([Crc32cCodec()], "crc32c"),
+    ],
+    ids=["pad-zstd", "shuffle-zstd", "crc32c"],
+)
+def test_damaged_chunk_names_array_key_and_codec(
+    tmp_path: Path, compressors: list, codec: str
+) -> None:
+    from zarrext.errors import ChunkDecodeError
+
+    store = zarr.storage.LocalStore(tmp_path)
+    zarrext.create_array(
+        store, name="g/a", shape=(8,), chunks=(4,), dtype="int16", compressors=compressors
+    )[:] = np.arange(8, dtype="int16")
+    (tmp_path / "g" / "a" / "c" / "1").write_bytes(b"\x28\xb5\x2f\xfd not a frame at all")
+    array = zarrext.open_array(store, path="g/a", mode="r")
+    with pytest.raises(ChunkDecodeError) as raised:
+        array[:]
+    error = raised.value
+    assert isinstance(error, ValueError)
+    assert (error.array, error.key, error.codec) == ("g/a", "g/a/c/1", codec)
+    assert "'g/a/c/1'" in str(error)
+    assert f"codec {codec!r}" in str(error)
+    assert error.__cause__ is not None
+    assert not isinstance(error.__cause__, ChunkDecodeError)
+    np.testing.assert_array_equal(array[:4], np.arange(4))  # the other chunk still reads
+
+
+@pytest.mark.parametrize("store_kind", ["local", "memory"])
+def test_damaged_inner_chunk_names_shard_key_and_inner_chunk(
+    tmp_path: Path, store_kind: str
+) -> None:
+    """Whole-shard reads (local) and zarr's sharding path (memory) alike."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    from zarrext.errors import ChunkDecodeError
+
+    store = zarr.storage.LocalStore(tmp_path) if store_kind == "local" else (
+        zarr.storage.MemoryStore())
+    zarrext.create_array(
+        store, name="a", shape=(8, 8), chunks=(4, 4), shards=(8, 8), dtype="int16",
+        compressors=[zarrext.ShuffleCodec(element_size=2), ZstdCodec(level=1)],
+    )[:] = np.arange(64, dtype="int16").reshape(8, 8)
+    proto = default_buffer_prototype()
+    shard = bytearray(asyncio.run(store.get("a/c/0/0", proto)).to_bytes())
+    shard[5] ^= 0xFF  # inside the first inner chunk (the index is at the end)
+    asyncio.run(store.set("a/c/0/0", proto.buffer.from_bytes(bytes(shard))))
+    with pytest.raises(ChunkDecodeError) as raised:
+        zarrext.open_array(store, path="a", mode="r")[:]
+    error = raised.value
+    assert (error.array, error.key, error.codec) == ("a", "a/c/0/0", "zstd")
+    assert error.inner == (0, 0)
+    assert "inner chunk [0, 0]" in str(error)
+    assert isinstance(error.__cause__, RuntimeError)  # numcodecs' zstd
+
+
+def test_chunk_decode_error_pickles_whole() -> None:
+    from zarrext.errors import ChunkDecodeError
+
+    error = ChunkDecodeError("bad", array="a", key="a/c/0", codec="zstd", inner=(1, 2))
+    copy = pickle.loads(pickle.dumps(error))
+    assert (copy.array, copy.key, copy.codec, copy.inner, str(copy)) == (
+        "a", "a/c/0", "zstd", (1, 2), str(error))

@@ -175,3 +175,88 @@ def test_recompress_on_dask_cluster(tmp_path: Path) -> None:
     assert (tmp_path / "a.zarr" / "zarr.json").read_bytes() == meta
     back = zarr.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
     assert np.array_equal(back.view(np.uint32), data.view(np.uint32))
+
+
+# -- progress, damaged chunks, dry runs --------------------------------------------------
+
+
+@pytest.mark.parametrize("progress", [None, False, True], ids=["none", "false", "true"])
+def test_progress_takes_none_false_and_true(
+    tmp_path: Path, progress: bool | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data())
+    report = recompress(str(tmp_path / "a.zarr"), progress=progress)
+    assert report.chunks == 16
+    err = capsys.readouterr().err
+    if progress:
+        assert err.endswith("recompress /: 16/16\n")
+        assert "recompress /: 0/16" in err
+    else:
+        assert err == ""
+
+
+@pytest.mark.parametrize("progress", [1, "yes", [print]], ids=["int", "str", "list"])
+def test_progress_refuses_anything_else_before_writing(tmp_path: Path, progress: object) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data())
+    before = chunk_files(tmp_path / "a.zarr")
+    with pytest.raises(TypeError, match=r"progress must be a callable.*got"):
+        recompress(str(tmp_path / "a.zarr"), progress=progress)  # type: ignore[arg-type]
+    assert chunk_files(tmp_path / "a.zarr") == before
+
+
+def _damage_chunk(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_damaged_chunk_named_by_run_and_dry_run_alike(tmp_path: Path, sharded: bool) -> None:
+    from zarrext.errors import ChunkDecodeError
+
+    store = zarr.storage.LocalStore(tmp_path)
+    zarrext.create_array(
+        store, name="arr", shape=(32, 32), chunks=(16, 16), dtype="float32",
+        shards=(32, 16) if sharded else None, serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec(SHUFFLE_ZSTD), Crc32cCodec()],
+        decision="never_apply",
+    )[:] = mixed_data((32, 32))
+    _damage_chunk(tmp_path / "arr" / "c" / "0" / "1")
+    before = chunk_files(tmp_path / "arr")
+    errors = []
+    for dry_run in (True, False):
+        with pytest.raises(ChunkDecodeError) as raised:
+            recompress(zarr.open_array(store, path="arr", mode="r+"), dry_run=dry_run)
+        errors.append(raised.value)
+    dry, real = errors
+    assert (dry.array, dry.key, dry.codec, dry.inner) == (
+        "arr", "arr/c/0/1", "crc32c", (1, 0) if sharded else None)
+    assert str(dry) == str(real)
+    assert "checksum" in str(dry.__cause__)
+    if not sharded:  # the shard is replaced in one piece: nothing of it was written
+        assert chunk_files(tmp_path / "arr")["c/0/1"] == before["c/0/1"]
+
+
+def test_dry_run_reports_what_the_run_does_and_writes_nothing(tmp_path: Path) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data())
+    before = chunk_files(tmp_path / "a.zarr")
+    plan = recompress(str(tmp_path / "a.zarr"), dry_run=True)
+    assert chunk_files(tmp_path / "a.zarr") == before
+    done = recompress(str(tmp_path / "a.zarr"))
+    assert (plan.chunks, plan.objects, plan.bytes_before, plan.bytes_after) == (
+        done.chunks, done.objects, done.bytes_before, done.bytes_after)
+    assert plan.masks_after == done.masks_after
+    assert plan.bytes_after < plan.bytes_before
+
+
+def test_cli_dry_run_fails_on_a_damaged_chunk_as_the_run(run, tmp_path: Path) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data())
+    _damage_chunk(tmp_path / "a.zarr" / "c" / "1" / "2")
+    outcomes = [run("recompress", tmp_path / "a.zarr", *extra) for extra in (["--dry-run"], [])]
+    for code, out, err in outcomes:
+        assert code == 1
+        assert "would recompress" not in out
+        assert len(err.strip().splitlines()) == 1
+        assert "chunk 'c/1/2'" in err
+        assert "crc32c" in err
+    assert outcomes[0][2] == outcomes[1][2]

@@ -330,16 +330,20 @@ def test_scratch_decodes_match_zarr(tmp_path: Path, compressors: list[Any], work
 
 
 def test_corrupt_zstd_chunk_fails_as_in_zarr(tmp_path: Path) -> None:
-    """A chunk that is not zstd: zarr-python's decoder and its error, not a scratch one."""
+    """A chunk that is not zstd: zarr-python's decoder and its error, not a scratch one,
+    as the cause of zarrext's error naming the chunk and the codec."""
+    from zarrext.errors import ChunkDecodeError
+
     zarr.create_array(
         tmp_path, shape=(8,), chunks=(4,), dtype="u1", compressors=[ZstdCodec(level=1)]
     )[:] = np.arange(8, dtype="u1")
     (tmp_path / "c" / "1").write_bytes(b"not zstd at all")
     with pytest.raises(RuntimeError) as stock:
         zarr.open_array(tmp_path, mode="r")[:]
-    with pytest.raises(RuntimeError) as ours:
+    with pytest.raises(ChunkDecodeError, match=r"chunk 'c/1'.*codec 'zstd'") as ours:
         zarrext.open_array(tmp_path, mode="r")[:]
-    assert str(ours.value) == str(stock.value)
+    assert type(ours.value.__cause__) is type(stock.value)
+    assert str(ours.value.__cause__) == str(stock.value)
     np.testing.assert_array_equal(zarrext.open_array(tmp_path, mode="r")[:4], np.arange(4))
 
 

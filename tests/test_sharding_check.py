@@ -321,3 +321,54 @@ def test_findings_sorted_by_key_numbers_as_numbers(tmp_path: Path) -> None:
     for i in (11, 2, 10, 0):
         (tmp_path / "a" / "c" / (f"{i}" + writer.TMP_MARK + "999999999-ab")).write_bytes(b"x")
     assert [f.key for f in zarrext.check(array)] == ["c/0", "c/2", "c/10", "c/11"]
+
+
+# -- --deep: what it cannot verify ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("compressors", "shards", "verifiable", "damage"),
+    [
+        (None, None, False, (9, 0x01)),
+        ([zarrext.ShuffleCodec(element_size=4)], (8, 8), False, (9, 0x01)),
+        ([Crc32cCodec()], None, True, (9, 0x01)),
+        # A conditional header checks itself only (its reserved bits), not the payload.
+        ([zarrext.ConditionalCodec([{"name": "zstd", "configuration": {"level": 1}}])],
+         (8, 8), True, (0, 0x80)),
+    ],
+    ids=["plain", "sharded-shuffle", "crc32c", "conditional"],
+)
+def test_deep_says_which_chunks_it_cannot_verify(
+    tmp_path: Path, compressors: list | None, shards: tuple | None, verifiable: bool,
+    damage: tuple[int, int],
+) -> None:
+    from zarrext.sharding.check import check, unverifiable
+
+    array = zarrext.create_array(
+        str(tmp_path / "a"), shape=(8, 8), chunks=(4, 4), shards=shards, dtype="float32",
+        serializer=BytesCodec(), compressors=compressors,
+    )
+    array[:] = np.arange(64, dtype="float32").reshape(8, 8)
+    chunk = tmp_path / "a" / "c" / "0" / "0"
+    data = bytearray(chunk.read_bytes())
+    at, bits = damage  # a value's low bit decodes, unless a checksum catches it
+    data[at] ^= bits
+    chunk.write_bytes(bytes(data))
+    findings = check(array, deep=True)
+    reason = unverifiable(array)
+    result = CliRunner().invoke(app, ["check", str(tmp_path / "a"), "--deep"])
+    if verifiable:
+        assert reason is None
+        assert [f.key for f in findings] == ["c/0/0"]
+        assert result.exit_code == 1
+    else:
+        assert findings == []  # the damage decodes: it cannot be seen...
+        assert reason is not None  # ...and the check says so
+        assert "crc32c" in reason
+        assert ("inner chunks" in reason) is (shards is not None)
+        assert result.exit_code == 0
+        assert "cannot verify" in result.output
+        assert "crc32c" in result.output
+        assert "validates" not in result.output
+    as_json = CliRunner().invoke(app, ["check", str(tmp_path / "a"), "--deep", "--json"])
+    assert json.loads(as_json.output)["arrays"][0]["unverified"] == reason

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -32,6 +33,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain, ConditionalPlacement
 from zarrext.decisions import decision_record, format_mask
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
@@ -190,6 +192,19 @@ def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> 
     return placement.codec.read_mask(_decode_chain(placement.after, data, spec))
 
 
+@contextmanager
+def _naming_chunk(
+    array: str, key: str, codecs: tuple[Any, ...], inner: tuple[int, ...] | None = None
+) -> Iterator[None]:
+    """Turn a codec's error inside the block into a ChunkDecodeError naming the
+    array and the chunk (the codec's error names neither)."""
+    try:
+        yield
+    except DECODE_ERRORS as e:
+        error = ChunkDecodeError.wrapping(e, array=array, key=key, inner=inner, codecs=codecs)
+        raise error from error.__cause__
+
+
 def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
@@ -226,7 +241,8 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
                     continue
                 token = _chunk_index.set(coords)
                 try:
-                    mask = _mask_of(placement, data, inner_spec)
+                    with _naming_chunk(array.path, key, placement.after):
+                        mask = _mask_of(placement, data, inner_spec)
                 finally:
                     _chunk_index.reset(token)
             result.chunks.append(
@@ -237,9 +253,10 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         if shard is None:
             continue
         # bytes->bytes codecs applied to whole shards, undone before reading the index
-        shard = prototype.buffer.from_bytes(
-            chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
-        )
+        with _naming_chunk(array.path, key, chain.bytes_bytes):
+            shard = prototype.buffer.from_bytes(
+                chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
+            )
         per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
             index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))
@@ -249,7 +266,8 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
             if placement is not None and placement.sharding is sharding and read_masks:
                 token = _chunk_index.set(index)
                 try:
-                    mask = _mask_of(placement, shard[start:stop], inner_spec)
+                    with _naming_chunk(array.path, key, placement.after, local):
+                        mask = _mask_of(placement, shard[start:stop], inner_spec)
                 finally:
                     _chunk_index.reset(token)
             result.chunks.append(

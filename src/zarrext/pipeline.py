@@ -69,6 +69,7 @@ from zarrext._zarr_compat import (
     store_supports_sync_io,
 )
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
 from zarrext.specs import array_spec, regular_chunk_shape
@@ -137,6 +138,7 @@ PARALLEL_WRITE_MIN_BYTES = 256 << 10
 # faults (glibc hands blocks from 128 KiB on to mmap): there the arena only adds
 # work, 2 % on 16 KiB chunks written to tmpfs here, and is neutral from 64 KiB on.
 ARENA_MIN_BYTES = 128 << 10
+
 
 
 def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
@@ -432,13 +434,46 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         scatter: Callable[..., GetResult],
     ) -> GetResult:
         byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
-        return scatter(
-            _get_chunk_sync(byte_getter, chunk_spec.prototype),
-            out,
-            chunk_spec=chunk_spec,
-            chunk_selection=chunk_selection,
-            out_selection=out_selection,
-            drop_axes=drop_axes,
+        chunk = _get_chunk_sync(byte_getter, chunk_spec.prototype)
+        try:
+            return scatter(
+                chunk,
+                out,
+                chunk_spec=chunk_spec,
+                chunk_selection=chunk_selection,
+                out_selection=out_selection,
+                drop_axes=drop_axes,
+            )
+        except DECODE_ERRORS as e:
+            error = self._decode_error(e, byte_getter)
+            raise error from error.__cause__
+
+    def _where(self, key_holder: object) -> tuple[str | None, str | None]:
+        """The array path and the store key of the chunk ``key_holder`` addresses
+        (either None if unknown; an inner chunk of a shard has no key of its own)."""
+        if hasattr(key_holder, "chunk_coords"):  # the shard's pipeline knows both
+            return None, None
+        key = getattr(key_holder, "path", None)
+        if not isinstance(key, str):
+            return self.array_path, None
+        array = self.array_path
+        if array is None and self.chunk_key_encoding is not None:
+            index = self._index_from_key_end(key)
+            if index is not None:  # the key less its chunk part
+                tail = self.chunk_key_encoding.encode_chunk_key(index)
+                array = key[: -len(tail)].rstrip("/")
+        return array, key
+
+    def _decode_error(self, error: BaseException, key_holder: object) -> ChunkDecodeError:
+        """``error``, raised decoding the chunk of ``key_holder``, as a ChunkDecodeError
+        naming the array, the chunk's key and the codec; its ``__cause__`` is the
+        codec's own error (raise it ``from`` that)."""
+        array, key = self._where(key_holder)
+        codecs = self.transform.codecs if self.transform is not None else tuple(self)
+        inner = getattr(key_holder, "chunk_coords", None)
+        return ChunkDecodeError.wrapping(
+            error, array=array, key=key, codecs=codecs,
+            inner=tuple(inner) if inner is not None else None,
         )
 
     def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
@@ -500,7 +535,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         into = None
         if not drop_axes and all(isinstance(s, slice) for s in out_selection):
             into = out[out_selection]  # a view: inner chunks decode straight into it
-        shard = codec.read_local_sync(path, selection, shard_spec, into=into)
+        try:
+            shard = codec.read_local_sync(path, selection, shard_spec, into=into)
+        except DECODE_ERRORS as e:
+            error = self._decode_error(e, byte_getter)
+            raise error from error.__cause__
         if shard is into is not None:
             return {"status": "present"}
         if shard is None:
@@ -599,7 +638,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> tuple[GetResult, ...]:
         async def run(batch: Batch) -> tuple[GetResult, ...]:
-            return await BatchedCodecPipeline.read_batch(self, batch, out, drop_axes)
+            try:
+                return await BatchedCodecPipeline.read_batch(self, batch, out, drop_axes)
+            except DECODE_ERRORS as e:
+                error = self._decode_error(e, batch[0][0])
+                raise error from error.__cause__
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)
@@ -766,6 +809,7 @@ class RuntimeShardingCodec(ShardingCodec):
                 )
             origin = _inner_origin.get()
             scatter = pipeline._scatter_into(out)
+            codecs = pipeline.transform.codecs if pipeline.transform is not None else ()
 
             def decode(item: Any, chunk: Buffer | None) -> None:
                 coords, chunk_selection, out_selection, _ = item
@@ -783,6 +827,9 @@ class RuntimeShardingCodec(ShardingCodec):
                         out_selection=out_selection,
                         drop_axes=(),
                     )
+                except DECODE_ERRORS as e:
+                    # The shard's key is the outer pipeline's to add (_read_shard).
+                    raise ChunkDecodeError.wrapping(e, inner=tuple(coords), codecs=codecs) from e
                 finally:
                     _chunk_index.reset(token)
 

@@ -45,15 +45,17 @@ from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_t
 from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
 from zarrext.decisions import DecisionLike, format_mask
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.inspection import (
     ConditionalPlacement,
     _mask_of,
     conditional_placement,
     inventory,
+    shard_entries,
     storage_block,
     stored_chunk_keys,
 )
-from zarrext.progress import ProgressCallback
+from zarrext.progress import ProgressLike, progress_callback
 from zarrext.sharding import writer
 from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.transcode import transcode_shard
@@ -197,11 +199,26 @@ class _Rewriter:
             return None
         return _mask_of(self.placement, data, self.chunk_spec)
 
-    def _reencode(self, coords: tuple[int, ...], data: Buffer, stats: _Stats) -> Buffer:
+    def _reencode(
+        self,
+        coords: tuple[int, ...],
+        data: Buffer,
+        stats: _Stats,
+        key: str,
+        inner: tuple[int, ...] | None = None,
+    ) -> Buffer:
         token = _chunk_index.set(coords)
         try:
-            mask_before = self._mask(data)
-            decoded = self.transform.decode_chunk(data, self.chunk_spec)
+            try:
+                mask_before = self._mask(data)
+                decoded = self.transform.decode_chunk(data, self.chunk_spec)
+            except DECODE_ERRORS as e:
+                # The codec's error names no chunk; say whose bytes they are.
+                error = ChunkDecodeError.wrapping(
+                    e, array=self.runtime.path, key=key, inner=inner,
+                    codecs=self.transform.codecs,
+                )
+                raise error from error.__cause__
             encoded = self.transform.encode_chunk(decoded, self.chunk_spec)
             if encoded is None:  # nothing to store: keep the chunk as it was
                 encoded = data
@@ -217,27 +234,46 @@ class _Rewriter:
             stats.masks_after[mask_after] += 1
         return encoded
 
-    def rewrite(self, coords: tuple[int, ...], stats: _Stats) -> None:
-        """Re-encode the stored object at grid position ``coords``."""
+    def rewrite(self, coords: tuple[int, ...], stats: _Stats, *, write: bool = True) -> None:
+        """Re-encode the stored object at grid position ``coords``.
+
+        ``write=False`` (a dry run): decode and re-encode every chunk the run
+        would, in memory, and write nothing.
+        """
         if self.mode == "zarr":
             region = _region(coords, self.block, self.runtime.shape)
-            self.runtime[region] = self.runtime[region]
+            data = self.runtime[region]  # decoding errors name the chunk (the pipeline)
+            if write:
+                self.runtime[region] = data
             return
         assert self.directory is not None
-        path = self.directory / self.metadata.encode_chunk_key(coords)
+        relative = self.metadata.encode_chunk_key(coords)
+        key = f"{self.runtime.path}/{relative}" if self.runtime.path else relative
+        path = self.directory / relative
         if self.mode == "chunk":
-            _rewrite_chunk_file(path, lambda data: self._reencode(coords, data, stats))
+            if write:
+                _rewrite_chunk_file(path, lambda data: self._reencode(coords, data, stats, key))
+            else:
+                _reencode_unlocked(path, lambda data: self._reencode(coords, data, stats, key))
             return
         per_shard = self.geometry.chunks_per_shard
         origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
 
         def one(flat: int, data: Buffer) -> Buffer:
-            inner = np.unravel_index(flat, per_shard) if per_shard else ()
-            index = tuple(o + int(i) for o, i in zip(origin, inner, strict=True))
-            return self._reencode(index, data, stats)
+            inner = tuple(int(i) for i in np.unravel_index(flat, per_shard)) if per_shard else ()
+            index = tuple(o + i for o, i in zip(origin, inner, strict=True))
+            return self._reencode(index, data, stats, key, inner)
 
         assert self.sharding is not None
-        transcode_shard(path, self.sharding, self.geometry, one)
+        if write:
+            transcode_shard(path, self.sharding, self.geometry, one)
+            return
+        shard = _read_file(path)
+        if shard is None:
+            return
+        for local, (start, stop) in shard_entries(self.sharding, shard, per_shard, key):
+            one(int(np.ravel_multi_index(local, per_shard)) if per_shard else 0,
+                shard[start:stop])
 
 
 def _rewrite_chunk_file(path: Path, reencode: Callable[[Buffer], Buffer]) -> None:
@@ -268,6 +304,22 @@ def _rewrite_chunk_file(path: Path, reencode: Callable[[Buffer], Buffer]) -> Non
             os.close(fd)
 
 
+def _read_file(path: Path) -> Buffer | None:
+    """The bytes of a chunk or shard file; None if there is none."""
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    return default_buffer_prototype().buffer.from_bytes(data)
+
+
+def _reencode_unlocked(path: Path, reencode: Callable[[Buffer], Buffer]) -> None:
+    """A dry run's :func:`_rewrite_chunk_file`: read the chunk, re-encode it in memory."""
+    data = _read_file(path)
+    if data is not None:
+        reencode(data)
+
+
 def _same_file(path: Path, fd: int) -> bool:
     try:
         return os.stat(path).st_ino == os.fstat(fd).st_ino
@@ -275,11 +327,13 @@ def _same_file(path: Path, fd: int) -> bool:
         return False
 
 
-def _rewrite(rewriter: _Rewriter, units: Sequence[tuple[int, ...]]) -> tuple[int, _Stats]:
+def _rewrite(
+    rewriter: _Rewriter, units: Sequence[tuple[int, ...]], write: bool = True
+) -> tuple[int, _Stats]:
     """Re-encode each unit (chunk or shard); returns the count and the chunks' stats."""
     stats = _Stats()
     for coords in units:
-        rewriter.rewrite(coords, stats)
+        rewriter.rewrite(coords, stats, write=write)
     return len(units), stats
 
 
@@ -289,6 +343,7 @@ def _rewrite_on_worker(
 ) -> tuple[int, _Stats]:
     array = zarr.open_array(LocalStore(root), path=path, mode="r+")
     return _rewrite(_Rewriter(_runtime_array(array, decision, trial_encode)), units)
+
 
 
 def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
@@ -303,7 +358,8 @@ def recompress(
     *,
     client: Any = None,
     workers: int | None = None,
-    progress: ProgressCallback | None = None,
+    progress: ProgressLike = None,
+    dry_run: bool = False,
 ) -> RecompressReport:
     """Rewrite every stored chunk of ``array`` in place with a new conditional decision.
 
@@ -320,17 +376,34 @@ def recompress(
         workers can reach).
     workers : int, optional
         Threads for the local pool (default: ``min(8, number of objects)``).
-    progress : callable, optional
+    progress : callable, bool or None
         ``progress(done, total)`` with the store objects (chunks or shards) rewritten
         so far and their number, before the first batch and after each one, in the
-        calling thread (``zarrext.cli.render.progress_bar`` draws it as a bar).
+        calling thread (``zarrext.cli.render.progress_bar`` draws it as a bar);
+        ``True`` prints ``recompress <path>: done/total`` on stderr; ``False`` or
+        ``None``: nothing.
+    dry_run : bool
+        Decode and re-encode every stored chunk as the run would, in memory, and
+        write nothing: the report says what the run would do, and a chunk the run
+        could not decode fails the dry run the same way. Runs in this process
+        (``client`` is not used).
 
     Returns
     -------
     RecompressReport
+
+    Raises
+    ------
+    ChunkDecodeError
+        A stored chunk cannot be decoded (a ``ValueError``); it names the array,
+        the chunk's key and the codec. Chunks rewritten before it stay rewritten
+        (each is replaced whole, so the array reads correctly).
+    TypeError
+        ``progress`` is none of the above.
     """
     if not isinstance(array, zarr.Array):
-        array = zarr.open_array(array, mode="r+")
+        array = zarr.open_array(array, mode="r" if dry_run else "r+")
+    report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
     placement = conditional_placement(array.metadata)  # type: ignore[arg-type]
     if placement is None:
@@ -339,21 +412,21 @@ def recompress(
     rewriter = _Rewriter(_runtime_array(array, decision, trial_encode))
     through_zarr = rewriter.mode == "zarr"
     before = inventory(array) if through_zarr else None
+    if dry_run:
+        client = None
     stats = _Stats()
     batch_size = max(1, len(units) // 64)
     batches = list(_batches(units, batch_size))
 
     done = 0
-    if progress is not None:
-        progress(0, len(units))
+    report_progress(0, len(units))
 
     def advance(result: tuple[int, _Stats]) -> None:
         nonlocal done
         n, batch_stats = result
         stats.add(batch_stats)
         done += n
-        if progress is not None:
-            progress(done, len(units))
+        report_progress(done, len(units))
 
     if client is not None:
         store = array.store_path.store
@@ -377,11 +450,13 @@ def recompress(
     else:
         n_workers = workers or max(1, min(8, len(batches)))
         with ThreadPoolExecutor(n_workers) as pool:
-            for finished in pool.map(lambda b: _rewrite(rewriter, b), batches):
+            for finished in pool.map(lambda b: _rewrite(rewriter, b, not dry_run), batches):
                 advance(finished)
 
     if before is not None:
-        after = inventory(array)
+        # Through zarr the chunks' sizes come from inventories; a dry run encodes
+        # nothing there, so it reports the sizes and masks as they are.
+        after = before if dry_run else inventory(array)
         stats = _Stats(
             len(after.chunks), before.stored_bytes, after.stored_bytes,
             before.mask_counts, after.mask_counts,

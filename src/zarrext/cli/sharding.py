@@ -25,9 +25,15 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
     ]
 
 
-def _print_findings(name: str, findings: list[Any], *, sharded: bool) -> None:
-    """Each key once, then per problem what it is and what --repair did or can do."""
-    if not findings:
+def _print_findings(
+    name: str, findings: list[Any], *, sharded: bool, unverified: str | None = None
+) -> None:
+    """Each key once, then per problem what it is and what --repair did or can do;
+    with ``unverified`` (a deep check of chunks without checksums), why chunks that
+    decode are not known to be good."""
+    if unverified is not None:
+        typer.echo(f"{name}: cannot verify the chunks that decode: {unverified}")
+    elif not findings:
         typer.echo(f"{name}: every {'shard' if sharded else 'chunk'} validates")
     for finding in findings:
         typer.echo(f"{name} {finding.key}:")
@@ -143,6 +149,7 @@ def register(app: typer.Typer) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
         from zarrext.sharding.check import check as run_check
+        from zarrext.sharding.check import unverifiable
         from zarrext.sharding.layout import sharding_codec_of
 
         if repair:
@@ -155,12 +162,16 @@ def register(app: typer.Typer) -> None:
         for array in arrays:
             name = array.path or "/"
             findings = run_check(array, repair=repair, deep=deep)
-            report.append({"array": name, "findings": [f.to_json() for f in findings]})
+            unverified = unverifiable(array) if deep else None
+            entry: dict[str, Any] = {"array": name, "findings": [f.to_json() for f in findings]}
+            if deep:
+                entry["unverified"] = unverified
+            report.append(entry)
             unrepaired += sum(1 for f in findings if not f.ok or not repair)
             if not as_json:
                 _print_findings(name, findings, sharded=(
                     sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
-                ))
+                ), unverified=unverified)
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
         elif not arrays:

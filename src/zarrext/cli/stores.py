@@ -467,12 +467,16 @@ def register(app: typer.Typer) -> None:
             for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
                     continue
-                inv = inventory(array, read_masks=False)
-                plans.append({"path": array.path or "/", "chunks": len(inv.chunks),
-                              "objects": inv.store_keys, "stored_bytes": inv.stored_bytes})
+                # Decodes and re-encodes in memory what the run would: a chunk the
+                # run cannot decode fails here, with the same error.
+                plan = run(array, decision=decision, workers=workers, dry_run=True)
+                plans.append({"path": array.path or "/", "chunks": plan.chunks,
+                              "objects": plan.objects, "stored_bytes": plan.bytes_before,
+                              "bytes_after": plan.bytes_after})
                 console.print(
-                    f"would recompress {array.path or '/'}: {len(inv.chunks)} chunks in "
-                    f"{inv.store_keys} objects, {inv.stored_bytes:,} bytes", highlight=False,
+                    f"would recompress {array.path or '/'}: {plan.chunks} chunks in "
+                    f"{plan.objects} objects, {plan.bytes_before:,} -> "
+                    f"{plan.bytes_after:,} bytes", highlight=False,
                 )
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "dry_run": True, "arrays": plans}))

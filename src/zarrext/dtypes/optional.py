@@ -52,6 +52,7 @@ from zarr.errors import DataTypeValidationError
 
 from zarrext._nesting import NestingError, check_depth, nested
 from zarrext._zarr_compat import NestedDataTypeValidationError
+from zarrext.errors import FillValueError
 
 if TYPE_CHECKING:
     from zarr.core.common import JSON, ZarrFormat
@@ -279,18 +280,34 @@ class OptionalDType(ZDType[np.dtypes.VoidDType[int], np.void], HasItemSize):
     def from_json_scalar(self, data: JSON, *, zarr_format: ZarrFormat) -> np.void:
         if data is None:
             return self.default_scalar()
-        if isinstance(data, list) and len(data) == 1:
+        if not (isinstance(data, list) and len(data) == 1):
+            raise FillValueError(
+                f"fill_value {data!r} of data type {_name(self)}: expected null or a one-element "
+                "list holding the inner fill value"
+            )
+        try:
             return self.present(self.inner.from_json_scalar(data[0], zarr_format=zarr_format))
-        raise TypeError(
-            f"Invalid fill value {data!r} for {self}: expected null or a one-element list "
-            "holding the inner fill value"
-        )
+        except FillValueError:  # a nested optional's: it names its own level
+            raise
+        except (TypeError, ValueError, OverflowError) as e:
+            raise FillValueError(
+                f"fill_value {data!r} of data type {_name(self)}: {data[0]!r} is not a "
+                f"value of the inner data type {_name(self.inner)} ({e})"
+            ) from e
 
     def to_json_scalar(self, data: object, *, zarr_format: ZarrFormat) -> JSON:
         scalar = self.cast_scalar(data)
         if not bool(scalar["valid"]):
             return None
         return [self.inner.to_json_scalar(scalar["value"], zarr_format=zarr_format)]
+
+
+def _name(dtype: Any) -> str:
+    """A data type as metadata names it: ``uint8``, ``optional(optional(int16))``."""
+    if isinstance(dtype, OptionalDType):
+        return f"optional({_name(dtype.inner)})"
+    name = getattr(dtype, "_zarr_v3_name", None)
+    return name if isinstance(name, str) else type(dtype).__name__
 
 
 def register_with_zarr() -> None:

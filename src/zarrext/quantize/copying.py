@@ -312,12 +312,13 @@ def copy_quantized(
         If ``output`` is, is inside, or contains ``source``, or exists (without
         ``overwrite``).
     """
-    import zarr
-
+    from zarrext.api import open_array
     from zarrext.outputs import check_disjoint
 
     check_disjoint(source, output)
-    src = zarr.open_array(source, mode="r")
+    # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
+    # naming the array, the chunk's key and the codec (zarr's names none of them).
+    src = open_array(source, mode="r")
     float_dtype(src.dtype)
     report = _staged(
         output,
@@ -372,6 +373,7 @@ def copy_group_quantized(
     """
     import zarr
 
+    from zarrext.api import with_runtime
     from zarrext.outputs import check_disjoint
 
     check_disjoint(source, output)
@@ -392,7 +394,8 @@ def copy_group_quantized(
                 )
             reports.append(
                 _quantize_array(
-                    array, store, name, max_abs_error=max_abs_error,
+                    # read through zarrext's pipeline: decode errors name the chunk
+                    with_runtime(array), store, name, max_abs_error=max_abs_error,
                     allow_larger=allow_larger, progress=each,
                 )
             )

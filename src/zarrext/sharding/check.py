@@ -54,13 +54,14 @@ from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
+from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
 
-__all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array"]
+__all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
 
 _TMP_PID = re.compile(re.escape(writer.TMP_MARK) + r"(\d+)-")
 # zarr-python's LocalStore writes ``path.with_suffix(f".{uuid4().hex}.partial")``.
@@ -361,6 +362,47 @@ class _Decoder:
         return None
 
 
+def _verifies(codecs: Any) -> bool:
+    """Whether a chain (nested codecs too) can tell damaged bytes from good ones: a
+    checksum (``crc32c``, ``zstd`` with its checksum) or a ``conditional`` header."""
+    from zarr.codecs import Crc32cCodec, ZstdCodec
+
+    for codec in codecs:
+        if isinstance(codec, ConditionalCodec | Crc32cCodec):
+            return True
+        if isinstance(codec, ZstdCodec) and codec.checksum:
+            return True
+        if _verifies(getattr(codec, "codecs", ())):
+            return True
+    return False
+
+
+def unverifiable(array: Any) -> str | None:
+    """Why a ``deep`` check of ``array`` cannot tell a damaged chunk that still
+    decodes from a good one, or None when its chunks carry a check.
+
+    A chunk's codecs verify it when they hold a checksum (``crc32c``, or ``zstd``
+    with ``checksum``) or a ``conditional`` header (its reserved bits); without
+    one, flipped bytes of an uncompressed or shuffled chunk decode to other values.
+    For a sharded array the inner chunks' codecs count (the index has its own
+    checksum).
+    """
+    metadata = array.metadata
+    try:
+        shards: ArrayShards | None = shards_of(array)
+    except ShardLayoutError:
+        shards = None
+    codecs = shards.codec.codecs if shards is not None else metadata.codecs
+    if _verifies(codecs):
+        return None
+    noun = "inner chunks" if shards is not None else "chunks"
+    return (
+        f"its {noun} have no checksum and no conditional header, so a damaged {noun[:-1]} "
+        "that still decodes cannot be told from a good one; add a crc32c codec "
+        "(compressors=[..., Crc32cCodec()]) to verify them"
+    )
+
+
 def _open_locked(path: Path, repair: bool) -> int | None:
     """``path`` opened and locked (exclusive for repair), the current file; None if gone."""
     while True:
@@ -604,7 +646,9 @@ def check(
         changed.
     deep : bool
         Also decode every stored chunk (every inner chunk of every shard) and
-        report each one that fails.
+        report each one that fails. A chunk that decodes is verified only if its
+        codecs carry a checksum or a conditional header: :func:`unverifiable`
+        says when they do not.
     stale_after : float
         Age in seconds after which a zarr-python ``*.partial`` file is reported
         (and removed by ``repair``): younger ones may belong to a live writer.
