@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -138,3 +139,14 @@ def on_batched_path(array: Any) -> Any:
     pipeline = array._async_array.codec_pipeline
     object.__setattr__(array._async_array, "codec_pipeline", replace(pipeline, transform=None))
     return array
+
+
+@contextlib.contextmanager
+def raises_chunk_error(cause: type[BaseException], match: str) -> Iterator[Any]:
+    """A read that fails with zarrext's ``ChunkDecodeError`` (array, key and codec named)
+    whose cause is the codec's own ``cause`` error, its message matching ``match``."""
+    from zarrext.errors import ChunkDecodeError
+
+    with pytest.raises(ChunkDecodeError, match=match) as raised:
+        yield raised
+    assert isinstance(raised.value.__cause__, cause), repr(raised.value.__cause__)

@@ -368,10 +368,12 @@ def test_resolving_one_codec_loads_no_other_codec() -> None:
     code = (
         "import sys\nfrom zarr.registry import get_codec_class\n"
         "get_codec_class('shuffle')\n"
-        "print(sorted(m for m in sys.modules if m.startswith('zarrext.codecs.')))"
+        "print(sorted(m for m in sys.modules if m.startswith('zarrext.codecs.')\n"
+        "             and not m.rsplit('.', 1)[1].startswith('_')))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout
     # pad comes with import zarrext (the TIFF template registers with it); the
     # heavier codecs (conditional: decisions; optional: the data type) do not
+    # (private helpers of the codecs, such as _alignment, are no codecs)
     assert out.strip().splitlines()[-1] == "['zarrext.codecs.pad', 'zarrext.codecs.shuffle']"

@@ -25,7 +25,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
-from tests.conftest import DATA
+from tests.conftest import DATA, raises_chunk_error
 from zarrext.codecs.n5_default import (
     N5DefaultCodec,
     N5DefaultCodecError,
@@ -336,7 +336,7 @@ def n5_array(tmp_path: Path) -> Path:
 def test_bad_block_errors_name_the_block(n5_array: Path, stored: bytes, message: str) -> None:
     (n5_array / "1" / "0").write_bytes(stored)
     reader = zarrext.open_array(n5_array, mode="r")
-    with pytest.raises(
+    with raises_chunk_error(
         N5DefaultCodecError, match=rf"n5_default, block of chunk \(1, 0\).*{message}"
     ):
         reader[:]

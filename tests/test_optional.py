@@ -40,7 +40,7 @@ from zarr.core.dtype import (
 from zarr.registry import register_codec
 
 import zarrext
-from tests.conftest import DATA
+from tests.conftest import DATA, raises_chunk_error
 from zarrext import ConditionalCodec, OptionalCodec, OptionalDType, PackBitsCodec
 from zarrext.codecs.optional import OptionalCodecError
 
@@ -432,7 +432,7 @@ def test_hostile_chunk_in_array_names_codec_and_chunk() -> None:
                              fill_value=None, compressors=None)
     z[...] = np.ma.MaskedArray(np.arange(16), mask=np.arange(16) % 2 == 0)
     store["c/1"] = PROTO.buffer.from_bytes(struct.pack("<QQ", 2**64 - 1, 0))
-    with pytest.raises(OptionalCodecError, match=r"optional codec, chunk \(1,\): mask length"):
+    with raises_chunk_error(OptionalCodecError, match=r"optional codec, chunk \(1,\): mask length"):
         zarrext.open_array(store, mode="r")[...]
 
 

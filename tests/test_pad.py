@@ -20,7 +20,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
-from tests.conftest import DATA
+from tests.conftest import DATA, raises_chunk_error
 from zarrext.codecs.pad import PadCodec, PadCodecError
 
 SPEC_TIFF_PADDING = (
@@ -200,7 +200,7 @@ def test_decode_of_too_short_chunk_names_the_chunk(tmp_path: Path) -> None:
     )
     array[:] = 1
     (tmp_path / "a.zarr" / "c" / "1" / "0").write_bytes(b"short")
-    with pytest.raises(PadCodecError, match=r"chunk \(1, 0\).*5 bytes.*10 bytes"):
+    with raises_chunk_error(PadCodecError, match=r"chunk \(1, 0\).*5 bytes.*10 bytes"):
         zarrext.open_array(tmp_path / "a.zarr", mode="r")[:]
 
 

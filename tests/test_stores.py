@@ -296,8 +296,8 @@ def test_cli_url_errors_are_one_line(run: Run, s3: dict[str, Any]) -> None:
     assert code == 1
     assert "no file system for nosuchfs://" in one_line_error(err)
     code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", "{bad")
-    assert code == 1
-    assert "--storage-options is not valid JSON" in one_line_error(err)
+    assert code == 2  # a usage error, as every malformed option
+    assert "'--storage-options': is not valid JSON" in one_line_error(err)
 
 
 # -- zip archives ----------------------------------------------------------------------
