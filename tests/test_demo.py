@@ -31,3 +31,5 @@ def test_demo_runs_every_section_in_80_columns(tmp_path: Path) -> None:
     assert "\u2026" not in result.stdout
     assert max(cell_len(line) for line in result.stdout.splitlines()) <= 80
     assert "recompress with decision compress_if_smaller" in result.stdout  # whole caption
+    # Nothing on stderr: no warning a user would take for a fault of the demo
+    assert result.stderr == ""

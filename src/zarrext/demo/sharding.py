@@ -60,6 +60,7 @@ def run(root: Path, console: Console) -> None:
             index_location="start",
         ),
         shard_layout="fixed-slot",  # runtime only: zarr.json is plain sharding_indexed
+        decision="never_apply",  # fast ingest: raw chunks now, recompressed in step 2
     )
     rows: list[tuple[str, float, tuple[int, int, str]]] = []
 
