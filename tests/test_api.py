@@ -198,3 +198,18 @@ def test_info_json_shows_the_recorded_decision(run: Run, tmp_path: Path) -> None
     assert code == 0, err
     decisions = {m["path"]: m["decision"] for m in json.loads(out)["members"]}
     assert decisions == {"kept": "compress_if_smaller", "none": None}
+
+
+def test_inspect_shows_the_recorded_decision(run: Run, tmp_path: Path) -> None:
+    conditional_array(tmp_path / "s.zarr" / "kept", decision="compress_if_smaller")
+    conditional_array(tmp_path / "s.zarr" / "none")
+    zarr.open_group(str(tmp_path / "s.zarr"))
+    code, out, err = run("inspect", tmp_path / "s.zarr", "--json")
+    assert code == 0, err
+    decisions = {a["path"]: a["decision"] for a in json.loads(out)["arrays"]}
+    assert decisions == {"kept": "compress_if_smaller", "none": None}
+    code, out, err = run("inspect", tmp_path / "s.zarr" / "kept")
+    assert code == 0, err
+    assert "decision for zarrext's writers: compress_if_smaller" in out
+    code, out, err = run("inspect", tmp_path / "s.zarr" / "none")
+    assert "no decision recorded" in out

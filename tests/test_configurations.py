@@ -200,7 +200,8 @@ def _write_dask(tmp_path: Path, config: Configuration, layout: str | None) -> No
 
     path = _create(tmp_path, config)
     if layout is None:
-        array = zarrext.open_array(path, mode="r+")
+        decision = "compress_if_smaller" if config.conditional else None
+        array = zarrext.open_array(path, mode="r+", decision=decision)
         unit = config.shard
     else:
         opened = _open_layout(config, path, layout)

@@ -75,3 +75,30 @@ def test_inventory_reports_corrupt_header(tmp_path: Path) -> None:
     (tmp_path / "a.zarr" / "c" / "0").write_bytes(bytes([0b100, 3, 3, 3, 3]))
     with pytest.raises(ValueError, match=r"chunk \(0,\).*bit 2"):
         inventory(z)
+
+
+@pytest.mark.parametrize("command", ["inspect", "recompress", "quantize"])
+def test_a_damaged_chunk_is_named_by_every_job(run, tmp_path: Path, command: str) -> None:
+    """inspect, recompress and quantize of an array with a damaged crc32c chunk fail
+    with one line naming the array and the chunk's key (zarr's message names neither)."""
+    path = tmp_path / "g.zarr"
+    zarr.open_group(str(path))
+    z = zarrext.create_array(
+        str(path / "temp"), shape=(16, 16), chunks=(8, 8), dtype="float32",
+        compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)]), Crc32cCodec()],
+        decision="compress_if_smaller",
+    )
+    z[...] = np.linspace(0, 1, 256, dtype="float32").reshape(16, 16)
+    chunk = path / "temp" / "c" / "1" / "0"
+    damaged = bytearray(chunk.read_bytes())
+    damaged[-1] ^= 0xFF  # the stored crc32c no longer matches
+    chunk.write_bytes(bytes(damaged))
+    extra = {"quantize": ["--max-abs-error", "0.01", "--out", str(tmp_path / "q.zarr")],
+             "recompress": [], "inspect": []}[command]
+    code, out, err = run(command, path / "temp", *extra)
+    assert code != 0
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1, err
+    assert "c/1/0" in lines[0]
+    assert f"array '{path / 'temp'}'" in lines[0]  # the path the user gave
+    assert not (tmp_path / "q.zarr").exists()

@@ -21,7 +21,7 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from zarr.errors import BaseZarrError
 
 from zarrext._extras import MissingExtraError
-from zarrext.cli._common import CliError, one_line
+from zarrext.cli._common import CliError, named_by_path, one_line
 
 app = typer.Typer(
     name="zarrext",
@@ -74,7 +74,7 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
         except EXPECTED_ERRORS as e:
             if _show_tracebacks():
                 raise
-            _error(one_line(e) or type(e).__name__, 1)
+            _error(one_line(named_by_path(e, kwargs.get("path"))) or type(e).__name__, 1)
 
     return run
 

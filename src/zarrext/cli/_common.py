@@ -281,3 +281,19 @@ def run_each[R](
         yield array, result
     if skipped:
         fail(f"{skipped} of {len(arrays)} arrays under {path} were skipped by {verb} (see above)")
+
+
+def named_by_path(error: BaseException, path: Any) -> BaseException:
+    """A chunk's decode error with its array named from the PATH the user gave (the
+    library names it by its path in the store, ``'/'`` for the store's root)."""
+    from zarrext.errors import ChunkDecodeError
+
+    if not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
+        return error
+    inside = (error.array or "").strip("/")
+    array = f"{path.rstrip('/')}/{inside}" if inside else path
+    key = error.key
+    if key is not None and inside and key.startswith(f"{inside}/"):
+        key = key[len(inside) + 1 :]  # the key within the array just named
+    return ChunkDecodeError(error.reason, array=array, key=key, codec=error.codec,
+                            inner=error.inner)

@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.cli._common import STORAGE_OPTIONS, fail, one_line, open_node
+from zarrext.cli._common import STORAGE_OPTIONS, fail, named_by_path, one_line, open_node
 from zarrext.inspection import size_change
 
 
@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
                         )
                     ]
             except (TypeError, ValueError, FileNotFoundError) as e:
-                fail(one_line(e))
+                fail(one_line(named_by_path(e, path)))
             except KeyboardInterrupt as e:
                 fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
         title = f"{path} -> {out} (quantized)"

@@ -113,7 +113,9 @@ def _counts_text(counts: Counter[int], names: Sequence[str]) -> str:
     return ", ".join(f"{mask_name(m, names)}: {n}" for m, n in sorted(counts.items()))
 
 
-def _inventory_json(inv: ArrayInventory, shards: list[ShardInfo] | None) -> dict[str, Any]:
+def _inventory_json(
+    inv: ArrayInventory, shards: list[ShardInfo] | None, decision: Any = None
+) -> dict[str, Any]:
     by_shard = masks_by_shard(inv)
     return {
         "path": inv.path or "/",
@@ -124,6 +126,8 @@ def _inventory_json(inv: ArrayInventory, shards: list[ShardInfo] | None) -> dict
         "stored_bytes": inv.stored_bytes,
         "raw_bytes": inv.raw_bytes,
         "conditional": inv.placement is not None,
+        # recorded by zarrext.create_array, used by zarrext.open_array's writers
+        "decision": decision,
         "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
         "mask_names": mask_names(inv),
         "shards": None if shards is None else [
@@ -385,6 +389,7 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
         from zarrext.cli.render import render_shard_table, sharded_report
+        from zarrext.decisions import decision_record
 
         console = Console()
         if plot is not None:
@@ -400,10 +405,18 @@ def register(app: typer.Typer) -> None:
             per_shard = chunks_per_shard(array)
             if per_shard is not None:
                 shard_shapes[inv.path] = per_shard
+            decision = decision_record(dict(array.attrs))
             if as_json:
-                documents.append(_inventory_json(inv, report))
+                documents.append(_inventory_json(inv, report, decision))
                 continue
             console.print(inventory_table(inv, path))
+            if inv.placement is not None:
+                console.print(
+                    f"decision for zarrext's writers: {decision}" if decision is not None
+                    else "no decision recorded: zarrext's writers store raw chunks unless "
+                    "given decision= (zarrext.create_array(decision=...) records one)",
+                    highlight=False, soft_wrap=True,
+                )
             if report is not None:
                 names = codec_names(inv)
                 by_shard = masks_by_shard(inv)
