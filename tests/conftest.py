@@ -95,6 +95,16 @@ def s3(s3_server: str) -> dict[str, Any]:
     return {"url": f"s3://{bucket}", "options": options}
 
 
+@pytest.fixture
+def readme_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, s3_server: str) -> str:
+    """Where a README reader runs the examples: the test's folder as the working
+    directory, the loopback S3 server's credentials in the environment; its URL."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    return s3_server
+
+
 settings.register_profile(
     "default",
     deadline=None,

@@ -95,7 +95,7 @@ def test_a_damaged_chunk_is_named_by_every_job(run, tmp_path: Path, command: str
     chunk.write_bytes(bytes(damaged))
     extra = {"quantize": ["--max-abs-error", "0.01", "--out", str(tmp_path / "q.zarr")],
              "recompress": [], "inspect": []}[command]
-    code, out, err = run(command, path / "temp", *extra)
+    code, _, err = run(command, path / "temp", *extra)
     assert code != 0
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1, err

@@ -37,18 +37,11 @@ def test_readme_has_the_two_setup_commands() -> None:
     assert "make test" in SETUP
 
 
-def test_readme_runs_top_to_bottom_in_one_folder(
-    run: Run,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    s3_server: str,
-) -> None:
+def test_readme_runs_top_to_bottom_in_one_folder(run: Run, readme_folder: str) -> None:
     """Every python and sh block in order, in one folder, as a reader pasting them would."""
     import s3fs
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    s3_server = readme_folder
     bucket = f"readme-{os.getpid()}"  # a bucket of its own on the session's server
     fs = s3fs.S3FileSystem(endpoint_url=s3_server, skip_instance_cache=True)
     fs.mkdir(bucket)

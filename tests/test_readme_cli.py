@@ -48,17 +48,10 @@ def test_readme_cli_block_runs(
             assert out.strip()
 
 
-def test_readme_object_store_block_runs(
-    run: Run,
-    tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-    s3_server: str,
-) -> None:
+def test_readme_object_store_block_runs(run: Run, readme_folder: str) -> None:
     import s3fs
 
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
-    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    s3_server = readme_folder
     exec(compile(MAKER, "README.md", "exec"), {"__name__": "__readme__"})
     zipper = next(b for b in BLOCKS if "make_archive" in b)  # the README makes ingest.zip
     exec(compile(zipper, "README.md", "exec"), {"__name__": "__readme__"})
