@@ -9,7 +9,13 @@ import typer
 import zarr
 from rich.console import Console
 
-from zarrext.cli._common import PATH_HELP, STORAGE_OPTIONS, require_writable, run_each
+from zarrext.cli._common import (
+    PATH_HELP,
+    STORAGE_OPTIONS,
+    in_icechunk,
+    require_writable,
+    run_each,
+)
 
 
 def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[zarr.Array]:
@@ -49,6 +55,7 @@ def _print_findings(
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @in_icechunk("compact", settings=("expand",), writes=lambda a: not a["dry_run"])
     def compact(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -116,6 +123,7 @@ def register(app: typer.Typer) -> None:
             )
 
     @app.command(name="expand")
+    @in_icechunk("expand", writes=lambda a: True)
     def expand_command(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -133,6 +141,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @in_icechunk("check", settings=("repair", "deep"), writes=lambda a: a["repair"])
     def check(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         repair: Annotated[
