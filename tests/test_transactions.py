@@ -335,6 +335,24 @@ def test_cli_recompress_commits_one_snapshot_naming_the_job(
     }
 
 
+def test_cli_compact_commits_without_the_plain_readers_warning(
+    run: Run, local_repo: tuple[Any, str, Path]
+) -> None:
+    repo, first, path = local_repo
+    code, out, err = run("compact", path, "--icechunk-branch", "main")
+    assert code == 0, err
+    assert "sh: 4 shards" in out
+    assert "note:" not in out  # readers of a repository see snapshots, never a race
+    assert next(iter(repo.ancestry(branch="main"))).message == "zarrext compact"
+    np.testing.assert_array_equal(zarr.open_array(read_session(repo).store, path="sh")[:], DATA)
+    code, _, err = run("expand", path, "--icechunk-branch", "main")
+    assert code == 1
+    assert "IcechunkStore cannot do" in err
+    assert len(list(repo.ancestry(branch="main"))) == len(
+        list(repo.ancestry(snapshot_id=first))
+    ) + 1  # compact's snapshot; expand committed nothing
+
+
 def test_cli_read_commands_on_a_branch(run: Run, local_repo: tuple[Any, str, Path]) -> None:
     repo, _, path = local_repo
     code, out, err = run("info", path, "--icechunk-branch", "main", "--json")

@@ -12,6 +12,7 @@ from rich.console import Console
 from zarrext.cli._common import (
     PATH_HELP,
     STORAGE_OPTIONS,
+    SessionPath,
     in_icechunk,
     require_writable,
     run_each,
@@ -103,7 +104,7 @@ def register(app: typer.Typer) -> None:
                               soft_wrap=True)
         if not arrays:
             console.print(f"no sharded arrays under {path}")
-        else:
+        elif not isinstance(path, SessionPath):  # icechunk readers see snapshots: no race
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
         run = run_expand if expand else run_compact
         verb = "expanding" if expand else "compacting"
