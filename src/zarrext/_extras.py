@@ -2,9 +2,10 @@
 
 The core install (codecs, data types, the runtime and library jobs) needs zarr,
 numpy and a few codec libraries only. Command line and plots, Dask, Arrow, TIFF
-files and remote stores are extras (``pyproject.toml``); code that needs one
-imports it inside :func:`needs`, which turns the ``ModuleNotFoundError`` of a
-missing package into a :class:`MissingExtraError` naming the extra to install.
+files, remote stores and icechunk repositories are extras (``pyproject.toml``);
+code that needs one imports it inside :func:`needs`, which turns the
+``ModuleNotFoundError`` of a missing package into a :class:`MissingExtraError`
+naming the extra to install.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EXTRAS: dict[str, tuple[str, ...]] = {
     "arrow": ("pyarrow",),
     "tiff": ("tifffile",),
     "remote": ("fsspec",),
+    "icechunk": ("icechunk",),
 }
 """Extra name -> the top-level packages it installs (``all`` is every one of them)."""
 

@@ -72,10 +72,28 @@ def _remote(store_like: Any) -> tuple[str, str] | None:
     return None
 
 
+def _in_session(store_like: Any) -> tuple[Any, str] | None:
+    """(store, path) of an icechunk session's store or a ``StorePath`` on one."""
+    from zarr.storage import StorePath
+
+    from zarrext.transactions import is_session_store
+
+    store, path = (
+        (store_like.store, store_like.path) if isinstance(store_like, StorePath)
+        else (store_like, "")
+    )
+    return (store, path.strip("/")) if is_session_store(store) else None
+
+
 def check_disjoint(source: Any, output: Any) -> None:
     """Refuse an output equal to, inside, or containing the source."""
     src, out = local_path(source), local_path(output)
-    if src is not None and out is not None:
+    ss, so = _in_session(source), _in_session(output)
+    if ss is not None and so is not None:
+        if ss[0] != so[0]:  # two sessions: two repositories, or two versions of one
+            return
+        a, b = Path("/", ss[1]), Path("/", so[1])
+    elif src is not None and out is not None:
         a, b = src.resolve(), out.resolve()
     else:
         rs, ro = _remote(source), _remote(output)
@@ -119,6 +137,13 @@ def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
+    session = _in_session(output)
+    if session is not None:
+        # An icechunk session is its own staging area: readers see nothing of it
+        # until the caller commits, and a failed job's changes are never committed.
+        _refuse_existing_in_session(*session, output=output, overwrite=overwrite)
+        yield output
+        return
     path = local_path(output)
     if path is None:
         yield output
@@ -157,6 +182,16 @@ def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
         shutil.rmtree(old, ignore_errors=True)
     else:
         old.unlink(missing_ok=True)
+
+
+def _refuse_existing_in_session(store: Store, path: str, *, output: Any, overwrite: bool) -> None:
+    # Every key of an icechunk repository belongs to an array or group: a path holds
+    # something exactly when it holds a zarr.json.
+    if sync(store.exists(f"{path}/zarr.json" if path else "zarr.json")) and not overwrite:
+        raise OutputConflictError(
+            f"{path or '/'} already exists in the icechunk session (pass --overwrite to "
+            "replace it)"
+        )
 
 
 async def _keys(store: Store) -> list[str]:

@@ -10,14 +10,16 @@ traceback instead.
 
 from __future__ import annotations
 
+import functools
+import inspect
 import json
 import os
 import socket
 import stat
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Annotated, Any, NoReturn
 from urllib.parse import urlsplit
 
 import typer
@@ -29,10 +31,14 @@ from zarrext.stores import StoreOpenError, local_path, open_store, parse_storage
 
 __all__ = [
     "DECISION",
+    "ICECHUNK_BRANCH",
+    "ICECHUNK_SNAPSHOT",
     "STORAGE_OPTIONS",
     "CliError",
+    "SessionPath",
     "check_scheduler",
     "fail",
+    "in_icechunk",
     "iter_arrays",
     "one_line",
     "open_node",
@@ -97,15 +103,150 @@ DECISION = typer.Option(
 """The ``--decision`` option: one of ``zarrext.decisions.BUILTIN_DECISIONS`` (else exit 2)."""
 
 
+ICECHUNK_BRANCH = typer.Option(
+    "--icechunk-branch",
+    metavar="BRANCH",
+    help="PATH is an icechunk repository (a directory, s3:// or gs:// URL): read the tip of "
+    "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH.",
+)
+"""``--icechunk-branch``: the commands taking it are decorated with :func:`in_icechunk`."""
+
+ICECHUNK_SNAPSHOT = typer.Option(
+    "--icechunk-snapshot",
+    metavar="ID",
+    help="PATH is an icechunk repository: read the snapshot ID (commands that only read).",
+)
+"""``--icechunk-snapshot``: read an earlier snapshot of a repository."""
+
+
+class SessionPath(str):
+    """PATH as the user gave it (for messages) and the icechunk session's store to open."""
+
+    store: Any
+
+    def __new__(cls, text: str, store: Any) -> SessionPath:
+        made = super().__new__(cls, text)
+        made.store = store
+        return made
+
+
+def _quiet_icechunk_logs() -> None:
+    # icechunk's Rust logger prints multi-line warnings on stderr (e.g. that a local
+    # repository is not safe for concurrent commits): a command says one line or none.
+    # ICECHUNK_LOG, icechunk's own setting, still wins.
+    import icechunk
+
+    if "ICECHUNK_LOG" not in os.environ:
+        icechunk.set_logs_filter("off")
+
+
+def in_icechunk(
+    job: str,
+    *,
+    settings: Sequence[str] = (),
+    writes: Callable[[Mapping[str, Any]], bool] = lambda arguments: False,
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Give a command ``--icechunk-branch`` and ``--icechunk-snapshot``.
+
+    With either option, the command's PATH is an icechunk repository: the command
+    runs on a session's store (a :class:`SessionPath` in place of PATH, which
+    :func:`open_node` opens). A command that ``writes`` (given its arguments) runs
+    in one writable session of the branch and commits one snapshot when it
+    succeeds, with a message naming the job and its ``settings`` (argument names);
+    when it fails, nothing is committed. A conflicting commit is one line.
+    """
+
+    def decorate(command: Callable[..., Any]) -> Callable[..., Any]:
+        signature = inspect.signature(command, eval_str=True)
+        options = [
+            inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                annotation=Annotated[str | None, option],
+            )
+            for name, option in (
+                ("icechunk_branch", ICECHUNK_BRANCH), ("icechunk_snapshot", ICECHUNK_SNAPSHOT)
+            )
+        ]
+
+        @functools.wraps(command)
+        def run(
+            *args: Any,
+            icechunk_branch: str | None = None,
+            icechunk_snapshot: str | None = None,
+            **kwargs: Any,
+        ) -> Any:
+            if icechunk_branch is None and icechunk_snapshot is None:
+                return command(*args, **kwargs)
+            bound = signature.bind(*args, **kwargs)
+            bound.apply_defaults()
+            arguments = bound.arguments
+            if icechunk_branch is not None and icechunk_snapshot is not None:
+                fail("give --icechunk-branch or --icechunk-snapshot, not both", 2)
+            writing = writes(arguments)
+            if writing and icechunk_snapshot is not None:
+                fail(
+                    f"{job} writes, and snapshots are never changed: give --icechunk-branch "
+                    "to commit a new snapshot to a branch",
+                    2,
+                )
+            from zarrext._extras import needs
+            from zarrext.transactions import (
+                job_message,
+                open_repository,
+                read_session,
+                transaction,
+            )
+
+            with needs("icechunk", f"zarrext {job} --icechunk-branch"):
+                _quiet_icechunk_logs()
+            path = str(arguments["path"])
+            repo = open_repository(
+                path, storage_options=parse_storage_options(arguments.get("storage_options"))
+            )
+            if not writing:
+                session = read_session(
+                    repo, branch=icechunk_branch, snapshot=icechunk_snapshot, where=path
+                )
+                arguments["path"] = SessionPath(path, session.store)
+                return command(*bound.args, **bound.kwargs)
+            assert icechunk_branch is not None
+            chosen = {name: arguments[name] for name in settings}
+            message = job_message(job, chosen)
+            with transaction(
+                repo, icechunk_branch, message, where=path,
+                metadata={"job": job, "settings": chosen},
+            ) as done:
+                arguments["path"] = SessionPath(path, done.store)
+                result = command(*bound.args, **bound.kwargs)
+            if not arguments.get("quiet"):
+                said = (
+                    f"committed snapshot {done.snapshot_id} to branch {icechunk_branch}"
+                    if done.snapshot_id is not None
+                    else f"nothing changed: no snapshot committed to branch {icechunk_branch}"
+                )
+                typer.echo(f"zarrext: {said} ({message})", err=True)
+            return result
+
+        run.__signature__ = signature.replace(  # type: ignore[attr-defined]
+            parameters=[*signature.parameters.values(), *options]
+        )
+        return run
+
+    return decorate
+
+
 def open_node(
     path: Path | str, mode: str = "r", storage_options: str | None = None
 ) -> zarr.Array | zarr.Group:
     """Open the Zarr format 3 array or group at ``path``, or fail with one line.
 
     ``path`` is a local path, a zip archive or a URL; ``storage_options`` is the
-    ``--storage-options`` JSON text.
+    ``--storage-options`` JSON text. A :class:`SessionPath` opens its icechunk
+    session's store.
     """
     text = str(path)
+    if isinstance(path, SessionPath):
+        return _open_in_session(path, mode)
     local = local_path(text)
     if local is not None and not local.exists():
         fail(f"{text}: no such file or directory")
@@ -130,6 +271,11 @@ def open_node(
     except json.JSONDecodeError as e:
         fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
     except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
+        if local is not None and _is_icechunk_repository(local):
+            fail(
+                f"{text}: an icechunk repository, not a Zarr store; add --icechunk-branch "
+                "main (or the branch to use)", 2,
+            )
         fail(
             f"{text}: not a Zarr array or group (no zarr.json); "
             "give the directory holding zarr.json"
@@ -145,6 +291,21 @@ def open_node(
             f"format 3 metadata with zarr-python's `zarr migrate v3 {text}` (no data is "
             "copied, the format 2 files stay) and run zarrext again"
         )
+    return node
+
+
+def _is_icechunk_repository(path: Path) -> bool:
+    # An icechunk repository's root holds a `repo` object and `snapshots/`.
+    return (path / "repo").is_file() and (path / "snapshots").is_dir()
+
+
+def _open_in_session(path: SessionPath, mode: str) -> zarr.Array | zarr.Group:
+    try:
+        node = zarr.open(path.store, mode=mode)  # type: ignore[arg-type]
+    except (NodeNotFoundError, FileNotFoundError):
+        fail(f"{path}: the icechunk snapshot holds no Zarr array or group at its root")
+    if node.metadata.zarr_format != 3:
+        fail(f"{path}: Zarr format 2 nodes are not supported by zarrext")
     return node
 
 

@@ -9,7 +9,14 @@ import typer
 import zarr
 from rich.console import Console
 
-from zarrext.cli._common import PATH_HELP, STORAGE_OPTIONS, require_writable, run_each
+from zarrext.cli._common import (
+    PATH_HELP,
+    STORAGE_OPTIONS,
+    SessionPath,
+    in_icechunk,
+    require_writable,
+    run_each,
+)
 
 
 def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[zarr.Array]:
@@ -49,6 +56,7 @@ def _print_findings(
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @in_icechunk("compact", settings=("expand",), writes=lambda a: not a["dry_run"])
     def compact(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -96,7 +104,7 @@ def register(app: typer.Typer) -> None:
                               soft_wrap=True)
         if not arrays:
             console.print(f"no sharded arrays under {path}")
-        else:
+        elif not isinstance(path, SessionPath):  # icechunk readers see snapshots: no race
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
         run = run_expand if expand else run_compact
         verb = "expanding" if expand else "compacting"
@@ -116,6 +124,7 @@ def register(app: typer.Typer) -> None:
             )
 
     @app.command(name="expand")
+    @in_icechunk("expand", writes=lambda a: True)
     def expand_command(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -133,6 +142,7 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
+    @in_icechunk("check", settings=("repair", "deep"), writes=lambda a: a["repair"])
     def check(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         repair: Annotated[

@@ -22,6 +22,7 @@ from zarrext.cli._common import (
     CliError,
     check_scheduler,
     fail,
+    in_icechunk,
     iter_arrays,
     open_node,
     require_writable,
@@ -373,6 +374,7 @@ def register(app: typer.Typer) -> None:
     register_info(app)
 
     @app.command()
+    @in_icechunk("inspect")
     def inspect(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         plot: Annotated[
@@ -444,6 +446,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(document))
 
     @app.command()
+    @in_icechunk("recompress", settings=("decision",), writes=lambda a: not a["dry_run"])
     def recompress(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         decision: Annotated[str, DECISION] = "compress_if_smaller",
@@ -591,6 +594,7 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
 
 def register_info(app: typer.Typer) -> None:
     @app.command()
+    @in_icechunk("info")
     def info(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         as_json: Annotated[
