@@ -16,7 +16,7 @@ import pytest
 import s3fs
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
-from zarr.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, ObjectStore, ZipStore
 
 import zarrext
 from tests.conftest import Run
@@ -84,7 +84,7 @@ def test_open_store_kinds(tmp_path: Path, s3: dict[str, Any]) -> None:
     assert open_store(tmp_path).read_only
     assert not open_store(f"file://{tmp_path}", mode="r+").read_only
     remote = open_store(f"{s3['url']}/x.zarr", mode="r+", storage_options=s3["options"])
-    assert isinstance(remote, FsspecStore)
+    assert isinstance(remote, ObjectStore)
     assert writes_in_place(open_store(tmp_path, mode="r+"))
     assert not writes_in_place(remote)
     assert not writes_in_place(MemoryStore())
@@ -135,7 +135,7 @@ def test_in_place_layouts_refused_on_stores_that_cannot(
         "shape": (16, 16), "chunks": (16, 16), "dtype": "i4", "compressors": None,
         "serializer": ShardingCodec(chunk_shape=(8, 8)),
     }
-    with pytest.raises(ShardLayoutError, match="FsspecStore cannot do"):
+    with pytest.raises(ShardLayoutError, match="ObjectStore cannot do"):
         zarrext.create_array(url, storage_options=s3["options"], shard_layout=layout, **kwargs)
     assert not _fs(s3).exists(f"{url}/zarr.json")  # refused before anything was written
     with pytest.raises(ShardLayoutError, match="MemoryStore cannot do"):
@@ -365,6 +365,15 @@ def test_cli_unreachable_store_and_missing_credentials_are_one_line(
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(tmp_path / "none"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     anonymous = {"endpoint_url": s3["options"]["endpoint_url"], "skip_instance_cache": True}
+    code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", json.dumps(anonymous))
+    assert code == 1  # obstore, without credentials, asked the instance metadata service
+    line = one_line_error(err)
+    assert "cannot read the store (" in line
+    assert "Debug source" not in line  # obstore's dump of its Rust error is cut
+    assert line.endswith("check the URL, --storage-options and credentials")
+    # with a profile file (that obstore cannot read), the URL goes to fsspec, and
+    # botocore says what is missing
+    (tmp_path / "none").write_text("[default]\nregion = eu-west-1\n")
     code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", json.dumps(anonymous))
     assert code == 1
     assert "NoCredentialsError" in one_line_error(err)
