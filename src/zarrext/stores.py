@@ -185,8 +185,8 @@ def _needs_aws_profile(options: Mapping[str, Any]) -> bool:
 def obstore_options(
     scheme: str, storage_options: Mapping[str, Any] | None
 ) -> ObstoreOptions | None:
-    """``storage_options`` as obstore's, for a URL of ``scheme``; None when some option
-    has no obstore counterpart (the URL is then opened through fsspec, which takes it).
+    """``storage_options`` as obstore's, for a URL of ``scheme``; None when they are
+    fsspec's alone (the URL is then opened through fsspec, which takes them).
 
     Options that users pass to fsspec map as follows:
 
@@ -209,9 +209,10 @@ def obstore_options(
     (``S3Config``, ``GCSConfig``, ``AzureConfig``: ``access_key_id``, ``region``,
     ``endpoint``, ``skip_signature``, ...; obstore checks them when the store is
     made), ``client_options`` (obstore's ``ClientConfig``, e.g. ``{"allow_http":
-    true, "timeout": "30s"}``) and ``retry_config``. Anything else (s3fs's
-    ``profile``, ``config_kwargs``, ``requester_pays``, gcsfs's ``project``, ...)
-    has no counterpart here, and the URL goes to fsspec. So does an ``s3://`` URL
+    true, "timeout": "30s"}``) and ``retry_config``. A key obstore does not know
+    either (s3fs's ``config_kwargs``, ``requester_pays``, gcsfs's ``project``, ...)
+    makes :func:`open_store` open the URL through fsspec; so do any options of an
+    ``http(s)://`` URL but ``client_options`` and ``retry_config``, and an ``s3://`` URL
     whose credentials would come from AWS's profile files (``AWS_PROFILE``,
     ``~/.aws/credentials``, ``~/.aws/config``) when neither the options nor the
     environment hold keys: obstore reads no profile files.
