@@ -23,7 +23,7 @@ from zarr.codecs import (
 )
 
 import zarrext
-from tests.conftest import chunk_files, conditional, on_batched_path
+from tests.conftest import chunk_files, conditional, on_batched_path, raises_chunk_error
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
 
@@ -826,3 +826,71 @@ def test_chunk_decode_error_pickles_whole() -> None:
     copy = pickle.loads(pickle.dumps(error))
     assert (copy.array, copy.key, copy.codec, copy.inner, str(copy)) == (
         "a", "a/c/0", "zstd", (1, 2), str(error))
+
+
+# -- stores without synchronous IO (object stores, fsspec) -------------------------------
+
+
+def test_remote_reads_decode_in_codec_threads_with_requests_in_flight(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On an object store, chunks are fetched concurrently on zarr's event loop and
+    decoded in zarrext's codec threads, never on the loop's thread."""
+    import threading
+
+    from zarr.codecs import BytesCodec, ZstdCodec
+    from zarr.storage import ObjectStore
+
+    url = f"{s3['url']}/threads.zarr"
+    data = np.arange(128 * 96, dtype="i4").reshape(128, 96) % 251
+    zarrext.create_array(
+        url, storage_options=s3["options"], shape=data.shape, chunks=(16, 16), dtype="i4",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+        decision="compress_if_smaller",
+    )[:] = data
+    decoded_in: list[str] = []
+    real_decode = ConditionalCodec._decode_sync
+
+    def recording_decode(self: Any, *args: Any) -> Any:
+        decoded_in.append(threading.current_thread().name)
+        return real_decode(self, *args)
+
+    in_flight = peak = 0
+    real_get = ObjectStore.get
+
+    async def counting_get(self: Any, *args: Any, **kwargs: Any) -> Any:
+        nonlocal in_flight, peak
+        in_flight += 1
+        peak = max(peak, in_flight)
+        try:
+            return await real_get(self, *args, **kwargs)
+        finally:
+            in_flight -= 1
+
+    monkeypatch.setattr(ConditionalCodec, "_decode_sync", recording_decode)
+    monkeypatch.setattr(ObjectStore, "get", counting_get)
+    array = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    assert isinstance(array.store, ObjectStore)
+    with zarr.config.set({"async.concurrency": 8}):
+        np.testing.assert_array_equal(array[:], data)
+    assert len(decoded_in) == 48  # each chunk once
+    assert all(name.startswith("zarrext-codec") for name in decoded_in), set(decoded_in)
+    assert 1 < peak <= 8  # many requests at once, never more than async.concurrency
+
+
+def test_remote_read_errors_name_the_chunk(s3: dict[str, Any]) -> None:
+    import s3fs
+    from zarr.codecs import BytesCodec, ZstdCodec
+
+    url = f"{s3['url']}/broken.zarr"
+    zarrext.create_array(
+        url, storage_options=s3["options"], shape=(32, 32), chunks=(16, 16), dtype="i4",
+        serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+        decision="always_apply",
+    )[:] = 7
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    fs.pipe(f"{url}/c/1/0", b"\x01not zstd")
+    array = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    with raises_chunk_error(Exception, "c/1/0"):
+        array[:]
+    np.testing.assert_array_equal(array[:16], 7)  # the other chunks read

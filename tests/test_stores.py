@@ -1,12 +1,14 @@
 """Stores beyond local directories: S3 (a real server on loopback), zip archives, URLs.
 
 The S3 tests talk HTTP to moto's server mode (``s3_server`` in tests/conftest.py),
-through s3fs and zarr's ``FsspecStore``, as they would to a real object store.
+through obstore (zarr's ``ObjectStore``) and s3fs (zarr's ``FsspecStore``), as they
+would to a real object store.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -16,7 +18,7 @@ import pytest
 import s3fs
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
-from zarr.storage import FsspecStore, LocalStore, MemoryStore, ZipStore
+from zarr.storage import FsspecStore, LocalStore, MemoryStore, ObjectStore, ZipStore
 
 import zarrext
 from tests.conftest import Run
@@ -26,8 +28,11 @@ from zarrext.stores import (
     StoreOpenError,
     is_url,
     local_directory,
+    obstore_options,
     open_store,
     parse_storage_options,
+    remote_location,
+    remote_store_at,
     writes_in_place,
 )
 
@@ -84,7 +89,7 @@ def test_open_store_kinds(tmp_path: Path, s3: dict[str, Any]) -> None:
     assert open_store(tmp_path).read_only
     assert not open_store(f"file://{tmp_path}", mode="r+").read_only
     remote = open_store(f"{s3['url']}/x.zarr", mode="r+", storage_options=s3["options"])
-    assert isinstance(remote, FsspecStore)
+    assert isinstance(remote, ObjectStore)
     assert writes_in_place(open_store(tmp_path, mode="r+"))
     assert not writes_in_place(remote)
     assert not writes_in_place(MemoryStore())
@@ -135,7 +140,7 @@ def test_in_place_layouts_refused_on_stores_that_cannot(
         "shape": (16, 16), "chunks": (16, 16), "dtype": "i4", "compressors": None,
         "serializer": ShardingCodec(chunk_shape=(8, 8)),
     }
-    with pytest.raises(ShardLayoutError, match="FsspecStore cannot do"):
+    with pytest.raises(ShardLayoutError, match="ObjectStore cannot do"):
         zarrext.create_array(url, storage_options=s3["options"], shard_layout=layout, **kwargs)
     assert not _fs(s3).exists(f"{url}/zarr.json")  # refused before anything was written
     with pytest.raises(ShardLayoutError, match="MemoryStore cannot do"):
@@ -366,5 +371,163 @@ def test_cli_unreachable_store_and_missing_credentials_are_one_line(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     anonymous = {"endpoint_url": s3["options"]["endpoint_url"], "skip_instance_cache": True}
     code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", json.dumps(anonymous))
+    assert code == 1  # obstore, without credentials, asked the instance metadata service
+    line = one_line_error(err)
+    assert "cannot read the store (" in line
+    assert "Debug source" not in line  # obstore's dump of its Rust error is cut
+    assert line.endswith("check the URL, --storage-options and credentials")
+    # with a profile file (that obstore cannot read), the URL goes to fsspec, and
+    # botocore says what is missing
+    (tmp_path / "none").write_text("[default]\nregion = eu-west-1\n")
+    code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", json.dumps(anonymous))
     assert code == 1
     assert "NoCredentialsError" in one_line_error(err)
+
+
+# -- URLs through obstore, fsspec otherwise --------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("scheme", "options", "config", "client"),
+    [
+        ("s3", {"endpoint_url": "http://h:9", "key": "k", "secret": "s", "token": "t",
+                "client_kwargs": {"region_name": "eu-west-1"}},
+         {"endpoint": "http://h:9", "access_key_id": "k", "secret_access_key": "s",
+          "session_token": "t", "region": "eu-west-1"}, {"allow_http": True}),
+        ("s3", {"anon": True, "skip_instance_cache": True}, {"skip_signature": True}, {}),
+        ("s3", {"access_key_id": "k", "client_options": {"timeout": "5s"}},
+         {"access_key_id": "k"}, {"timeout": "5s"}),
+        ("gs", {"token": "anon"}, {"skip_signature": True}, {}),
+        ("gs", {"token": "/keys/sa.json"}, {"service_account": "/keys/sa.json"}, {}),
+        ("az", {"account_name": "a", "sas_token": "sig"},
+         {"account_name": "a", "sas_key": "sig"}, {}),
+        ("http", {}, {}, {"allow_http": True}),
+        ("https", {}, {}, {}),
+    ],
+    ids=["s3-fsspec-keys", "s3-anon", "s3-obstore-keys", "gs-anon", "gs-service-account",
+         "az-sas", "http", "https"],
+)
+def test_obstore_options_map_fsspec_names(
+    scheme: str, options: dict[str, Any], config: dict[str, Any], client: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")  # no profile files are consulted
+    mapped = obstore_options(scheme, options)
+    assert mapped is not None
+    assert (mapped.config, mapped.client_options) == (config, client)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        {"config_kwargs": {"retries": {"max_attempts": 1}}},
+        {"client_kwargs": {"verify": False}},
+        {"profile": "work"},
+        {"requester_pays": True},
+    ],
+    ids=["botocore-config", "botocore-client", "profile", "requester-pays"],
+)
+def test_options_only_fsspec_knows_open_through_fsspec(options: dict[str, Any]) -> None:
+    assert isinstance(open_store("s3://bucket/x.zarr", storage_options=options), FsspecStore)
+    assert obstore_options("https", {"headers": {"Authorization": "x"}}) is None
+
+
+def test_s3_opens_through_obstore_with_endpoint_and_credentials(s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/obs.zarr"
+    store = open_store(url, mode="w", storage_options=s3["options"])
+    assert isinstance(store, ObjectStore)
+    assert remote_location(store) == ("s3", f"{s3['url'].removeprefix('s3://')}/obs.zarr")
+    _create_conditional(url, storage_options=s3["options"])
+    # read back through s3fs (another client) and through obstore, exactly
+    fsspec_store = FsspecStore(_fs(s3), path=url.removeprefix("s3://"), read_only=True)
+    np.testing.assert_array_equal(zarr.open_array(fsspec_store, mode="r")[:], _conditional_data())
+    np.testing.assert_array_equal(
+        zarrext.open_array(url, mode="r", storage_options=s3["options"])[:], _conditional_data()
+    )
+    # a sibling prefix keeps the endpoint and credentials
+    sibling = remote_store_at(store, f"{s3['url'].removeprefix('s3://')}/obs.zarr")
+    assert zarr.open_array(sibling, mode="r").shape == (32, 32)
+    with pytest.raises(StoreOpenError, match="is not in the bucket"):
+        remote_store_at(store, "another-bucket/x")
+
+
+def test_urls_obstore_lacks_or_options_it_lacks_go_to_fsspec(s3: dict[str, Any]) -> None:
+    memory = open_store(f"memory://zarrext-{uuid.uuid4().hex[:8]}/x.zarr", mode="w")
+    assert isinstance(memory, FsspecStore)
+    botocore = {**s3["options"], "config_kwargs": {"retries": {"max_attempts": 2}}}
+    url = f"{s3['url']}/fs.zarr"
+    store = open_store(url, mode="w", storage_options=botocore)
+    assert isinstance(store, FsspecStore)
+    _create_conditional(url, storage_options=botocore)
+    np.testing.assert_array_equal(
+        zarrext.open_array(url, mode="r", storage_options=s3["options"])[:], _conditional_data()
+    )
+    with pytest.raises(StoreOpenError, match="cannot open this URL"):
+        open_store(url, storage_options={"client_options": {"no_such_option": 1}})
+
+
+def test_http_url_reads_through_obstore(tmp_path: Path) -> None:
+    import functools
+    import http.server
+    import threading
+
+    _create_conditional(str(tmp_path / "web.zarr"))
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(tmp_path))
+    with http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) as server:
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            url = f"http://127.0.0.1:{server.server_address[1]}/web.zarr"
+            store = open_store(url)
+            assert isinstance(store, ObjectStore)
+            np.testing.assert_array_equal(
+                zarrext.open_array(url, mode="r")[:], _conditional_data()
+            )
+        finally:
+            server.shutdown()
+
+
+def test_recompress_a_url_with_storage_options(s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/rc.zarr"
+    _create_conditional(url, storage_options=s3["options"], decision="never_apply")
+    report = zarrext.recompress(url, "compress_if_smaller", storage_options=s3["options"])
+    assert report.masks_before == {0: 4}
+    assert report.masks_after == {0: 1, 1: 3}
+    np.testing.assert_array_equal(
+        zarr.open_array(url, mode="r", storage_options=s3["options"])[:], _conditional_data()
+    )
+    with pytest.raises(StoreOpenError, match="are for URLs"):
+        zarrext.recompress("local.zarr", storage_options={"anon": True})
+
+
+def test_read_masked_on_s3_is_exact_and_split(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zarrext.pipeline
+
+    url = f"{s3['url']}/opt.zarr"
+    rng = np.random.default_rng(5)
+    written = np.ma.MaskedArray(
+        rng.random((40, 30)).astype("f4"), mask=rng.random((40, 30)) < 0.3
+    )
+    array = zarrext.create_array(
+        url, storage_options=s3["options"], shape=(40, 30), chunks=(16, 16),
+        dtype=zarrext.OptionalDType("float32"), fill_value=None,
+    )
+    array[:] = written
+    split = []
+    real = zarrext.pipeline._decode_split_into
+    monkeypatch.setattr(
+        zarrext.pipeline, "_decode_split_into",
+        lambda *a, **k: split.append(1) or real(*a, **k),
+    )
+    got = zarrext.read_masked(zarrext.open_array(url, mode="r", storage_options=s3["options"]))
+    assert len(split) == 6  # every chunk took the values-and-mask path
+    assert np.array_equal(np.ma.getmaskarray(got), np.ma.getmaskarray(written))
+    present = ~written.mask
+    assert np.array_equal(got.data[present], written.data[present])
+    part = zarrext.read_masked(
+        zarrext.open_array(url, mode="r", storage_options=s3["options"]),
+        (slice(3, 33), 7),
+    )
+    assert np.array_equal(np.ma.getmaskarray(part), written.mask[3:33, 7])

@@ -29,7 +29,7 @@ from typing import Any
 from zarr.abc.store import Store
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import FsspecStore, LocalStore, ZipStore
+from zarr.storage import LocalStore, ZipStore
 
 from zarrext import stores
 
@@ -61,11 +61,9 @@ def local_path(store_like: Any) -> Path | None:
 
 
 def _remote(store_like: Any) -> tuple[str, str] | None:
-    """(file system, path) of an fsspec store or URL, to compare two of them."""
-    if isinstance(store_like, FsspecStore):
-        protocol = store_like.fs.protocol
-        name = protocol if isinstance(protocol, str) else protocol[0]
-        return name, store_like.path.strip("/")
+    """(scheme, path) of an object store, fsspec store or URL, to compare two of them."""
+    if isinstance(store_like, Store):
+        return stores.remote_location(store_like)
     if isinstance(store_like, str) and stores.local_path(store_like) is None:
         scheme, _, rest = store_like.partition("://")
         return scheme, rest.strip("/")
@@ -120,7 +118,7 @@ def _is_zarr_node(path: Path) -> bool:
 def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
     """Yield where to build ``output``; it appears at ``output`` only on success.
 
-    ``output`` is a local path or URL, or a zarr store (local, zip, fsspec). On any
+    ``output`` is a local path or URL, or a zarr store (local, zip, object store, fsspec). On any
     exception (KeyboardInterrupt included) the temporary copy is removed and
     nothing at ``output`` changes. Stores of other kinds (e.g. a ``MemoryStore``)
     are written in place.
@@ -133,7 +131,7 @@ def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
     """
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="w")
-    if isinstance(output, FsspecStore):
+    if isinstance(output, Store) and stores.remote_location(output) is not None:
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
@@ -199,10 +197,10 @@ async def _keys(store: Store) -> list[str]:
 
 
 @contextlib.contextmanager
-def _staged_remote(output: FsspecStore, *, overwrite: bool) -> Iterator[Store]:
-    root = output.path.rstrip("/")
+def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
     remote = _remote(output)
     assert remote is not None
+    root = remote[1]
     where = f"{remote[0]}://{root}"
     old_keys = sync(_keys(output))
     if old_keys:
@@ -213,8 +211,8 @@ def _staged_remote(output: FsspecStore, *, overwrite: bool) -> Iterator[Store]:
                 f"{where} exists and is not a Zarr array or group; refusing to replace it"
             )
     parent, _, name = root.rpartition("/")
-    temp = FsspecStore(
-        output.fs, path=f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
+    temp = stores.remote_store_at(
+        output, f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
     )
     try:
         yield temp

@@ -433,20 +433,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...],
         scatter: Callable[..., GetResult],
     ) -> GetResult:
-        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
-        chunk = _get_chunk_sync(byte_getter, chunk_spec.prototype)
-        try:
-            return scatter(
-                chunk,
-                out,
-                chunk_spec=chunk_spec,
-                chunk_selection=chunk_selection,
-                out_selection=out_selection,
-                drop_axes=drop_axes,
-            )
-        except DECODE_ERRORS as e:
-            error = self._decode_error(e, byte_getter)
-            raise error from error.__cause__
+        chunk = _get_chunk_sync(item[0], item[1].prototype)
+        return self._decode_fetched(item, chunk, out, drop_axes, scatter)
 
     def _where(self, key_holder: object) -> tuple[str | None, str | None]:
         """The array path and the store key of the chunk ``key_holder`` addresses
@@ -558,6 +546,77 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         partial = self.supports_partial_encode if write else self.supports_partial_decode
         return not partial and _sync_io(batch[0][0], write=write)
 
+    def _reads_remote(self, batch: Batch) -> bool:
+        """Whether ``batch`` is whole chunks of a store without synchronous IO (an
+        object store, fsspec, icechunk) that the codec threads can decode."""
+        return (
+            self.transform is not None
+            and bool(batch)
+            and not self.supports_partial_decode
+            and not _sync_io(batch[0][0], write=False)
+        )
+
+    async def _read_fetching(
+        self, batch: Batch, out: NDBuffer, drop_axes: tuple[int, ...]
+    ) -> tuple[GetResult, ...]:
+        """Read ``batch`` from an asynchronous store: fetch on the event loop, decode
+        in the codec threads, each chunk as soon as its bytes arrive.
+
+        Up to ``async.concurrency`` chunks (zarr's setting) are in flight at once,
+        each from its request until it is decoded into ``out``: the bytes held are
+        bounded by that many chunks, and a request goes out as soon as a decode
+        ends. The first error cancels the requests not yet answered and is raised.
+        """
+        scatter = self._scatter_into(out)
+        loop = asyncio.get_running_loop()
+        pool = codec_pool(codec_workers())
+        in_flight = asyncio.Semaphore(max(1, int(config.get("async.concurrency") or 1)))
+        # Contexts are made here, before any decode runs (see _run_chunk_jobs).
+        contexts = [self._in_context(item) for item in batch]
+
+        async def one(item: Any, context: contextvars.Context) -> GetResult:
+            byte_getter, chunk_spec = item[0], item[1]
+            async with in_flight:
+                chunk = await byte_getter.get(prototype=chunk_spec.prototype)
+                return await loop.run_in_executor(
+                    pool, context.run, self._decode_fetched, item, chunk, out, drop_axes,
+                    scatter,
+                )
+
+        tasks = [
+            asyncio.ensure_future(one(item, context))
+            for item, context in zip(batch, contexts, strict=True)
+        ]
+        try:
+            return tuple(await asyncio.gather(*tasks))
+        finally:  # failed or cancelled: stop the rest, and collect what they raise
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _decode_fetched(
+        self,
+        item: Any,
+        chunk: Buffer | None,
+        out: NDBuffer,
+        drop_axes: tuple[int, ...],
+        scatter: Callable[..., GetResult],
+    ) -> GetResult:
+        """Decode one fetched chunk's bytes into ``out`` (in a codec thread)."""
+        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
+        try:
+            return scatter(
+                chunk,
+                out,
+                chunk_spec=chunk_spec,
+                chunk_selection=chunk_selection,
+                out_selection=out_selection,
+                drop_axes=drop_axes,
+            )
+        except DECODE_ERRORS as e:
+            error = self._decode_error(e, byte_getter)
+            raise error from error.__cause__
+
     async def read(
         self,
         batch_info: Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
@@ -567,6 +626,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         batch = list(batch_info)
         if self._shard_jobs(batch):
             return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
+        if self._reads_remote(batch):
+            return await self._read_fetching(batch, out, drop_axes)
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
         return tuple(

@@ -27,7 +27,7 @@ import fcntl
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +59,7 @@ from zarrext.progress import ProgressLike, progress_callback
 from zarrext.sharding import writer
 from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.transcode import transcode_shard
+from zarrext.stores import open_store
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -360,13 +361,15 @@ def recompress(
     workers: int | None = None,
     progress: ProgressLike = None,
     dry_run: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RecompressReport:
     """Rewrite every stored chunk of ``array`` in place with a new conditional decision.
 
     Parameters
     ----------
     array : zarr.Array or StoreLike
-        The array (a store or path is opened with ``zarr.open_array``).
+        The array; a path or URL is opened with :func:`zarrext.stores.open_store`
+        (with ``storage_options``), another store with ``zarr.open_array``.
     decision : Decision, str, int or callable
         The decision for the array's conditional codec(s).
     trial_encode : bool, optional
@@ -387,6 +390,9 @@ def recompress(
         write nothing: the report says what the run would do, and a chunk the run
         could not decode fails the dry run the same way. Runs in this process
         (``client`` is not used).
+    storage_options : mapping, optional
+        For a URL ``array``: endpoint, credentials, region (see
+        :func:`zarrext.stores.open_store`).
 
     Returns
     -------
@@ -402,7 +408,10 @@ def recompress(
         ``progress`` is none of the above.
     """
     if not isinstance(array, zarr.Array):
-        array = zarr.open_array(array, mode="r" if dry_run else "r+")
+        mode = "r" if dry_run else "r+"
+        if isinstance(array, str | os.PathLike):
+            array = open_store(os.fspath(array), mode=mode, storage_options=storage_options)
+        array = zarr.open_array(array, mode=mode)
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
     placement = conditional_placement(array.metadata)  # type: ignore[arg-type]

@@ -1,11 +1,16 @@
 """Where arrays live: local directories, zip archives and object-store URLs.
 
 Every whole-store job and :func:`zarrext.open_array` take a *location*: a local
-path, a ``file://`` URL, a ``.zip`` archive, or a URL that fsspec understands
-(``s3://``, ``gs://``, ``https://``, ``memory://``...), with ``storage_options``
-for the URL's file system (credentials, ``endpoint_url``, ...). A local path never
-goes through :class:`pathlib.Path` as a URL would (``Path("s3://b/x")`` is
-``s3:/b/x``).
+path, a ``file://`` URL, a ``.zip`` archive, or a URL (``s3://``, ``gs://``,
+``az://``, ``https://``, ``memory://``...), with ``storage_options`` for the URL's
+store (credentials, endpoint, region, ...). A local path never goes through
+:class:`pathlib.Path` as a URL would (``Path("s3://b/x")`` is ``s3:/b/x``).
+
+URLs of the object stores obstore speaks (:data:`OBSTORE_SCHEMES`: S3, Google Cloud
+Storage, Azure, HTTP) open as zarr's :class:`zarr.storage.ObjectStore`, whose
+requests run in Rust, many at once; other URLs, and options only fsspec knows,
+open as :class:`zarr.storage.FsspecStore` (see :func:`obstore_options` for which
+options map to obstore's). ``file://`` URLs open as local directories.
 
 What each kind of store can do decides what zarrext does there:
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +36,46 @@ from zarr.abc.store import Store
 from zarr.storage import LocalStore, ZipStore
 
 __all__ = [
+    "OBSTORE_SCHEMES",
+    "ObstoreOptions",
     "StoreOpenError",
     "is_url",
     "list_keys",
     "local_directory",
     "local_path",
+    "obstore_options",
     "open_store",
     "parse_storage_options",
+    "remote_location",
+    "remote_store_at",
     "writes_in_place",
 ]
+
+# URL schemes opened through obstore, by the family of options they take. memory://
+# stays with fsspec: fsspec's memory file system is one per process, obstore's one
+# per store object (a second open would see an empty store).
+_S3_SCHEMES = frozenset({"s3", "s3a"})
+_GCS_SCHEMES = frozenset({"gs", "gcs"})
+_AZURE_SCHEMES = frozenset({"az", "abfs", "abfss", "adl", "azure"})
+_HTTP_SCHEMES = frozenset({"http", "https"})
+OBSTORE_SCHEMES = _S3_SCHEMES | _GCS_SCHEMES | _AZURE_SCHEMES | _HTTP_SCHEMES
+"""URL schemes that open as zarr's ``ObjectStore`` (obstore) when obstore is installed."""
+
+# fsspec's options for its own caches of file-system objects and listings: obstore
+# keeps no such caches, so they mean nothing there and are dropped.
+_FSSPEC_CACHE_KEYS = frozenset(
+    {"skip_instance_cache", "use_listings_cache", "listings_expiry_time", "max_paths"}
+)
+# s3fs's option names (also inside ``client_kwargs``, as botocore's) -> obstore's S3Config.
+_S3_KEYS = {
+    "key": "access_key_id",
+    "secret": "secret_access_key",
+    "token": "session_token",
+    "endpoint_url": "endpoint",
+    "region_name": "region",
+}
+# adlfs's option names -> obstore's AzureConfig (the rest are spelled alike).
+_AZURE_KEYS = {"sas_token": "sas_key"}
 
 
 class StoreOpenError(ValueError):
@@ -87,6 +124,145 @@ def parse_storage_options(text: str | None) -> dict[str, Any] | None:
     return options
 
 
+@dataclass(frozen=True)
+class ObstoreOptions:
+    """What obstore's ``from_url`` takes for one URL: the store's configuration,
+    the HTTP client's options and the retry policy."""
+
+    config: dict[str, Any] = field(default_factory=dict)
+    client_options: dict[str, Any] = field(default_factory=dict)
+    retry_config: dict[str, Any] | None = None
+
+
+def _fsspec_option(scheme: str, key: str, value: Any, config: dict[str, Any]) -> bool:
+    """Put fsspec's option ``key`` into obstore's ``config`` for ``scheme``; whether
+    it is one that maps (else it is obstore's own key, or one only fsspec knows)."""
+    if key == "anon":
+        if value:
+            config["skip_signature"] = True
+        return scheme not in _HTTP_SCHEMES
+    if scheme in _S3_SCHEMES:
+        if key == "client_kwargs" and isinstance(value, Mapping):
+            if not set(value) <= {"region_name", "endpoint_url"}:
+                return False  # other botocore client settings: fsspec's alone
+            config.update({_S3_KEYS[k]: v for k, v in value.items()})
+            return True
+        if key in _S3_KEYS:
+            config[_S3_KEYS[key]] = value
+            return True
+    elif scheme in _GCS_SCHEMES and key == "token" and isinstance(value, str):
+        # gcsfs's token: "anon", or the path of a service account's JSON key
+        # ("google_default", "cache", "cloud" name gcsfs's own credential lookups)
+        if value in ("google_default", "cache", "cloud", "browser"):
+            return False
+        if value == "anon":
+            config["skip_signature"] = True
+        else:
+            config["service_account"] = value
+        return True
+    elif scheme in _AZURE_SCHEMES and key in _AZURE_KEYS:
+        config[_AZURE_KEYS[key]] = value
+        return True
+    return False
+
+
+def _needs_aws_profile(options: Mapping[str, Any]) -> bool:
+    """Whether S3 credentials would come from AWS's profile files (``AWS_PROFILE``,
+    ``~/.aws``), which botocore (fsspec) reads and obstore does not: no keys in
+    ``options`` or the environment, no anonymous access, and a profile to read."""
+    given = {"key", "access_key_id", "aws_access_key_id", "anon", "skip_signature"}
+    if given & set(options) or os.environ.get("AWS_ACCESS_KEY_ID"):
+        return False
+    if os.environ.get("AWS_PROFILE") or "profile" in options:
+        return True
+    files = (
+        os.environ.get("AWS_SHARED_CREDENTIALS_FILE", "~/.aws/credentials"),
+        os.environ.get("AWS_CONFIG_FILE", "~/.aws/config"),
+    )
+    return any(Path(f).expanduser().is_file() for f in files)
+
+
+def obstore_options(
+    scheme: str, storage_options: Mapping[str, Any] | None
+) -> ObstoreOptions | None:
+    """``storage_options`` as obstore's, for a URL of ``scheme``; None when they are
+    fsspec's alone (the URL is then opened through fsspec, which takes them).
+
+    Options that users pass to fsspec map as follows:
+
+    - every scheme but HTTP: ``anon: true`` -> ``skip_signature``;
+    - ``s3://`` (s3fs): ``endpoint_url`` -> ``endpoint`` (an ``http://`` endpoint also
+      sets the client option ``allow_http``), ``key`` -> ``access_key_id``,
+      ``secret`` -> ``secret_access_key``, ``token`` -> ``session_token``,
+      ``client_kwargs: {"region_name", "endpoint_url"}`` -> ``region``,
+      ``endpoint``;
+    - ``http://`` (and an ``http://`` endpoint) sets ``allow_http``;
+    - ``gs://`` (gcsfs): ``token: "anon"`` -> ``skip_signature``, ``token: PATH`` (a
+      service account's JSON key file) -> ``service_account``;
+    - ``az://`` (adlfs): ``sas_token`` -> ``sas_key``; ``account_name``,
+      ``account_key``, ``client_id``, ``client_secret``, ``tenant_id`` are spelled
+      alike;
+    - fsspec's cache settings (``skip_instance_cache``, ``use_listings_cache``,
+      ``listings_expiry_time``, ``max_paths``) are dropped: obstore has no such caches.
+
+    obstore's own keys are taken as they are: any key of its store configuration
+    (``S3Config``, ``GCSConfig``, ``AzureConfig``: ``access_key_id``, ``region``,
+    ``endpoint``, ``skip_signature``, ...; obstore checks them when the store is
+    made), ``client_options`` (obstore's ``ClientConfig``, e.g. ``{"allow_http":
+    true, "timeout": "30s"}``) and ``retry_config``. A key obstore does not know
+    either (s3fs's ``config_kwargs``, ``requester_pays``, gcsfs's ``project``, ...)
+    makes :func:`open_store` open the URL through fsspec; so do any options of an
+    ``http(s)://`` URL but ``client_options`` and ``retry_config``, and an ``s3://`` URL
+    whose credentials would come from AWS's profile files (``AWS_PROFILE``,
+    ``~/.aws/credentials``, ``~/.aws/config``) when neither the options nor the
+    environment hold keys: obstore reads no profile files.
+    """
+    config: dict[str, Any] = {}
+    client: dict[str, Any] = {}
+    retry: dict[str, Any] | None = None
+    options = dict(storage_options or {})
+    if scheme in _S3_SCHEMES and _needs_aws_profile(options):
+        return None
+    for key, value in options.items():
+        if key in _FSSPEC_CACHE_KEYS or _fsspec_option(scheme, key, value, config):
+            continue
+        if key == "client_options" and isinstance(value, Mapping):
+            client.update(value)
+        elif key == "retry_config" and isinstance(value, Mapping):
+            retry = dict(value)
+        elif scheme in _HTTP_SCHEMES:
+            return None  # an HTTP store has no configuration beyond its client's
+        else:
+            config[key] = value  # obstore's own key, or unknown: obstore says which
+    endpoint = config.get("endpoint")
+    if scheme == "http" or (isinstance(endpoint, str) and endpoint.startswith("http://")):
+        client.setdefault("allow_http", True)  # the user named plain HTTP
+    return ObstoreOptions(config, client, retry)
+
+
+def _open_obstore(text: str, options: ObstoreOptions, read_only: bool) -> Store | None:
+    """The URL as zarr's ``ObjectStore``; None if obstore is not installed or does
+    not know one of the options' keys (fsspec may)."""
+    try:
+        from obstore.exceptions import UnknownConfigurationKeyError
+        from obstore.store import from_url
+        from zarr.storage import ObjectStore
+    except ImportError:
+        return None
+    try:
+        store = from_url(
+            text,
+            config=options.config or None,  # type: ignore[arg-type]
+            client_options=options.client_options or None,  # type: ignore[arg-type]
+            retry_config=options.retry_config,  # type: ignore[arg-type]
+        )
+    except UnknownConfigurationKeyError:
+        return None
+    except (ValueError, TypeError) as e:  # a value obstore refuses ("Invalid key" too)
+        raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
+    return ObjectStore(store, read_only=read_only)
+
+
 def open_store(
     location: str | Path,
     *,
@@ -98,12 +274,16 @@ def open_store(
     Parameters
     ----------
     location : str or Path
-        A local path, ``file://`` URL, ``.zip`` archive, or fsspec URL.
+        A local path, ``file://`` URL, ``.zip`` archive, or URL. A URL of
+        :data:`OBSTORE_SCHEMES` opens as zarr's ``ObjectStore`` (obstore), others
+        as zarr's ``FsspecStore``.
     mode : {"r", "r+", "w"}
         ``"r"`` opens read-only; ``"r+"`` for writing into an existing store;
         ``"w"`` for a new one (a zip archive is then created).
     storage_options : mapping, optional
-        Passed to the URL's fsspec file system; refused for local paths.
+        The URL's options, in fsspec's spelling or obstore's
+        (:func:`obstore_options` says which map); options that only fsspec knows
+        open the URL through fsspec. Refused for local paths.
 
     Raises
     ------
@@ -130,6 +310,19 @@ def open_store(
             # refuses to create over an existing array unless told to overwrite).
             return ZipStore(local, mode="r" if read_only else "a")
         return LocalStore(local, read_only=read_only)
+    scheme = text.partition("://")[0].lower()
+    if scheme in OBSTORE_SCHEMES:
+        options = obstore_options(scheme, storage_options)
+        if options is not None:
+            store = _open_obstore(text, options, read_only)
+            if store is not None:
+                return store
+    return _open_fsspec(text, storage_options, read_only)
+
+
+def _open_fsspec(
+    text: str, storage_options: Mapping[str, Any] | None, read_only: bool
+) -> Store:
     from zarr.storage import FsspecStore
 
     try:
@@ -148,6 +341,63 @@ def open_store(
         raise StoreOpenError(f"{text}: no file system for {scheme}:// ({e})") from e
     except TypeError as e:  # storage options the file system does not take
         raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
+
+
+def remote_location(store: Store) -> tuple[str, str] | None:
+    """``(scheme, "bucket/prefix")`` of an object store or fsspec store, to compare
+    two of them; None for other stores."""
+    from zarr.storage import FsspecStore, ObjectStore
+
+    if isinstance(store, FsspecStore):
+        protocol = store.fs.protocol
+        return (protocol if isinstance(protocol, str) else protocol[0]), store.path.strip("/")
+    if not isinstance(store, ObjectStore):
+        return None
+    inner = store.store
+    url = getattr(inner, "url", None)  # an HTTP store
+    if isinstance(url, str):
+        scheme, _, rest = url.partition("://")
+        return scheme, rest.strip("/")
+    config = getattr(inner, "config", {}) or {}
+    container = config.get("bucket") or config.get("container_name") or ""
+    scheme = {"S3Store": "s3", "GCSStore": "gs", "AzureStore": "az"}.get(
+        type(inner).__name__, type(inner).__name__
+    )
+    prefix = str(getattr(inner, "prefix", None) or "")
+    return scheme, f"{container}/{prefix}".strip("/")
+
+
+def remote_store_at(store: Store, path: str) -> Store:
+    """A store like ``store`` (an object store or fsspec store: same kind, options
+    and credentials) rooted at ``path``, ``"bucket/prefix"`` in the same bucket.
+
+    Raises
+    ------
+    StoreOpenError
+        For other stores, or a ``path`` in another bucket or container.
+    """
+    from zarr.storage import FsspecStore, ObjectStore
+
+    if isinstance(store, FsspecStore):
+        return FsspecStore(store.fs, path=path, read_only=store.read_only)
+    location = remote_location(store)
+    if location is None or not isinstance(store, ObjectStore):
+        raise StoreOpenError(f"{store} is not an object store or fsspec store")
+    inner = store.store
+    if isinstance(getattr(inner, "url", None), str):
+        new = type(inner).from_url(
+            f"{location[0]}://{path}", client_options=inner.client_options,
+            retry_config=inner.retry_config,
+        )
+        return ObjectStore(new, read_only=store.read_only)
+    container, _, prefix = path.strip("/").partition("/")
+    if container != location[1].partition("/")[0]:
+        raise StoreOpenError(f"{path} is not in the bucket of {location[0]}://{location[1]}")
+    new = type(inner)(
+        config=inner.config, prefix=prefix or None, client_options=inner.client_options,
+        retry_config=inner.retry_config, credential_provider=inner.credential_provider,
+    )
+    return ObjectStore(new, read_only=store.read_only)
 
 
 def writes_in_place(store: Store) -> bool:

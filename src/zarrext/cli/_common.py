@@ -80,7 +80,7 @@ def _valid_storage_options(text: str | None) -> str | None:
 
 STORAGE_OPTIONS = typer.Option(
     "--storage-options",
-    help="JSON object of options for a URL's file system (fsspec), e.g. "
+    help="JSON object of options for a URL's store (fsspec's names or obstore's), e.g. "
     '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
     callback=_valid_storage_options,
 )
@@ -311,9 +311,11 @@ def _open_in_session(path: SessionPath, mode: str) -> zarr.Array | zarr.Group:
 
 def _unreachable(location: str, error: Exception) -> str:
     # A remote store's client has its own errors (botocore's NoCredentialsError,
-    # EndpointConnectionError, aiohttp's...): none is an OSError, each library differs.
+    # EndpointConnectionError, aiohttp's, obstore's...): none is an OSError, each
+    # library differs. obstore appends a dump of its Rust error: the first part says it.
+    said = one_line(error).split(" Debug source:")[0]
     return (
-        f"{location}: cannot read the store ({type(error).__name__}: {one_line(error)}); "
+        f"{location}: cannot read the store ({type(error).__name__}: {said}); "
         "check the URL, --storage-options and credentials"
     )
 

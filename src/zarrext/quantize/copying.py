@@ -491,7 +491,8 @@ def consolidate_above(output: Any) -> list[str]:
     list of str
         The groups consolidated again, innermost first.
     """
-    from zarr.storage import FsspecStore, LocalStore
+    from zarr.abc.store import Store
+    from zarr.storage import LocalStore
 
     from zarrext import stores
     from zarrext.outputs import local_path
@@ -499,10 +500,12 @@ def consolidate_above(output: Any) -> list[str]:
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="r")
     parents: list[tuple[Any, str]] = []
-    if isinstance(output, FsspecStore):
-        parts = output.path.strip("/").split("/")
+    remote = stores.remote_location(output) if isinstance(output, Store) else None
+    if remote is not None:
+        parts = remote[1].split("/")
         for n in range(len(parts) - 1, 0, -1):
-            parents.append((FsspecStore(output.fs, path="/".join(parts[:n])), "/".join(parts[:n])))
+            prefix = "/".join(parts[:n])
+            parents.append((stores.remote_store_at(output, prefix), prefix))
     else:
         path = local_path(output)
         if path is None or path.suffix == ".zip":
