@@ -284,6 +284,7 @@ def test_layouts_with_processes_write_exactly_or_refuse(tmp_path, config, layout
     path = _create(tmp_path, config)
     if _open_layout(config, path, layout) is None:
         return
+    event(f"{layout}: written by processes ({config.route}, filters {config.filters})")
     values = config.values()
     regions = bands(config.shape, [*cuts, config.shape[0] // 2])
     decision = "compress_if_smaller" if config.conditional else None

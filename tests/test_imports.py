@@ -222,7 +222,7 @@ def test_no_import_circles(module_level_only: bool) -> None:
 # --- the core install: no extras ------------------------------------------------------
 
 EXTRA_PACKAGES = ("typer", "rich", "matplotlib", "dask", "distributed", "pyarrow", "tifffile",
-                  "fsspec")
+                  "fsspec", "obstore", "icechunk")
 
 # None in sys.modules makes every import of the package (and its submodules) fail
 # with ModuleNotFoundError, as in an install without the extras.
