@@ -24,6 +24,7 @@ fixed slots only serve in-place writes.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -123,6 +124,27 @@ def _packed(
         dest = int(table[flat, 0])
         out[dest : dest + length] = source[start : start + length]
     where = 0 if geometry.index_location == "start" else end
+    out[where : where + len(index)] = index
+    return bytes(out)
+
+
+def packed_shard(
+    codec: Any, geometry: ShardGeometry, datas: Mapping[int, bytes]
+) -> bytes:
+    """A dense shard holding ``datas`` (inner chunk's flat index -> encoded bytes),
+    built in memory: chunks back to back in flat order, then (or before) the index."""
+    table = np.full((geometry.n_chunks, 2), writer.EMPTY, dtype="<u8")
+    offset = geometry.data_start
+    flats = sorted(datas)
+    for flat in flats:
+        table[flat] = (offset, len(datas[flat]))
+        offset += len(datas[flat])
+    index = writer.encode_index(codec, geometry, table)
+    out = bytearray(offset + (len(index) if geometry.index_location == "end" else 0))
+    for flat in flats:
+        start = int(table[flat, 0])
+        out[start : start + len(datas[flat])] = datas[flat]
+    where = 0 if geometry.index_location == "start" else offset
     out[where : where + len(index)] = index
     return bytes(out)
 
