@@ -232,3 +232,87 @@ def test_recompress_survives_a_killed_worker(
     assert report.masks_after == Counter({0: 64, 1: 192})
     assert report.masks_after == zarrext.inventory(back).mask_counts
     client.wait_for_workers(2, timeout=60)  # the nanny restarted it for the next tests
+
+
+# -- write_dask, compact, check ---------------------------------------------------
+
+
+def test_write_dask_on_a_cluster_writes_each_shard_in_one_task(
+    s3: dict[str, Any], client: Any
+) -> None:
+    import dask.array as da
+
+    from zarrext.sharding.geometry import ShardLayoutError
+
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((128, 128))
+    target = zarrext.create_array(
+        url, storage_options=s3["options"], shape=data.shape, dtype=data.dtype,
+        decision="compress_if_smaller", **layout_kwargs(sharded=True),
+    )
+    with pytest.raises(ShardLayoutError, match="shard boundaries"):
+        zarrext.write_dask(da.from_array(data, chunks=32), target, client=client)
+    with distributed.get_task_stream(client) as stream:
+        written = zarrext.write_dask(da.from_array(data, chunks=64), target, client=client)
+    writes = [t for t in stream.data if "_write_block" in str(t["key"])]
+    assert len(writes) == 4  # one task per shard object
+    assert written == data.nbytes
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
+
+
+def test_compact_on_a_cluster_against_s3(
+    s3: dict[str, Any], client: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    local = tmp_path / "a.zarr"
+    data = mixed_data((128, 128))
+    ingest(str(local), data, sharded=True, shard_layout="fixed-slot")
+    zarrext.open_array(str(local), shard_layout="fixed-slot")[:16, :16] = 5  # a spare slot
+    url = f"{s3['url']}/a.zarr"
+    s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True).put(
+        str(local), url, recursive=True
+    )
+    expected = zarr.open_array(str(local), mode="r")[:]
+    calls: list[tuple[int, int]] = []
+    report = zarrext.compact(
+        zarrext.open_array(url, storage_options=s3["options"]), client=client,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert report.shards == 4
+    assert report.bytes_after < report.bytes_before  # the slots' spare bytes are gone
+    assert calls[0] == (0, 4)
+    assert calls[-1] == (4, 4)
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], expected)
+    assert zarrext.check(back, deep=True) == []
+    again = zarrext.compact(back, client=client)  # idempotent: dense stays dense
+    assert again.bytes_before == again.bytes_after == report.bytes_after
+
+
+def test_check_deep_on_a_cluster_names_the_damaged_object(
+    s3: dict[str, Any], client: Any
+) -> None:
+    import s3fs
+    from zarr.codecs import Crc32cCodec
+
+    url = f"{s3['url']}/a.zarr"
+    array = zarrext.create_array(
+        url, storage_options=s3["options"], shape=(128, 128), dtype="f4", chunks=(64, 64),
+        compressors=None,
+        serializer=ShardingCodec(chunk_shape=(16, 16), codecs=[BytesCodec(), Crc32cCodec()]),
+    )
+    array[:] = mixed_data((128, 128))
+    assert zarrext.check(array, deep=True, client=client) == []
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    damaged = bytearray(fs.cat(f"{url}/c/0/1"))
+    damaged[10] ^= 0xFF  # inside the first inner chunk: its crc32c no longer matches
+    fs.pipe(f"{url}/c/0/1", bytes(damaged))
+    calls: list[tuple[int, int]] = []
+    found = zarrext.check(array, deep=True, client=client,
+                          progress=lambda d, t: calls.append((d, t)))
+    assert [f.key for f in found] == ["c/0/1"]
+    assert [p.kind for p in found[0].details] == ["undecodable_chunk"]
+    assert calls[-1] == (4, 4)
