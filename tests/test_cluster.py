@@ -316,3 +316,49 @@ def test_check_deep_on_a_cluster_names_the_damaged_object(
     assert [f.key for f in found] == ["c/0/1"]
     assert [p.kind for p in found[0].details] == ["undecodable_chunk"]
     assert calls[-1] == (4, 4)
+
+
+# -- the CLI's --scheduler ----------------------------------------------------------
+
+
+def test_cli_jobs_on_a_scheduler_against_s3(
+    s3: dict[str, Any], client: Any, run: Any
+) -> None:
+    import json
+
+    from zarrext.decisions import format_mask
+
+    url = f"{s3['url']}/a.zarr"
+    options = json.dumps(s3["options"])
+    data = mixed_data((128, 128))
+    ingest(url, data, sharded=True, storage_options=s3["options"])
+    address = client.scheduler.address
+    with distributed.get_task_stream(client) as stream:
+        code, out, err = run("recompress", url, "--storage-options", options,
+                             "--scheduler", address, "--json", "--quiet")
+        assert (code, err) == (0, "")
+        code, _, err = run("compact", url, "--storage-options", options,
+                           "--scheduler", address, "--quiet")
+        assert (code, err) == (0, "")
+        code, checked, err = run("check", url, "--deep", "--json", "--storage-options", options,
+                                 "--scheduler", address)
+        assert (code, err) == (0, "")
+    ran = {str(t["key"]).split("-")[0] for t in stream.data}
+    # the work ran on the cluster
+    assert {"_rewrite_on_worker", "_compact_on_worker", "_check_on_worker"} <= ran
+    report = json.loads(out)["arrays"][0]
+    assert report["chunks"] == 64
+    assert report["masks_after"] == {format_mask(0, 1): 16, format_mask(1, 1): 48}
+    assert json.loads(checked)["ok"] is True
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
+
+
+def test_cli_expand_refuses_a_scheduler(tmp_path: Path, run: Any) -> None:
+    ingest(str(tmp_path / "a.zarr"), mixed_data((64, 64)), sharded=True)
+    code, _, err = run("compact", "--expand", str(tmp_path / "a.zarr"),
+                       "--scheduler", "tcp://127.0.0.1:1")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "expand runs on this machine" in err

@@ -293,7 +293,7 @@ def _run(
     if client is not None:
         ref = array_ref(array)
         for results in on_client(
-            client, _rewrite_on_worker, batches(keys), ref, mode, workers,
+            client, _compact_on_worker, batches(keys), ref, mode, workers,
             what="compact on a Dask cluster",
         ):
             for result in results:
@@ -318,7 +318,7 @@ def _rewrite_one(
     return _rewrite(shards, key, mode)
 
 
-def _rewrite_on_worker(
+def _compact_on_worker(
     ref: ArrayRef, mode: str, threads: int, keys: list[str]
 ) -> list[tuple[int, int] | None]:
     """One Dask task: rewrite the shards ``keys`` of the array ``ref`` describes.
