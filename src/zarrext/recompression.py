@@ -18,7 +18,16 @@ On a local directory store each object is re-encoded under the writers' lock:
   removes. zarr-python writers of unsharded chunks take no lock: a write that
   replaces the chunk between that last check and the swap (microseconds) is lost.
 
-Other stores are rewritten through zarr-python (read, then write back), with no lock.
+On a store of whole objects (an object store, a remote file system, memory) each
+object is read once, its chunks re-encoded in memory, and written back once, with no
+lock; sizes and masks for the report come from those same bytes. Arrays with codecs
+after ``sharding_indexed`` are rewritten through zarr-python (read, then write back)
+and measured by an inventory before and after.
+
+Memory: a process holds at most ``zarr.config["async.concurrency"]`` objects at once
+(:func:`zarrext.cluster.concurrency`), each as its stored bytes, its re-encoded bytes
+and one decoded chunk: about ``concurrency x (2 x object size + chunk size)``.
+On a Dask cluster that bound holds per worker thread.
 """
 
 from __future__ import annotations
@@ -27,8 +36,7 @@ import fcntl
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,10 +45,11 @@ import numpy as np
 import zarr
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
+from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
+from zarrext import cluster
 from zarrext._context import _chunk_index
-from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
@@ -57,9 +66,11 @@ from zarrext.inspection import (
 )
 from zarrext.progress import ProgressLike, progress_callback
 from zarrext.sharding import writer
+from zarrext.sharding.compact import packed_shard
 from zarrext.sharding.layout import geometry_of, shard_spec_of
+from zarrext.sharding.state import state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
-from zarrext.stores import open_store
+from zarrext.store_refs import ArrayRef, store_ref
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -170,8 +181,6 @@ class _Rewriter:
         self.directory = _local_directory(runtime)
         self.spec = shard_spec_of(metadata)  # one stored object (chunk or shard)
         self.mode = "zarr"
-        if self.directory is None:
-            return
         if self.sharding is None:
             transform = getattr(async_array_of(runtime).codec_pipeline, "transform", None)
             if transform is not None:
@@ -235,6 +244,47 @@ class _Rewriter:
             stats.masks_after[mask_after] += 1
         return encoded
 
+    def _inner_reencoder(
+        self, coords: tuple[int, ...], stats: _Stats, key: str
+    ) -> Callable[[int, Buffer], Buffer]:
+        """Re-encodes the inner chunks of the shard at ``coords``, by flat index."""
+        per_shard = self.geometry.chunks_per_shard
+        origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
+
+        def one(flat: int, data: Buffer) -> Buffer:
+            inner = tuple(int(i) for i in np.unravel_index(flat, per_shard)) if per_shard else ()
+            index = tuple(o + i for o, i in zip(origin, inner, strict=True))
+            return self._reencode(index, data, stats, key, inner)
+
+        return one
+
+    def _rewrite_object(
+        self, coords: tuple[int, ...], relative: str, key: str, stats: _Stats, write: bool
+    ) -> None:
+        """Re-encode one object of a store of whole objects: one read, one write."""
+        store_path = async_array_of(self.runtime).store_path / relative
+        prototype = default_buffer_prototype()
+        stored = sync(store_path.get(prototype=prototype))
+        if stored is None:
+            return  # deleted since listed: nothing stored to rewrite
+        if self.mode == "chunk":
+            encoded = self._reencode(coords, stored, stats, key)
+        else:
+            assert self.sharding is not None
+            one = self._inner_reencoder(coords, stats, key)
+            data = stored.to_bytes()
+            state = state_of_bytes(data, self.sharding, self.geometry, key)
+            datas = {}
+            for flat in np.flatnonzero(state.present()).tolist():
+                start, length = (int(v) for v in state.table[flat])
+                chunk = prototype.buffer.from_bytes(data[start : start + length])
+                datas[flat] = one(flat, chunk).to_bytes()
+            encoded = prototype.buffer.from_bytes(
+                packed_shard(self.sharding, self.geometry, datas)
+            )
+        if write:
+            sync(store_path.set(encoded))
+
     def rewrite(self, coords: tuple[int, ...], stats: _Stats, *, write: bool = True) -> None:
         """Re-encode the stored object at grid position ``coords``.
 
@@ -247,9 +297,11 @@ class _Rewriter:
             if write:
                 self.runtime[region] = data
             return
-        assert self.directory is not None
         relative = self.metadata.encode_chunk_key(coords)
         key = f"{self.runtime.path}/{relative}" if self.runtime.path else relative
+        if self.directory is None:
+            self._rewrite_object(coords, relative, key, stats, write)
+            return
         path = self.directory / relative
         if self.mode == "chunk":
             if write:
@@ -257,15 +309,9 @@ class _Rewriter:
             else:
                 _reencode_unlocked(path, lambda data: self._reencode(coords, data, stats, key))
             return
-        per_shard = self.geometry.chunks_per_shard
-        origin = tuple(c * k for c, k in zip(coords, per_shard, strict=True))
-
-        def one(flat: int, data: Buffer) -> Buffer:
-            inner = tuple(int(i) for i in np.unravel_index(flat, per_shard)) if per_shard else ()
-            index = tuple(o + i for o, i in zip(origin, inner, strict=True))
-            return self._reencode(index, data, stats, key, inner)
-
+        one = self._inner_reencoder(coords, stats, key)
         assert self.sharding is not None
+        per_shard = self.geometry.chunks_per_shard
         if write:
             transcode_shard(path, self.sharding, self.geometry, one)
             return
@@ -329,27 +375,34 @@ def _same_file(path: Path, fd: int) -> bool:
 
 
 def _rewrite(
-    rewriter: _Rewriter, units: Sequence[tuple[int, ...]], write: bool = True
+    rewriter: _Rewriter, units: Sequence[tuple[int, ...]], write: bool = True,
+    threads: int = 1,
 ) -> tuple[int, _Stats]:
-    """Re-encode each unit (chunk or shard); returns the count and the chunks' stats."""
-    stats = _Stats()
-    for coords in units:
+    """Re-encode each unit (chunk or shard) on ``threads`` threads; returns the count
+    and the chunks' stats."""
+
+    def one(coords: tuple[int, ...]) -> _Stats:
+        stats = _Stats()
         rewriter.rewrite(coords, stats, write=write)
-    return len(units), stats
+        return stats
+
+    total = _Stats()
+    for stats in cluster.on_threads(one, units, min(threads, len(units))):
+        total.add(stats)
+    return len(units), total
 
 
 def _rewrite_on_worker(
-    root: str, path: str, decision: DecisionLike, trial_encode: bool | None,
+    ref: ArrayRef, decision: DecisionLike, trial_encode: bool | None, threads: int,
     units: list[tuple[int, ...]],
 ) -> tuple[int, _Stats]:
-    array = zarr.open_array(LocalStore(root), path=path, mode="r+")
-    return _rewrite(_Rewriter(_runtime_array(array, decision, trial_encode)), units)
+    """One Dask task: re-encode ``units`` of the array ``ref`` describes.
 
-
-
-def _batches(items: list[Any], size: int) -> Iterable[list[Any]]:
-    for start in range(0, len(items), size):
-        yield items[start : start + size]
+    Idempotent: re-encoding an object already re-encoded gives the same values, so
+    a task rerun after its worker died finishes the job exactly.
+    """
+    rewriter = _Rewriter(_runtime_array(ref.open(), decision, trial_encode))
+    return _rewrite(rewriter, units, threads=threads)
 
 
 def recompress(
@@ -367,18 +420,25 @@ def recompress(
 
     Parameters
     ----------
-    array : zarr.Array or StoreLike
-        The array; a path or URL is opened with :func:`zarrext.stores.open_store`
-        (with ``storage_options``), another store with ``zarr.open_array``.
+    array : zarr.Array, str or StoreLike
+        The array; a local path or URL is opened with
+        :func:`zarrext.stores.open_store` (with ``storage_options``), another store
+        with ``zarr.open_array``.
     decision : Decision, str, int or callable
         The decision for the array's conditional codec(s).
     trial_encode : bool, optional
         Trial encoding for a decision function.
     client : dask.distributed.Client, optional
-        Run on this Dask cluster (the array must be in a local directory the
-        workers can reach).
+        Run on this Dask cluster: one task per batch of objects (at most
+        :data:`zarrext.cluster.TASKS` tasks), each reopening the store from its
+        description (:mod:`zarrext.store_refs`: a local directory the workers can
+        reach, or a URL and its options). A worker that dies mid-task loses nothing:
+        the task is rerun and re-encodes its objects again (objects it had already
+        rewritten then count with their new sizes and masks in ``bytes_before`` and
+        ``masks_before``).
     workers : int, optional
-        Threads for the local pool (default: ``min(8, number of objects)``).
+        Threads for the local pool (default: zarr's ``async.concurrency``, at most
+        one per batch): the objects in flight at once.
     progress : callable, bool or None
         ``progress(done, total)`` with the store objects (chunks or shards) rewritten
         so far and their number, before the first batch and after each one, in the
@@ -391,8 +451,7 @@ def recompress(
         could not decode fails the dry run the same way. Runs in this process
         (``client`` is not used).
     storage_options : mapping, optional
-        For a URL ``array``: endpoint, credentials, region (see
-        :func:`zarrext.stores.open_store`).
+        For a URL given as ``array`` (endpoint, credentials...).
 
     Returns
     -------
@@ -408,9 +467,12 @@ def recompress(
         ``progress`` is none of the above.
     """
     if not isinstance(array, zarr.Array):
+        from zarrext.stores import open_store
+
         mode = "r" if dry_run else "r+"
-        if isinstance(array, str | os.PathLike):
-            array = open_store(os.fspath(array), mode=mode, storage_options=storage_options)
+        location = os.fspath(array) if isinstance(array, str | os.PathLike) else None
+        if location is not None:
+            array = open_store(location, mode=mode, storage_options=storage_options)
         array = zarr.open_array(array, mode=mode)
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
@@ -424,8 +486,8 @@ def recompress(
     if dry_run:
         client = None
     stats = _Stats()
-    batch_size = max(1, len(units) // 64)
-    batches = list(_batches(units, batch_size))
+    batches = cluster.batches(units)
+    threads = cluster.concurrency()
 
     done = 0
     report_progress(0, len(units))
@@ -438,29 +500,19 @@ def recompress(
         report_progress(done, len(units))
 
     if client is not None:
-        store = array.store_path.store
-        if not isinstance(store, LocalStore):
-            raise ValueError(
-                "recompress on a Dask cluster needs an array in a local directory "
-                f"(LocalStore); this one is in {type(store).__name__}"
-            )
-        with needs("dask", "recompress on a Dask cluster"):
-            from dask.distributed import as_completed
-
-        futures = [
-            client.submit(
-                _rewrite_on_worker, str(store.root), array.path, decision, trial_encode,
-                batch, pure=False,
-            )
-            for batch in batches
-        ]
-        for future in as_completed(futures):
-            advance(future.result())
+        ref = ArrayRef(store_ref(array.store_path.store), array.path)
+        for finished in cluster.on_client(
+            client, _rewrite_on_worker, batches, ref, decision, trial_encode, threads,
+            what="recompress on a Dask cluster",
+        ):
+            advance(finished)
     else:
-        n_workers = workers or max(1, min(8, len(batches)))
-        with ThreadPoolExecutor(n_workers) as pool:
-            for finished in pool.map(lambda b: _rewrite(rewriter, b, not dry_run), batches):
-                advance(finished)
+        # Objects in flight: one per thread; each batch runs its objects one by one.
+        n_workers = workers or max(1, min(threads, len(batches)))
+        for finished in cluster.on_threads(
+            lambda b: _rewrite(rewriter, b, not dry_run), batches, n_workers
+        ):
+            advance(finished)
 
     if before is not None:
         # Through zarr the chunks' sizes come from inventories; a dry run encodes

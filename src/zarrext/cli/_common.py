@@ -10,6 +10,7 @@ traceback instead.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import json
@@ -35,8 +36,10 @@ __all__ = [
     "ICECHUNK_SNAPSHOT",
     "STORAGE_OPTIONS",
     "CliError",
+    "SCHEDULER",
     "SessionPath",
     "check_scheduler",
+    "dask_client",
     "fail",
     "in_icechunk",
     "iter_arrays",
@@ -390,6 +393,32 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
             f"cannot reach the dask scheduler at {address}: {reason}; "
             "start it or leave out --scheduler"
         )
+
+
+SCHEDULER = typer.Option(
+    help="Address of a dask.distributed scheduler (tcp://HOST:PORT) to run the job on; "
+    "its workers reopen the store from the path or URL and --storage-options."
+)
+
+
+@contextlib.contextmanager
+def dask_client(scheduler: str | None, command: str) -> Iterator[Any]:
+    """A ``dask.distributed`` client of the scheduler at ``scheduler`` (None: no client),
+    closed at the end; one line on stderr when dask is missing or nothing answers."""
+    if scheduler is None:
+        yield None
+        return
+    from zarrext._extras import needs
+
+    with needs("dask", f"zarrext {command} --scheduler"):
+        from dask.distributed import Client
+
+    check_scheduler(scheduler)
+    client = Client(scheduler, timeout="10s")
+    try:
+        yield client
+    finally:
+        client.close()
 
 
 def describe(array: Any) -> str:

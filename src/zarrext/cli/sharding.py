@@ -11,8 +11,11 @@ from rich.console import Console
 
 from zarrext.cli._common import (
     PATH_HELP,
+    SCHEDULER,
     STORAGE_OPTIONS,
     SessionPath,
+    dask_client,
+    fail,
     in_icechunk,
     require_writable,
     run_each,
@@ -72,6 +75,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        scheduler: Annotated[str | None, SCHEDULER] = None,
 ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.cli.render import progress_bar
@@ -106,22 +110,28 @@ def register(app: typer.Typer) -> None:
             console.print(f"no sharded arrays under {path}")
         elif not isinstance(path, SessionPath):  # icechunk readers see snapshots: no race
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
-        run = run_expand if expand else run_compact
         verb = "expanding" if expand else "compacting"
+
+        if expand and scheduler is not None:
+            fail("--scheduler: expand runs on this machine (fixed slots are for a local "
+                 "directory, written in place); leave out --scheduler", code=2)
 
         def one(array: zarr.Array) -> RewriteReport:
             with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
-                return run(array, workers=workers, progress=progress)
+                if expand:
+                    return run_expand(array, workers=workers, progress=progress)
+                return run_compact(array, workers=workers, progress=progress, client=client)
 
-        for array, report in run_each(
-            arrays, one, path=path,
-            verb="expand" if expand else "compact",
-            on_interrupt="each shard is replaced whole; rerun the same command to finish",
-        ):
-            console.print(
-                f"{array.path or '/'}: {report.shards} shards, "
-                f"{format_bytes(report.bytes_before)} -> {format_bytes(report.bytes_after)}"
-            )
+        with dask_client(scheduler, "compact") as client:
+            for array, report in run_each(
+                arrays, one, path=path,
+                verb="expand" if expand else "compact",
+                on_interrupt="each shard is replaced whole; rerun the same command to finish",
+            ):
+                console.print(
+                    f"{array.path or '/'}: {report.shards} shards, "
+                    f"{format_bytes(report.bytes_before)} -> {format_bytes(report.bytes_after)}"
+                )
 
     @app.command(name="expand")
     @in_icechunk("expand", writes=lambda a: True)
@@ -155,6 +165,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--json", help="Print the findings as JSON.")
         ] = False,
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        scheduler: Annotated[str | None, SCHEDULER] = None,
 ) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
@@ -169,9 +180,10 @@ def register(app: typer.Typer) -> None:
         arrays = list(
             iter_arrays(path, mode="r+" if repair else "r", storage_options=storage_options)
         )
-        for array in arrays:
+        with dask_client(scheduler, "check") as client:
+            findings_of = [run_check(a, repair=repair, deep=deep, client=client) for a in arrays]
+        for array, findings in zip(arrays, findings_of, strict=True):
             name = array.path or "/"
-            findings = run_check(array, repair=repair, deep=deep)
             unverified = unverifiable(array) if deep else None
             entry: dict[str, Any] = {"array": name, "findings": [f.to_json() for f in findings]}
             if deep:

@@ -18,9 +18,10 @@ from rich.table import Table
 from zarrext.cli._common import (
     DECISION,
     PATH_HELP,
+    SCHEDULER,
     STORAGE_OPTIONS,
     CliError,
-    check_scheduler,
+    dask_client,
     fail,
     in_icechunk,
     iter_arrays,
@@ -453,9 +454,7 @@ def register(app: typer.Typer) -> None:
         workers: Annotated[
             int | None, typer.Option(min=1, help="Threads in the local pool.")
         ] = None,
-        scheduler: Annotated[
-            str | None, typer.Option(help="Address of a dask.distributed scheduler to run on.")
-        ] = None,
+        scheduler: Annotated[str | None, SCHEDULER] = None,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print one JSON report per array.")
         ] = False,
@@ -500,16 +499,7 @@ def register(app: typer.Typer) -> None:
                 fail(f"no array with a conditional codec under {path}")
             return
         reports = []
-        client = None
-        if scheduler is not None:
-            from zarrext._extras import needs
-
-            with needs("dask", "zarrext recompress --scheduler"):
-                from dask.distributed import Client
-
-            check_scheduler(scheduler)
-            client = Client(scheduler, timeout="10s")
-        try:
+        with dask_client(scheduler, "recompress") as client:
             eligible = []
             for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
@@ -539,9 +529,6 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps({"store": str(path), "arrays": reports}))
             if skipped is not None:
                 raise skipped
-        finally:
-            if client is not None:
-                client.close()
 
 
 def _recompress_one(array: Any, run: Any, *, quiet: bool, **options: Any) -> Any:

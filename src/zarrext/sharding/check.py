@@ -54,7 +54,9 @@ from zarr.storage import LocalStore
 
 from zarrext._context import _chunk_index
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
+from zarrext.cluster import batches, concurrency, on_client, on_threads
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.progress import ProgressCallback
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
@@ -634,13 +636,17 @@ def check(
     repair: bool = False,
     deep: bool = False,
     stale_after: float = STALE_AFTER,
+    client: Any = None,
+    progress: ProgressCallback | None = None,
 ) -> list[ShardCheck]:
-    """Validate the stored chunks (or shards) of an array in a local directory.
+    """Validate the stored chunks (or shards) of an array.
 
     Parameters
     ----------
     array : zarr.Array
-        A Zarr format 3 array in a ``LocalStore``, sharded or not.
+        A Zarr format 3 array, sharded or not, in a local directory (everything
+        below) or a store of whole objects (each object read once and parsed, or
+        decoded with ``deep``; nothing to repair there).
     repair : bool
         Fix what can be fixed (see the module docstring). Without it nothing is
         changed.
@@ -652,6 +658,14 @@ def check(
     stale_after : float
         Age in seconds after which a zarr-python ``*.partial`` file is reported
         (and removed by ``repair``): younger ones may belong to a live writer.
+    client : dask.distributed.Client, optional
+        On a store of whole objects: check on this Dask cluster, one task per
+        batch of objects, each reopening the store from its description
+        (:mod:`zarrext.store_refs`). A local directory is checked in this process
+        (repairs take its locks).
+    progress : callable, optional
+        On a store of whole objects: ``progress(done, total)`` objects checked,
+        before the first and as they (or a cluster's tasks) finish.
 
     Returns
     -------
@@ -675,7 +689,7 @@ def check(
                 "has no journals or leftovers to repair (run check without --repair to see "
                 "what is wrong; rewrite or delete a damaged object)"
             )
-        return _check_objects(array, deep=deep)
+        return _check_objects(array, deep=deep, client=client, progress=progress)
     directory = store_path.store.root / store_path.path if store_path.path else (
         store_path.store.root
     )
@@ -719,14 +733,17 @@ def check(
     return sorted((f for f in found.values() if f.details), key=lambda f: _key_order(f.key))
 
 
-def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
+def _check_objects(
+    array: Any, *, deep: bool, client: Any = None, progress: ProgressCallback | None = None
+) -> list[ShardCheck]:
     """:func:`check` for a store of whole objects (object store, zip, memory).
 
-    Each stored object is read whole: a shard's index must decode and its entries
-    stay inside the object and apart; with ``deep``, every chunk must decode.
+    Each stored object is read whole, once: a shard's index must decode and its
+    entries stay inside the object and apart; with ``deep``, every chunk must
+    decode. zarr's ``async.concurrency`` objects are read at once per process
+    (each held whole while it is checked), on this machine's threads or, with a
+    ``client``, in Dask tasks that reopen the store from its description.
     """
-    from zarr.core.sync import sync
-
     from zarrext.stores import list_keys
 
     metadata = array.metadata
@@ -740,28 +757,75 @@ def _check_objects(array: Any, *, deep: bool) -> list[ShardCheck]:
         return []  # nothing to parse in a plain chunk without decoding it
     prefix = f"{store_path.path}/" if store_path.path else ""
     stored = set(list_keys(store_path.store, prefix))
-    decoder = _Decoder(array, shards) if deep else None
-    prototype = default_buffer_prototype()
+    items = [(k, c) for k, c in _stored_keys(array, per_object) if prefix + k in stored]
+    threads = concurrency()
     found: list[ShardCheck] = []
-    for key, coords in _stored_keys(array, per_object):
-        if prefix + key not in stored:
-            continue
-        buffer = sync((store_path / key).get(prototype=prototype))
+    done = 0
+    if progress is not None:
+        progress(0, len(items))
+    if client is not None:
+        from zarrext.store_refs import array_ref
+
+        for checked, results in on_client(
+            client, _check_on_worker, batches(items), array_ref(array, "r"), deep,
+            threads, what="check on a Dask cluster",
+        ):
+            found.extend(results)
+            done += checked
+            if progress is not None:
+                progress(done, len(items))
+    else:
+        checker = _ObjectChecker(array, shards, deep)
+        for result in on_threads(checker.check, items, threads):
+            done += 1
+            if result is not None:
+                found.append(result)
+            if progress is not None:
+                progress(done, len(items))
+    return sorted(found, key=lambda f: _key_order(f.key))
+
+
+class _ObjectChecker:
+    """Checks stored objects of one array, one whole object at a time."""
+
+    def __init__(self, array: Any, shards: ArrayShards | None, deep: bool) -> None:
+        self.store_path = async_array_of(array).store_path
+        self.shards = shards
+        self.decoder = _Decoder(array, shards) if deep else None
+
+    def check(self, item: tuple[str, tuple[int, ...]]) -> ShardCheck | None:
+        """The problems of the object ``(key, coords)``, or None (none, or deleted)."""
+        from zarr.core.sync import sync
+
+        key, coords = item
+        buffer = sync((self.store_path / key).get(prototype=default_buffer_prototype()))
         if buffer is None:  # deleted since listed
-            continue
+            return None
         data, result = buffer.to_bytes(), ShardCheck(key)
-        if shards is None:
-            assert decoder is not None
-            why = decoder.problem(coords, data)
+        if self.shards is None:
+            assert self.decoder is not None
+            why = self.decoder.problem(coords, data)
             if why is not None:
                 result.problem(
                     "undecodable_chunk", f"chunk {coords} does not decode: {why}", advice=REWRITE
                 )
         else:
-            _check_stored_shard(shards, coords, data, result, decoder)
-        if result.details:
-            found.append(result)
-    return sorted(found, key=lambda f: _key_order(f.key))
+            _check_stored_shard(self.shards, coords, data, result, self.decoder)
+        return result if result.details else None
+
+
+def _check_on_worker(
+    ref: Any, deep: bool, threads: int, items: list[tuple[str, tuple[int, ...]]]
+) -> tuple[int, list[ShardCheck]]:
+    """One Dask task: check the objects ``items`` of the array ``ref`` describes."""
+    array = ref.open()
+    try:
+        shards: ArrayShards | None = shards_of(array)
+    except ShardLayoutError:
+        shards = None
+    checker = _ObjectChecker(array, shards, deep)
+    results = on_threads(checker.check, items, min(threads, len(items)))
+    return len(items), [r for r in results if r is not None]
 
 
 def _check_stored_shard(

@@ -24,7 +24,7 @@ fixed slots only serve in-place writes.
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,12 +32,14 @@ from typing import Any
 import numpy as np
 
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec
+from zarrext.cluster import batches, concurrency, on_client, on_threads
 from zarrext.progress import ProgressCallback
 from zarrext.sharding import faults, writer
 from zarrext.sharding.allocator import occupied
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
+from zarrext.store_refs import ArrayRef, array_ref
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -123,6 +125,27 @@ def _packed(
         dest = int(table[flat, 0])
         out[dest : dest + length] = source[start : start + length]
     where = 0 if geometry.index_location == "start" else end
+    out[where : where + len(index)] = index
+    return bytes(out)
+
+
+def packed_shard(
+    codec: Any, geometry: ShardGeometry, datas: Mapping[int, bytes]
+) -> bytes:
+    """A dense shard holding ``datas`` (inner chunk's flat index -> encoded bytes),
+    built in memory: chunks back to back in flat order, then (or before) the index."""
+    table = np.full((geometry.n_chunks, 2), writer.EMPTY, dtype="<u8")
+    offset = geometry.data_start
+    flats = sorted(datas)
+    for flat in flats:
+        table[flat] = (offset, len(datas[flat]))
+        offset += len(datas[flat])
+    index = writer.encode_index(codec, geometry, table)
+    out = bytearray(offset + (len(index) if geometry.index_location == "end" else 0))
+    for flat in flats:
+        start = int(table[flat, 0])
+        out[start : start + len(datas[flat])] = datas[flat]
+    where = 0 if geometry.index_location == "start" else offset
     out[where : where + len(index)] = index
     return bytes(out)
 
@@ -227,6 +250,7 @@ def _run(
     *,
     workers: int | None,
     progress: ProgressCallback | None,
+    client: Any = None,
 ) -> RewriteReport:
     shards = shards_of(array)
     refusal = rewrite_refusal(shards, mode)
@@ -251,24 +275,62 @@ def _run(
         keys = [k for k in shards.keys if prefix + k in stored]
     else:
         keys = [k for k in shards.keys if shards.path(k).exists()]
-    before = after = done = 0
-    workers = workers or min(8, (os.cpu_count() or 1) * 2)
+    before = after = done = finished = 0
+    if workers is None:
+        # local files: bounded by the disk; an object store: by request latency
+        local = min(8, (os.cpu_count() or 1) * 2)
+        workers = local if shards.directory is not None else concurrency()
 
-    def one(key: str) -> tuple[int, int] | None:
-        if shards.directory is None:
-            return _rewrite_object(array, shards, key)
-        return _rewrite(shards, key, mode)
+    def count(result: tuple[int, int] | None) -> None:
+        nonlocal before, after, done, finished
+        if result is not None:
+            before, after, done = before + result[0], after + result[1], done + 1
+        finished += 1
 
     if progress is not None:
         progress(0, len(keys))
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        # Results come back in this thread, so ``progress`` needs no lock.
-        for finished, result in enumerate(pool.map(one, keys), start=1):
-            if result is not None:
-                before, after, done = before + result[0], after + result[1], done + 1
+    # Results come back in this thread, so ``progress`` needs no lock.
+    if client is not None:
+        ref = array_ref(array)
+        for results in on_client(
+            client, _compact_on_worker, batches(keys), ref, mode, workers,
+            what="compact on a Dask cluster",
+        ):
+            for result in results:
+                count(result)
+            if progress is not None:
+                progress(finished, len(keys))
+    else:
+        for result in on_threads(lambda k: _rewrite_one(array, shards, k, mode), keys,
+                                         workers):
+            count(result)
             if progress is not None:
                 progress(finished, len(keys))
     return RewriteReport(done, before, after)
+
+
+def _rewrite_one(
+    array: Any, shards: ArrayShards, key: str, mode: str
+) -> tuple[int, int] | None:
+    """Rewrite one shard: a whole object, or a file under its lock."""
+    if shards.directory is None:
+        return _rewrite_object(array, shards, key)
+    return _rewrite(shards, key, mode)
+
+
+def _compact_on_worker(
+    ref: ArrayRef, mode: str, threads: int, keys: list[str]
+) -> list[tuple[int, int] | None]:
+    """One Dask task: rewrite the shards ``keys`` of the array ``ref`` describes.
+
+    Idempotent: a shard rewritten again comes out the same, so a task rerun after
+    its worker died finishes the job.
+    """
+    array = ref.open()
+    shards = shards_of(array)
+    return list(on_threads(
+        lambda k: _rewrite_one(array, shards, k, mode), keys, min(threads, len(keys))
+    ))
 
 
 def rewrite_refusal(shards: ArrayShards, mode: str) -> str | None:
@@ -299,7 +361,11 @@ READER_NOTE = (
 
 
 def compact(
-    array: Any, *, workers: int | None = None, progress: ProgressCallback | None = None
+    array: Any,
+    *,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    client: Any = None,
 ) -> RewriteReport:
     """Rewrite every shard of ``array`` densely: chunks back to back in C order.
 
@@ -315,18 +381,26 @@ def compact(
     Parameters
     ----------
     array : zarr.Array
-        A sharded array in a local directory store.
+        A sharded array in a local directory or an object store.
     workers : int, optional
-        Shards rewritten at once (threads).
+        Shards rewritten at once, per process (threads). Default: up to 8 on a
+        local directory; zarr's ``async.concurrency`` on an object store, where
+        each shard is held whole in memory (twice: as read and as packed), so a
+        process holds at most ``2 x workers`` shards.
     progress : callable, optional
         ``progress(done, total)``, called before the first shard and after each one
-        (``zarrext.cli.render.progress_bar`` draws it as a bar).
+        (after each task on a cluster; ``zarrext.cli.render.progress_bar`` draws it).
+    client : dask.distributed.Client, optional
+        Run on this Dask cluster: one task per batch of shards (never one shard in
+        two tasks), each reopening the store from its description
+        (:mod:`zarrext.store_refs`). A task rerun after its worker died rewrites
+        its shards again, to the same bytes.
 
     Returns
     -------
     RewriteReport
     """
-    return _run(array, "dense", workers=workers, progress=progress)
+    return _run(array, "dense", workers=workers, progress=progress, client=client)
 
 
 def expand(

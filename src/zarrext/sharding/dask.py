@@ -1,8 +1,14 @@
 """Write a Dask array into a sharded array, one task per group of inner chunks.
 
-Every Dask block must cover whole inner chunks, so tasks never share an inner
-chunk; tasks that share a shard are serialized only around the shard's index
-(see :mod:`zarrext.sharding.writer`), on threads, processes or cluster workers.
+With a shard layout (a local directory), every Dask block must cover whole inner
+chunks, so tasks never share an inner chunk; tasks that share a shard are
+serialized only around the shard's index (see :mod:`zarrext.sharding.writer`), on
+threads, processes or cluster workers. Without one (any store, object stores
+included), zarr writes whole shards: every block must cover whole shards, so no
+two tasks ever write one object.
+
+Tasks carry a picklable description of the target (:mod:`zarrext.store_refs`),
+never a live store or client; each process reopens the array once per call.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
+from zarrext.store_refs import ArrayRef, store_ref
 
 __all__ = ["write_dask"]
 
@@ -36,8 +43,7 @@ class _ArrayRef:
     process opens the array once per call (:func:`_opened`), not once per task.
     """
 
-    root: str = field(compare=False)
-    path: str = field(compare=False)
+    target: ArrayRef = field(compare=False)
     shard_layout: str | None = field(compare=False)
     decision: Decision | None = field(compare=False)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
@@ -59,7 +65,7 @@ def _open_once(ref: _ArrayRef) -> zarr.Array:
     # Opening (read zarr.json, parse metadata, build the codec pipeline, set the
     # runtime) took about as long as writing a 64x64 float32 inner chunk; a
     # worker reuses the array for every task of the same write_dask call.
-    array = zarr.open_array(LocalStore(ref.root), path=ref.path, mode="r+")
+    array = zarr.open_array(ref.target.store.open("r+"), path=ref.target.path, mode="r+")
     return with_runtime(array, decision=ref.decision, shard_layout=ref.shard_layout)
 
 
@@ -125,8 +131,11 @@ def write_dask(
     source : dask.array.Array
         Same shape as ``array``; every block boundary on an inner-chunk boundary.
     array : zarr.Array
-        Target, from :func:`zarrext.open_array` / :func:`zarrext.create_array` with a
-        ``shard_layout`` (usually ``"fixed-slot"``), in a local directory store.
+        Target, from :func:`zarrext.open_array` / :func:`zarrext.create_array`:
+        with a ``shard_layout`` (usually ``"fixed-slot"``) in a local directory
+        store, blocks of whole inner chunks; without one, in any store a worker
+        can reopen (a local directory, an object-store URL), blocks of whole shards:
+        one task per block, and no two tasks on one shard object.
     client : dask.distributed.Client, optional
         Run the tasks on this cluster; else Dask's local ``scheduler``.
     scheduler : str
@@ -164,9 +173,13 @@ def write_dask(
     unit, name = _write_unit(shards, layout)
     _check_aligned(source.chunks, unit, array.shape, name)
     store_path = async_array_of(array).store_path
-    if not isinstance(store_path.store, LocalStore):
-        raise ShardLayoutError("write_dask writes into arrays in a local directory store")
-    ref = _ArrayRef(str(store_path.store.root), store_path.path, layout, decision)
+    if layout is not None and not isinstance(store_path.store, LocalStore):
+        raise ShardLayoutError(
+            f"write_dask with shard_layout={layout!r} writes inner chunks in place, in a "
+            f"local directory store; this one is a {type(store_path.store).__name__} "
+            "(open the array without shard_layout: whole shards per task)"
+        )
+    ref = _ArrayRef(ArrayRef(store_ref(store_path.store), store_path.path), layout, decision)
     blocks = source.to_delayed()
     starts = [np.cumsum((0, *c))[:-1] for c in source.chunks]
     tasks = []

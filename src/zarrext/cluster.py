@@ -1,0 +1,69 @@
+"""Run a whole-store job object by object: on local threads or a Dask cluster.
+
+A job is split into batches of store objects (chunks or shards; never one object
+in two batches). Locally, batches run on a thread pool; on a ``dask.distributed``
+client, each batch is one task that reopens the array from an
+:class:`~zarrext.store_refs.ArrayRef` and runs its objects on threads of its own.
+Results come back in the calling thread as batches finish, so progress moves from
+the first object to the last.
+
+How many objects are in flight: zarr's ``async.concurrency`` (default 10) per
+process, the same number zarr-python keeps requests in flight with. On an object
+store that hides the latency of each request behind the others'.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+import zarr
+
+from zarrext._extras import needs
+
+__all__ = ["batches", "concurrency", "on_client", "on_threads"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+TASKS = 64
+"""Batches a job is split into (at most): enough for progress to move steadily and
+for a lost worker to cost a small part of the job."""
+
+
+def concurrency() -> int:
+    """Objects one process works on at once: zarr's ``async.concurrency``."""
+    return max(1, int(zarr.config.get("async.concurrency") or 10))
+
+
+def batches[T](items: Sequence[T], tasks: int = TASKS) -> list[list[T]]:
+    """``items`` in at most ``tasks`` consecutive batches of equal size (the last shorter)."""
+    size = max(1, -(-len(items) // max(1, tasks)))
+    return [list(items[start : start + size]) for start in range(0, len(items), size)]
+
+
+def on_threads[T, R](fn: Callable[[T], R], items: Iterable[T], threads: int) -> Iterator[R]:
+    """``fn`` over ``items`` on ``threads`` threads; results in order, as they come."""
+    with ThreadPoolExecutor(max(1, threads)) as pool:
+        yield from pool.map(fn, items)
+
+
+def on_client[R, T](
+    client: Any, fn: Callable[..., R], work: Iterable[list[T]], *args: Any, what: str
+) -> Iterator[R]:
+    """``fn(*args, batch)`` as one Dask task per batch; results as tasks complete.
+
+    A worker that dies mid-task has its task rerun elsewhere (the scheduler's
+    ``allowed-failures``): ``fn`` must be idempotent.
+    """
+    with needs("dask", what):
+        from dask.distributed import as_completed
+
+    futures = [client.submit(fn, *args, batch, pure=False) for batch in work]
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        for future in futures:  # a failed job leaves no tasks running on the cluster
+            future.cancel()

@@ -1,0 +1,364 @@
+"""Whole-store jobs on object stores and on a Dask cluster (``zarrext.cluster``).
+
+Against a real S3-compatible server on loopback (``s3`` fixture) and a 2-process
+``dask.distributed.LocalCluster``, started once for the module.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pickle
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.abc.store import ByteRequest
+from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
+
+import zarrext
+from zarrext.decisions import ChunkEncoding, CompressIfSmaller
+from zarrext.store_refs import array_ref, store_ref
+
+distributed = pytest.importorskip("dask.distributed")
+
+
+def mixed_data(shape: tuple[int, int]) -> np.ndarray:
+    """Smooth float32 rows, with a band of random bits (stays raw when compressed)."""
+    rng = np.random.default_rng(7)
+    data = np.tile(np.linspace(0, 1, shape[1], dtype=np.float32), (shape[0], 1))
+    data[: shape[0] // 4] = rng.integers(0, 2**32, (shape[0] // 4, shape[1]),
+                                         dtype=np.uint32).view(np.float32)
+    return data
+
+
+def layout_kwargs(sharded: bool) -> dict[str, Any]:
+    """A conditional(zstd) array: 8x8 chunks of 16x16 each, or 4 shards of 4x4 of them."""
+    conditional = zarrext.ConditionalCodec([ZstdCodec(level=1)])
+    if sharded:
+        return {
+            "chunks": (64, 64), "compressors": None,
+            "serializer": ShardingCodec(chunk_shape=(16, 16),
+                                        codecs=[BytesCodec(), conditional]),
+        }
+    return {"chunks": (16, 16), "compressors": [conditional]}
+
+
+def ingest(store: Any, data: np.ndarray, sharded: bool, **kwargs: Any) -> zarr.Array:
+    """``data`` stored raw (decision never_apply), to be recompressed later."""
+    array = zarrext.create_array(
+        store, shape=data.shape, dtype=data.dtype, decision="never_apply",
+        **layout_kwargs(sharded), **kwargs,
+    )
+    array[:] = data
+    return array
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """A Dask client of 2 worker processes, 1 thread each (the machine has 2 cores)."""
+    with (
+        distributed.LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+class CountingStore(WrapperStore[Any]):
+    """A store that counts the requests per key and the most in flight at once."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.gets: Counter[str] = Counter()
+        self.sets: Counter[str] = Counter()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _counted(self, coroutine: Any) -> Any:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # a latency, so that requests overlap visibly
+            return await coroutine
+        finally:
+            self.in_flight -= 1
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        self.gets[key] += 1
+        return await self._counted(self._store.get(key, prototype, byte_range))
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self.sets[key] += 1
+        await self._counted(self._store.set(key, value))
+
+
+def chunk_keys(counter: Counter[str]) -> Counter[str]:
+    return Counter({k: n for k, n in counter.items() if k.startswith("c/")})
+
+
+# -- descriptions ---------------------------------------------------------------
+
+
+def test_store_ref_reopens_an_s3_store_from_plain_data(s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((32, 32))
+    array = ingest(url, data, sharded=False, storage_options=s3["options"])
+    ref = array_ref(array)
+    # no live store or client in the description: it pickles to plain data
+    text = pickle.dumps(ref)
+    assert b"S3FileSystem" not in text
+    assert b"aiobotocore" not in text
+    reopened = pickle.loads(text).open()
+    np.testing.assert_array_equal(reopened[:], data)
+    assert ref.store.storage_options is not None
+    assert "asynchronous" not in ref.store.storage_options
+
+
+def test_store_ref_refuses_a_memory_store() -> None:
+    from zarr.storage import MemoryStore
+
+    from zarrext.stores import StoreOpenError
+
+    with pytest.raises(StoreOpenError, match="cannot be described"):
+        store_ref(MemoryStore())
+
+
+# -- recompress -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_recompress_on_s3_reads_and_writes_each_object_once(
+    s3: dict[str, Any], sharded: bool
+) -> None:
+    from zarrext.stores import open_store
+
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((128, 128))
+    ingest(url, data, sharded, storage_options=s3["options"])
+    store = CountingStore(open_store(url, mode="r+", storage_options=s3["options"]))
+    calls: list[tuple[int, int]] = []
+    report = zarrext.recompress(
+        zarr.open_array(store, mode="r+"), progress=lambda d, t: calls.append((d, t))
+    )
+
+    objects = 4 if sharded else 64
+    gets, sets = chunk_keys(store.gets), chunk_keys(store.sets)
+    assert len(gets) == objects
+    assert set(gets.values()) == {1}
+    assert gets.keys() == sets.keys()
+    assert set(sets.values()) == {1}
+    assert store.most_in_flight > 2  # objects overlap: latency is not paid one by one
+    assert calls[0] == (0, objects)
+    assert calls[-1] == (objects, objects)
+    np.testing.assert_array_equal(zarrext.open_array(url, mode="r",
+                                  storage_options=s3["options"])[:], data)
+    assert report.chunks == 64
+    assert report.objects == objects
+    assert report.masks_before == Counter({0: 64})
+    assert report.masks_after == Counter({0: 16, 1: 48})  # the noise band stays raw
+    assert report.bytes_after < report.bytes_before
+    after = zarrext.inventory(zarrext.open_array(url, mode="r", storage_options=s3["options"]))
+    assert report.bytes_after == after.stored_bytes
+    assert report.masks_after == after.mask_counts
+
+
+def test_recompress_given_a_url_takes_storage_options(s3: dict[str, Any]) -> None:
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((64, 64))
+    ingest(url, data, sharded=False, storage_options=s3["options"])
+    report = zarrext.recompress(url, storage_options=s3["options"])
+    assert report.masks_after == Counter({0: 4, 1: 12})
+
+
+def test_recompress_on_a_cluster_against_s3(s3: dict[str, Any], client: Any) -> None:
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((128, 128))
+    array = ingest(url, data, sharded=True, storage_options=s3["options"])
+    calls: list[tuple[int, int]] = []
+    report = zarrext.recompress(array, client=client, progress=lambda d, t: calls.append((d, t)))
+    assert calls == [(n, 4) for n in range(5)]  # one task per shard here, from first to last
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert report.masks_after == Counter({0: 16, 1: 48})
+    assert report.masks_after == zarrext.inventory(back).mask_counts
+
+
+class DiesOnce(CompressIfSmaller):
+    """compress_if_smaller whose first worker process to reach its 6th chunk dies
+    there (``os._exit``), once: the marker file says it happened. With 4 chunks per
+    task that is in its second task, whose first chunk is rewritten already."""
+
+    seen = 0  # chunks this process has encoded (each task unpickles its own copy)
+
+    def __init__(self, marker: str) -> None:
+        super().__init__()
+        self.marker = marker
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        DiesOnce.seen += 1
+        if DiesOnce.seen == 6:
+            try:
+                fd = os.open(self.marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                pass
+            else:
+                os.close(fd)
+                os._exit(1)  # the worker process dies mid-task, chunks half rewritten
+        return super().choose(chunk)
+
+
+def test_recompress_survives_a_killed_worker(
+    s3: dict[str, Any], client: Any, tmp_path: Path
+) -> None:
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((256, 256))
+    array = ingest(url, data, sharded=False, storage_options=s3["options"])
+    marker = tmp_path / "died"
+    report = zarrext.recompress(array, DiesOnce(str(marker)), client=client)
+    assert marker.exists()  # a worker did die mid-job
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert report.chunks == report.objects == 256
+    assert report.masks_after == Counter({0: 64, 1: 192})
+    assert report.masks_after == zarrext.inventory(back).mask_counts
+    client.wait_for_workers(2, timeout=60)  # the nanny restarted it for the next tests
+
+
+# -- write_dask, compact, check ---------------------------------------------------
+
+
+def test_write_dask_on_a_cluster_writes_each_shard_in_one_task(
+    s3: dict[str, Any], client: Any
+) -> None:
+    import dask.array as da
+
+    from zarrext.sharding.geometry import ShardLayoutError
+
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((128, 128))
+    target = zarrext.create_array(
+        url, storage_options=s3["options"], shape=data.shape, dtype=data.dtype,
+        decision="compress_if_smaller", **layout_kwargs(sharded=True),
+    )
+    with pytest.raises(ShardLayoutError, match="shard boundaries"):
+        zarrext.write_dask(da.from_array(data, chunks=32), target, client=client)
+    with distributed.get_task_stream(client) as stream:
+        written = zarrext.write_dask(da.from_array(data, chunks=64), target, client=client)
+    writes = [t for t in stream.data if "_write_block" in str(t["key"])]
+    assert len(writes) == 4  # one task per shard object
+    assert written == data.nbytes
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
+
+
+def test_compact_on_a_cluster_against_s3(
+    s3: dict[str, Any], client: Any, tmp_path: Path
+) -> None:
+    import s3fs
+
+    local = tmp_path / "a.zarr"
+    data = mixed_data((128, 128))
+    ingest(str(local), data, sharded=True, shard_layout="fixed-slot")
+    zarrext.open_array(str(local), shard_layout="fixed-slot")[:16, :16] = 5  # a spare slot
+    url = f"{s3['url']}/a.zarr"
+    s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True).put(
+        str(local), url, recursive=True
+    )
+    expected = zarr.open_array(str(local), mode="r")[:]
+    calls: list[tuple[int, int]] = []
+    report = zarrext.compact(
+        zarrext.open_array(url, storage_options=s3["options"]), client=client,
+        progress=lambda d, t: calls.append((d, t)),
+    )
+    assert report.shards == 4
+    assert report.bytes_after < report.bytes_before  # the slots' spare bytes are gone
+    assert calls[0] == (0, 4)
+    assert calls[-1] == (4, 4)
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], expected)
+    assert zarrext.check(back, deep=True) == []
+    again = zarrext.compact(back, client=client)  # idempotent: dense stays dense
+    assert again.bytes_before == again.bytes_after == report.bytes_after
+
+
+def test_check_deep_on_a_cluster_names_the_damaged_object(
+    s3: dict[str, Any], client: Any
+) -> None:
+    import s3fs
+    from zarr.codecs import Crc32cCodec
+
+    url = f"{s3['url']}/a.zarr"
+    array = zarrext.create_array(
+        url, storage_options=s3["options"], shape=(128, 128), dtype="f4", chunks=(64, 64),
+        compressors=None,
+        serializer=ShardingCodec(chunk_shape=(16, 16), codecs=[BytesCodec(), Crc32cCodec()]),
+    )
+    array[:] = mixed_data((128, 128))
+    assert zarrext.check(array, deep=True, client=client) == []
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    damaged = bytearray(fs.cat(f"{url}/c/0/1"))
+    damaged[10] ^= 0xFF  # inside the first inner chunk: its crc32c no longer matches
+    fs.pipe(f"{url}/c/0/1", bytes(damaged))
+    calls: list[tuple[int, int]] = []
+    found = zarrext.check(array, deep=True, client=client,
+                          progress=lambda d, t: calls.append((d, t)))
+    assert [f.key for f in found] == ["c/0/1"]
+    assert [p.kind for p in found[0].details] == ["undecodable_chunk"]
+    assert calls[-1] == (4, 4)
+
+
+# -- the CLI's --scheduler ----------------------------------------------------------
+
+
+def test_cli_jobs_on_a_scheduler_against_s3(
+    s3: dict[str, Any], client: Any, run: Any
+) -> None:
+    import json
+
+    from zarrext.decisions import format_mask
+
+    url = f"{s3['url']}/a.zarr"
+    options = json.dumps(s3["options"])
+    data = mixed_data((128, 128))
+    ingest(url, data, sharded=True, storage_options=s3["options"])
+    address = client.scheduler.address
+    with distributed.get_task_stream(client) as stream:
+        code, out, err = run("recompress", url, "--storage-options", options,
+                             "--scheduler", address, "--json", "--quiet")
+        assert (code, err) == (0, "")
+        code, _, err = run("compact", url, "--storage-options", options,
+                           "--scheduler", address, "--quiet")
+        assert (code, err) == (0, "")
+        code, checked, err = run("check", url, "--deep", "--json", "--storage-options", options,
+                                 "--scheduler", address)
+        assert (code, err) == (0, "")
+    ran = {str(t["key"]).split("-")[0] for t in stream.data}
+    # the work ran on the cluster
+    assert {"_rewrite_on_worker", "_compact_on_worker", "_check_on_worker"} <= ran
+    report = json.loads(out)["arrays"][0]
+    assert report["chunks"] == 64
+    assert report["masks_after"] == {format_mask(0, 1): 16, format_mask(1, 1): 48}
+    assert json.loads(checked)["ok"] is True
+    back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    np.testing.assert_array_equal(back[:], data)
+    assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
+
+
+def test_cli_expand_refuses_a_scheduler(tmp_path: Path, run: Any) -> None:
+    ingest(str(tmp_path / "a.zarr"), mixed_data((64, 64)), sharded=True)
+    code, _, err = run("compact", "--expand", str(tmp_path / "a.zarr"),
+                       "--scheduler", "tcp://127.0.0.1:1")
+    assert code == 2
+    assert err.count("\n") == 1
+    assert "expand runs on this machine" in err
