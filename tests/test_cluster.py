@@ -120,8 +120,12 @@ def test_store_ref_reopens_an_s3_store_from_plain_data(s3: dict[str, Any]) -> No
     assert b"aiobotocore" not in text
     reopened = pickle.loads(text).open()
     np.testing.assert_array_equal(reopened[:], data)
-    assert ref.store.storage_options is not None
-    assert "asynchronous" not in ref.store.storage_options
+    if ref.store.obstore is None:  # an fsspec store: its options, without live ones
+        assert ref.store.storage_options is not None
+        assert "asynchronous" not in ref.store.storage_options
+    else:  # zarr's ObjectStore (obstore): its class and configuration, as plain data
+        assert pickle.loads(pickle.dumps(ref.store.obstore)) == ref.store.obstore
+        assert b"obstore._store" not in text
 
 
 def test_store_ref_refuses_a_memory_store() -> None:

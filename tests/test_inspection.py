@@ -102,3 +102,17 @@ def test_a_damaged_chunk_is_named_by_every_job(run, tmp_path: Path, command: str
     assert "c/1/0" in lines[0]
     assert f"array '{path / 'temp'}'" in lines[0]  # the path the user gave
     assert not (tmp_path / "q.zarr").exists()
+
+
+def test_inventory_of_a_transposed_sharded_array_lists_every_inner_chunk(tmp_path: Path) -> None:
+    """A transpose before the sharding codec: inner chunks live in its axes, where
+    a (4, 5) array is (5, 4), two inner chunks of (4, 4) down the first axis."""
+    from zarr.codecs import TransposeCodec
+
+    z = zarr.create_array(tmp_path / "t.zarr", shape=(4, 5), chunks=(8, 8), dtype="int32",
+                          filters=[TransposeCodec(order=(1, 0))], compressors=None,
+                          serializer=ShardingCodec(chunk_shape=(4, 4)))
+    z[...] = 1
+    inv = inventory(z)
+    assert inv.grid_shape == (2, 1)
+    assert sorted(c.index for c in inv.chunks) == [(0, 0), (1, 0)]

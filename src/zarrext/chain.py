@@ -159,6 +159,15 @@ class CodecChain:
                 )
         return None
 
+    def to_serializer_axes(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """Coordinates (or a shape) in the array's axes, in the axes the serializer
+        sees: each transpose before it permutes them."""
+        for codec in self.array_array:
+            order = getattr(codec, "order", None)
+            if isinstance(codec, TransposeCodec) and order is not None:
+                coords = tuple(coords[axis] for axis in order)
+        return coords
+
     def names(self) -> list[str]:
         """Codec names in order, a sharding codec's inner chain in brackets."""
         out = []

@@ -75,7 +75,8 @@ class StoredChunk:
     Attributes
     ----------
     index : tuple of int
-        Coordinates in the chunk grid (array-wide inner grid when sharded).
+        Coordinates in the chunk grid (array-wide inner grid when sharded, in the
+        axes the sharding codec sees: a transpose before it permutes them).
     key : str
         Store key of the object holding it (the shard, when sharded).
     nbytes : int
@@ -227,7 +228,12 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     prototype = default_buffer_prototype()
     outer_shape, sharding = storage_block(metadata)
     chunk_shape = sharding.chunk_shape if sharding is not None else outer_shape
-    grid_shape = tuple(-(-s // c) for s, c in zip(metadata.shape, chunk_shape, strict=True))
+    # Inner chunks are indexed in the axes the sharding codec sees (a transpose
+    # before it permutes the array's axes).
+    axes = chain.to_serializer_axes if sharding is not None else (lambda c: c)
+    grid_shape = tuple(
+        -(-s // c) for s, c in zip(axes(tuple(metadata.shape)), chunk_shape, strict=True)
+    )
     result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
     inner_spec = _spec(chunk_shape, metadata)
     for coords, key in stored_chunk_keys(array):
@@ -257,9 +263,10 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
             shard = prototype.buffer.from_bytes(
                 chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
             )
-        per_shard = tuple(s // c for s, c in zip(outer_shape, chunk_shape, strict=True))
+        per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
+        origin = axes(tuple(coords))
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
-            index = tuple(o * k + i for o, k, i in zip(coords, per_shard, local, strict=True))
+            index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
             if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
                 continue
             mask = None
