@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
-import statistics
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +29,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 
 import zarrext
+from timing import interleave
 from zarrext.specs import array_spec
 
 
@@ -48,14 +47,8 @@ def alternate(
     """Median seconds of ``a`` and ``b``, run in back-to-back pairs, and the median
     of the pairs' ratios ``a / b``. Which runs first alternates (a b, b a, ...): the
     first run of a pair measures a little slower on this machine."""
-    ta, tb = [], []
-    for i in range(repeats):
-        for fn, out in ((a, ta), (b, tb)) if i % 2 == 0 else ((b, tb), (a, ta)):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    ratio = statistics.median(x / y for x, y in zip(ta, tb, strict=True))
-    return statistics.median(ta), statistics.median(tb), ratio
+    runs = interleave({"a": a, "b": b}, repeats, alternate_order=True)
+    return runs.median("a"), runs.median("b"), runs.paired_ratio("a", "b")
 
 
 def codec_decode_times(root: Path, repeats: int) -> tuple[float, float, float]:

@@ -16,7 +16,6 @@ float32 values per second.
 from __future__ import annotations
 
 import argparse
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 
+from timing import interleave
 from zarrext import OptionalCodec, OptionalDType, PackBitsCodec
 
 GOAL = 1.5
@@ -38,14 +38,8 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tup
     Alternating the contenders exposes them to the same background load (the
     machine is shared), which a block of runs per contender would not.
     """
-    best = {name: (float("inf"), None) for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            result = fn()
-            elapsed = time.perf_counter() - start
-            best[name] = (min(best[name][0], elapsed), result)
-    return best
+    runs = interleave(fns, repeat)
+    return {name: (runs.best(name), runs.results[name]) for name in fns}
 
 
 def run(n: int, null_fraction: float, repeat: int) -> list[tuple[str, float, float]]:

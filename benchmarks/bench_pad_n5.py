@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
-import time
 import timeit
 from collections.abc import Callable
 from pathlib import Path
@@ -35,22 +33,8 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
+from timing import interleave
 from zarrext.formats import n5, tiff
-
-
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    return interleaved([fn], repeat)[0]
-
-
-def interleaved(fns: list[Callable[[], object]], repeat: int) -> list[float]:
-    """Best time of each function, alternating them so machine load hits all alike."""
-    times: list[list[float]] = [[] for _ in fns]
-    for _ in range(repeat):
-        for fn, out in zip(fns, times, strict=True):
-            t0 = time.perf_counter()
-            fn()
-            out.append(time.perf_counter() - t0)
-    return [min(t) for t in times]
 
 
 def report(
@@ -85,8 +69,8 @@ def file_writes(plain: Path, padded: Path, repeat: int) -> tuple[float, float]:
 
         return run
 
-    t_plain, t_padded = interleaved([rewrite(plain), rewrite(padded)], repeat)
-    return t_plain, t_padded
+    runs = interleave({"plain": rewrite(plain), "padded": rewrite(padded)}, repeat)
+    return runs.best("plain"), runs.best("padded")
 
 
 def sample(shape: tuple[int, ...]) -> np.ndarray:
@@ -121,22 +105,23 @@ def bench_tiff(root: Path, shape: tuple[int, int], chunks: tuple[int, int], repe
     # run's chunk files, file-system work that is not the codecs' and varies widely.
     # Pairs alternate which goes first; the median of their ratios is the figure.
     create = {"plain": plain_array, "tiff": tiff_array}
-    write_times: dict[str, list[float]] = {"plain": [], "tiff": []}
-    write_ratios = []
-    for i in range(repeat):
-        for name in ("plain", "tiff") if i % 2 == 0 else ("tiff", "plain"):
-            array = create[name]()
-            t0 = time.perf_counter()
-            array[:] = data
-            write_times[name].append(time.perf_counter() - t0)
-        write_ratios.append(write_times["tiff"][-1] / write_times["plain"][-1])
-    t_plain_w, t_tiff_w = min(write_times["plain"]), min(write_times["tiff"])
+    fresh: dict[str, zarr.Array] = {}
+
+    def recreate(name: str) -> None:
+        fresh[name] = create[name]()
+
+    writes = interleave(
+        {name: lambda n=name: fresh[n].__setitem__(slice(None), data) for name in create},
+        repeat, before=recreate, alternate_order=True,
+    )
+    t_plain_w, t_tiff_w = writes.best("plain"), writes.best("tiff")
     reads = {}
     for reader, open_array in (("zarr", zarr.open_array), ("zarrext", zarrext.open_array)):
         plain = open_array(str(root / "plain.zarr"), mode="r")
         tiled = open_array(str(root / "tiff.zarr"), mode="r")
         assert np.array_equal(tiled[:], data)
-        reads[reader] = interleaved([lambda p=plain: p[:], lambda t=tiled: t[:]], repeat)
+        runs = interleave({"plain": lambda p=plain: p[:], "tiff": lambda t=tiled: t[:]}, repeat)
+        reads[reader] = (runs.best("plain"), runs.best("tiff"))
     # Whole-array timings on a shared machine swing by +-20 %; the per-chunk cost of
     # the codec itself, next to the compressor it follows, is the stable figure.
     spec = ArraySpec(
@@ -157,7 +142,7 @@ def bench_tiff(root: Path, shape: tuple[int, int], chunks: tuple[int, int], repe
     t_pad = timeit.timeit(lambda: pad._encode_sync(compressed, spec), number=n) / n
     report("write, bytes+zstd (baseline)", t_plain_w, t_plain_w, None)
     report("write, bytes+zstd+pad(TIFF header function)", t_tiff_w, t_plain_w, 1.10,
-           ratio=statistics.median(write_ratios))
+           ratio=writes.paired_ratio("tiff", "plain"))
     t_plain_f, t_tiff_f = file_writes(root / "plain.zarr", root / "tiff.zarr", repeat)
     report("  their chunk files alone (no codecs)", t_tiff_f, t_plain_f, None)
     for reader, (t_plain_r, t_tiff_r) in reads.items():
@@ -196,9 +181,12 @@ def bench_n5(root: Path, shape: tuple[int, int], block: tuple[int, int], repeat:
         # The array object keeps its codecs, so both can be read from one directory.
         arrays[codec] = zarr.open_array(str(path), mode="r")
         assert np.array_equal(arrays[codec][:], data)
-    t_pad, t_n5d, t_ts = interleaved(
-        [lambda: arrays["pad"][:], lambda: arrays["n5_default"][:], ts_read], repeat
+    runs = interleave(
+        {"pad": lambda: arrays["pad"][:], "n5_default": lambda: arrays["n5_default"][:],
+         "tensorstore": ts_read},
+        repeat,
     )
+    t_pad, t_n5d, t_ts = (runs.best(name) for name in ("pad", "n5_default", "tensorstore"))
     times = {"pad": t_pad, "n5_default": t_n5d}
     report("zarr-python via pad (baseline)", times["pad"], times["pad"], None)
     report("zarr-python via n5_default", times["n5_default"], times["pad"], 1.20)
@@ -234,7 +222,8 @@ def bench_n5(root: Path, shape: tuple[int, int], block: tuple[int, int], repeat:
         ).result()
         out[...] = ts_read()
 
-    t_copy, t_place = interleaved([copy, in_place], repeat)
+    runs = interleave({"copy": copy, "in place": in_place}, repeat)
+    t_copy, t_place = runs.best("copy"), runs.best("in place")
     report("copy to zarr v3 with tensorstore (baseline)", t_copy, t_copy, None)
     report("write_zarr_metadata in place (auto)", t_place, t_copy, 0.10)
 

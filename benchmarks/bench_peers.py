@@ -32,7 +32,6 @@ import argparse
 import os
 import shutil
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,6 +42,7 @@ import zarr
 from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
 import zarrext
+from timing import interleave
 from zarrext.formats import tiff
 
 LEVEL = 3
@@ -65,24 +65,6 @@ def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:
         smooth = np.sin(x / 50) * np.cos(y / 70) * 100
         out[start : start + y.shape[0]] = smooth + rng.normal(0, 0.01, smooth.shape)
     return out
-
-
-def best_of(
-    fns: dict[str, Callable[[], Any]],
-    repeat: int,
-    before: Callable[[str], None] | None = None,
-) -> dict[str, float]:
-    """Best seconds of each function, the functions run in turn ``repeat`` times;
-    ``before(name)``, if given, runs untimed ahead of each call."""
-    best = dict.fromkeys(fns, float("inf"))
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            if before is not None:
-                before(name)
-            t0 = time.perf_counter()
-            fn()
-            best[name] = min(best[name], time.perf_counter() - t0)
-    return best
 
 
 def ts_spec(path: Path, data: np.ndarray, chunk: int) -> dict[str, Any]:
@@ -191,7 +173,7 @@ def main() -> None:
         reads[f"zarrext, {OPTIONAL_MASKED}"] = lambda: zarrext.read_masked(
             ours["optional (float32, zstd)"]
         )
-        t_read = best_of(reads, repeat)
+        t_read = interleave(reads, repeat).bests()
 
         # -- write -------------------------------------------------------------------------
         def target(contender: str) -> str:
@@ -226,7 +208,7 @@ def main() -> None:
             )
             z[:] = data
 
-        t_write = best_of(
+        t_write = interleave(
             {
                 "tensorstore": ts_write,
                 "zarr-python": zarr_write,
@@ -235,7 +217,7 @@ def main() -> None:
             },
             repeat,
             before=clear,
-        )
+        ).bests()
         assert np.array_equal(zarr.open_array(target(OURS_WRITE))[:], data)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import shutil
-import statistics
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import zarr
 
+from timing import interleave
 from zarrext import quantize
 
 GOAL_SIZE = 3.0
@@ -46,12 +45,6 @@ def smooth_field(side: int) -> np.ndarray:
             285 + 20 * sx * np.cos(y / 293.0) + 6 * np.sin((y + x) / 151.0) + 2 * cx
         )
     return out
-
-
-def timed(fn: Callable[[], Any]) -> float:
-    t0 = time.perf_counter()
-    fn()
-    return time.perf_counter() - t0
 
 
 def verdict(ok: bool) -> str:
@@ -89,27 +82,26 @@ def main() -> None:
             return zarr.create_array(str(path), shape=data.shape, chunks=chunks,
                                      dtype="float32", fill_value=np.nan, filters=filters)
 
-        enc_plain: list[float] = []
-        enc_quant: list[float] = []
-        for _ in range(repeats):
-            plain = create("plain.zarr", None)
-            enc_plain.append(timed(lambda a=plain: a.__setitem__(slice(None), data)))
-            quant = create("quant.zarr", list(planned.filters))
-            enc_quant.append(timed(lambda a=quant: a.__setitem__(slice(None), data)))
+        filters: dict[str, list[Any] | None] = {"plain": None, "quant": list(planned.filters)}
+        targets: dict[str, zarr.Array] = {}
+
+        def fresh(name: str) -> None:
+            targets[name] = create(f"{name}.zarr", filters[name])
+
+        encodes = interleave(
+            {name: lambda n=name: targets[n].__setitem__(slice(None), data) for name in filters},
+            repeats, before=fresh,
+        )
         plain = zarr.open_array(str(root / "plain.zarr"))
         quant = zarr.open_array(str(root / "quant.zarr"))
-        dec_plain: list[float] = []
-        dec_quant: list[float] = []
-        for _ in range(repeats):
-            dec_plain.append(timed(lambda: plain[:]))
-            dec_quant.append(timed(lambda: quant[:]))
+        decodes = interleave({"plain": lambda: plain[:], "quant": lambda: quant[:]}, repeats)
         back = np.asarray(quant[:])
         worst = float(np.max(np.abs(back.astype(np.float64) - data)))
         size_plain = plain.nbytes_stored()
         size_quant = quant.nbytes_stored()
 
-    e_p, e_q = statistics.median(enc_plain), statistics.median(enc_quant)
-    d_p, d_q = statistics.median(dec_plain), statistics.median(dec_quant)
+    e_p, e_q = encodes.median("plain"), encodes.median("quant")
+    d_p, d_q = decodes.median("plain"), decodes.median("quant")
     size_ratio = size_plain / size_quant
     mib = data.nbytes / 2**20
     size_ok = verdict(size_ratio >= GOAL_SIZE)

@@ -32,7 +32,6 @@ import os
 import shutil
 import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -40,18 +39,7 @@ import zarr
 from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
-
-
-def timed(fn, repeat: int = 1) -> float:  # type: ignore[no-untyped-def]
-    """Median seconds of ``fn()``; dirty pages are flushed first so earlier phases'
-    writeback does not throttle this one."""
-    best = []
-    os.sync()
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best.append(time.perf_counter() - t0)
-    return statistics.median(best)
+from timing import interleave, timed
 
 
 def create(path: Path, shape: tuple[int, int], shard: int, inner: int) -> None:
@@ -77,14 +65,11 @@ def read_ratio(  # type: ignore[no-untyped-def]
     read_compacted = opener(str(compacted_path), mode="r")
     read_fixed[:]
     read_compacted[:]
-    pairs = [
-        (timed(lambda: read_fixed[:]), timed(lambda: read_compacted[:])) for _ in range(repeat)
-    ]
-    return (
-        min(f for f, _ in pairs),
-        min(c for _, c in pairs),
-        statistics.median(c / f for f, c in pairs),
+    runs = interleave(
+        {"fixed": lambda: read_fixed[:], "compacted": lambda: read_compacted[:]},
+        repeat, before=lambda _: os.sync(),
     )
+    return runs.best("fixed"), runs.best("compacted"), runs.paired_ratio("compacted", "fixed")
 
 
 def report(name: str, ours: float, builtin: float, goal: float, unit: str = "s") -> None:
@@ -126,7 +111,7 @@ def main() -> None:
                 for j in range(g):
                     fixed[i * inner : (i + 1) * inner, j * inner : (j + 1) * inner] = tile
 
-        t_stream_fixed = timed(stream_fixed)
+        t_stream_fixed = timed(stream_fixed, sync=True)
 
         # -- 5a. read the freshly ingested fixed-slot array vs a compacted copy -------------
         pristine_path = root / "pristine-compacted"
@@ -151,7 +136,7 @@ def main() -> None:
                 region = (
                     slice(rows * inner, (rows + 1) * inner), slice(j * inner, (j + 1) * inner)
                 )
-                samples.append(timed(lambda r=region: probe.__setitem__(r, tile)))
+                samples.append(timed(lambda r=region: probe.__setitem__(r, tile), sync=True))
             per_level.append(statistics.mean(samples))
         t_stream_builtin = statistics.mean(per_level) * n_inner
         report(f"stream {n_inner} inner-chunk writes", t_stream_fixed, t_stream_builtin, 20)
@@ -167,7 +152,7 @@ def main() -> None:
                     for j in range(g):
                         builtin[i * inner : (i + 1) * inner, j * inner : (j + 1) * inner] = tile
 
-            t_full = timed(stream_builtin)
+            t_full = timed(stream_builtin, sync=True)
             print(f"       built-in measured end to end: {t_full:.3g} s "
                   f"(estimate {t_stream_builtin:.3g} s), ratio {t_full / t_stream_fixed:.1f}x")
             shutil.rmtree(builtin_path)
@@ -180,7 +165,7 @@ def main() -> None:
         def update(array: zarr.Array, k: int) -> float:
             i, j = positions[k % len(positions)]
             region = (slice(i * inner, (i + 1) * inner), slice(j * inner, (j + 1) * inner))
-            return timed(lambda: array.__setitem__(region, tile))
+            return timed(lambda: array.__setitem__(region, tile), sync=True)
 
         t_upd_builtin = statistics.median(update(probe, k) for k in range(10))
         t_upd_fixed = statistics.median(update(fixed, k) for k in range(200))
@@ -190,26 +175,33 @@ def main() -> None:
         shard_fixed_path, shard_builtin_path = root / "shard-fixed", root / "shard-builtin"
         s = side // shard
 
-        def shards_into(path: Path, layout: str | None) -> None:
-            shutil.rmtree(path, ignore_errors=True)  # a fresh array each time (untimed)
+        targets: dict[str, zarr.Array] = {}
+
+        def fresh_target(layout: str) -> None:
+            """Untimed: a fresh array each time, earlier writes flushed."""
+            path = shard_fixed_path if layout == "fixed-slot" else shard_builtin_path
+            shutil.rmtree(path, ignore_errors=True)
             create(path, shape, shard, inner)
-            array = (
+            targets[layout] = (
                 zarrext.open_array(str(path), shard_layout=layout)
-                if layout
+                if layout == "fixed-slot"
                 else zarr.open_array(str(path), mode="r+")
             )
             os.sync()
-            t0 = time.perf_counter()
+
+        def shards_into(layout: str) -> None:
+            array = targets[layout]
             for i in range(s):
                 for j in range(s):
                     array[i * shard : (i + 1) * shard, j * shard : (j + 1) * shard] = full_shard
-            times[layout].append(time.perf_counter() - t0)
 
-        times: dict[str | None, list[float]] = {None: [], "fixed-slot": []}
-        for _ in range(3):  # alternately; the best of each
-            shards_into(shard_builtin_path, None)
-            shards_into(shard_fixed_path, "fixed-slot")
-        report(f"{s * s} shard-sized writes", min(times["fixed-slot"]), min(times[None]), 1.0)
+        writes = interleave(  # alternately; the best of each
+            {layout: lambda layout=layout: shards_into(layout)
+             for layout in ("built-in", "fixed-slot")},
+            3, before=fresh_target,
+        )
+        report(f"{s * s} shard-sized writes", writes.best("fixed-slot"), writes.best("built-in"),
+               1.0)
         shutil.rmtree(shard_fixed_path)
         shutil.rmtree(shard_builtin_path)
 
@@ -239,25 +231,30 @@ def main() -> None:
                 shutil.copyfile(p, tmp)
                 os.replace(tmp, p)
 
-        t_copy_replace = timed(copy_replace_all)
+        t_copy_replace = timed(copy_replace_all, sync=True)
         shutil.rmtree(replaced_root)
         compacted_path = root / "compacted"
 
-        def compact_copy() -> float:
-            """Seconds to compact a fresh copy of the updated array (copied untimed)."""
-            shutil.rmtree(compacted_path, ignore_errors=True)
-            shutil.copytree(fixed_path, compacted_path)
-            compacted = zarr.open_array(str(compacted_path), mode="r+")
-            return timed(lambda: zarrext.compact(compacted))
+        to_compact: list[zarr.Array] = []
 
-        def copy_fresh() -> float:
-            shutil.rmtree(copy_root, ignore_errors=True)
-            return timed(copy_all)
+        def fresh_copy(name: str) -> None:
+            """Untimed: the copy's target deleted, or a fresh copy of the updated array
+            to compact; earlier writes flushed."""
+            if name == "copy":
+                shutil.rmtree(copy_root, ignore_errors=True)
+            else:
+                shutil.rmtree(compacted_path, ignore_errors=True)
+                shutil.copytree(fixed_path, compacted_path)
+                to_compact[:] = [zarr.open_array(str(compacted_path), mode="r+")]
+            os.sync()
 
         # Alternately, the best of three each: one copy's time varied 4x between runs
         # with how the page cache's writeback went.
-        rounds = [(copy_fresh(), compact_copy()) for _ in range(3)]
-        t_copy, t_compact = (min(ts) for ts in zip(*rounds, strict=True))
+        rounds = interleave(
+            {"copy": copy_all, "compact": lambda: zarrext.compact(to_compact[0])},
+            3, before=fresh_copy,
+        )
+        t_copy, t_compact = rounds.best("copy"), rounds.best("compact")
         shutil.rmtree(copy_root)
         size_before = sum(p.stat().st_size for p in files)
         size_after = sum(

@@ -1,0 +1,114 @@
+"""Timing helpers shared by every ``benchmarks/bench_*.py`` script.
+
+The machine these run on is shared and small (2 cores), so single timings swing by
+10-40 % with the load of the moment. The helpers here are the three ways the scripts
+deal with that:
+
+* :func:`interleave` runs several contenders in turn, round after round, so that a
+  burst of load hits them all alike, and keeps every time (:class:`Runs`): the best,
+  the median, or the median of the paired ratios of two contenders (each pair run
+  back to back shares the load of its moment; the median ignores pairs hit by a
+  burst). ``alternate_order`` reverses the order every other round: the first run of
+  a round measures a little slower here.
+* :func:`timed` times one call (or the median of several), optionally after
+  ``os.sync()`` so that earlier writes' writeback does not throttle it.
+* :func:`best_of` is the best of ``repeat`` calls of one function.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Runs:
+    """Every timing :func:`interleave` took, by contender, in the order taken.
+
+    Attributes
+    ----------
+    seconds : dict of str to list of float
+        Each contender's times, one per round.
+    results : dict of str to object
+        Each contender's return value in the last round.
+    """
+
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+    results: dict[str, Any] = field(default_factory=dict)
+
+    def best(self, name: str) -> float:
+        """Fastest time of ``name``."""
+        return min(self.seconds[name])
+
+    def bests(self) -> dict[str, float]:
+        """Fastest time of every contender."""
+        return {name: min(times) for name, times in self.seconds.items()}
+
+    def median(self, name: str) -> float:
+        """Median time of ``name``."""
+        return statistics.median(self.seconds[name])
+
+    def paired_ratio(self, numerator: str, denominator: str) -> float:
+        """Median over rounds of ``numerator``'s time / ``denominator``'s time."""
+        pairs = zip(self.seconds[numerator], self.seconds[denominator], strict=True)
+        return statistics.median(a / b for a, b in pairs)
+
+
+def interleave(
+    fns: Mapping[str, Callable[[], Any]],
+    repeat: int,
+    *,
+    before: Callable[[str], None] | None = None,
+    alternate_order: bool = False,
+) -> Runs:
+    """Run each function once per round, ``repeat`` rounds, and time every call.
+
+    Parameters
+    ----------
+    fns : mapping of str to callable
+        The contenders, run in this order within a round.
+    repeat : int
+        Rounds (at least 1).
+    before : callable, optional
+        ``before(name)`` runs untimed ahead of each call (delete the last run's
+        output, ``os.sync()``, open a fresh array, ...).
+    alternate_order : bool
+        Run the contenders in reverse order every other round.
+
+    Returns
+    -------
+    Runs
+    """
+    if repeat < 1:
+        raise ValueError(f"interleave needs at least one round, got repeat={repeat}")
+    runs = Runs({name: [] for name in fns})
+    names = list(fns)
+    for round_ in range(repeat):
+        order = names[::-1] if alternate_order and round_ % 2 else names
+        for name in order:
+            if before is not None:
+                before(name)
+            t0 = time.perf_counter()
+            runs.results[name] = fns[name]()
+            runs.seconds[name].append(time.perf_counter() - t0)
+    return runs
+
+
+def timed(fn: Callable[[], Any], repeat: int = 1, *, sync: bool = False) -> float:
+    """Seconds of ``fn()``: the median of ``repeat`` calls.
+
+    ``sync`` flushes dirty pages first (``os.sync()``, once), so that the writeback
+    of earlier phases does not throttle this one.
+    """
+    if sync:
+        os.sync()
+    return interleave({"fn": fn}, repeat).median("fn")
+
+
+def best_of(fn: Callable[[], Any], repeat: int) -> float:
+    """Fastest of ``repeat`` calls of ``fn``, in seconds."""
+    return interleave({"fn": fn}, repeat).best("fn")
