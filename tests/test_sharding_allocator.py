@@ -90,3 +90,52 @@ def test_busy_overlaps(occupied: list[tuple[int, int]], start: int, length: int)
     busy = Busy([a for a, _ in ranges], [b for _, b in ranges])
     lo, hi = start, start + length
     assert busy.overlaps(lo, hi) == any(a < hi and b > lo for a, b in ranges)
+
+
+def _spare_versions_every_chunk(table, size, eof, geometry, offsets, busy):
+    """The spare slots to fill, by asking every chunk of the shard (the rule as it
+    reads; :func:`zarrext.sharding.allocator._spare_versions` asks only the chunks
+    written and the spare slots entering the file)."""
+    slot = geometry.slot_size
+    prefill, mirror = {}, {}
+    for flat in range(geometry.n_chunks):
+        spare = geometry.spare_start + flat * slot
+        old, length = (int(v) for v in table[flat])
+        if flat in offsets:
+            if (offsets[flat] == geometry.home(flat) and old != spare and spare < size
+                    and not busy.overlaps(spare, spare + slot)):
+                mirror[flat] = spare
+        elif (size <= spare and spare + slot <= eof and old != int(EMPTY) and length <= slot
+              and not busy.overlaps(spare, spare + slot)):
+            prefill[flat] = spare
+    return prefill, mirror
+
+
+@given(
+    n=st.integers(1, 12),
+    slot=st.integers(1, 64),
+    data=st.data(),
+)
+def test_spare_versions_ask_only_the_chunks_that_can_need_one(n, slot, data) -> None:
+    from zarrext.sharding.allocator import _spare_versions
+
+    geometry = ShardGeometry((n,), 16 * n + 4, "end", slot)
+    places = [geometry.home(f) for f in range(n)] + [
+        geometry.spare_start + f * slot for f in range(n)]
+    rows = data.draw(st.lists(
+        st.one_of(st.none(), st.tuples(st.sampled_from(places), st.integers(0, slot))),
+        min_size=n, max_size=n))
+    table_ = np.array([(EMPTY, EMPTY) if r is None else r for r in rows], dtype="<u8")
+    # slot boundaries, where the old and new ends of the file usually lie
+    edges = [geometry.spare_start + k * slot for k in range(n + 2)]
+    size = data.draw(st.one_of(st.sampled_from(edges), st.integers(0, geometry.spare_end + slot)))
+    eof = data.draw(st.one_of(st.sampled_from([e for e in edges if e >= size] or [size]),
+                              st.integers(size, geometry.spare_end + 2 * slot)))
+    written = data.draw(st.sets(st.integers(0, n - 1)))
+    offsets = {f: data.draw(st.sampled_from([geometry.home(f), geometry.spare_start + f * slot]))
+               for f in written}
+    held = data.draw(st.lists(st.tuples(st.integers(0, eof), st.integers(1, 3 * slot)),
+                              max_size=3))
+    busy = Busy([a for a, _ in held], [a + b for a, b in held])
+    assert _spare_versions(table_, size, eof, geometry, offsets, busy) == (
+        _spare_versions_every_chunk(table_, size, eof, geometry, offsets, busy))

@@ -213,20 +213,30 @@ def _spare_versions(
     assert slot is not None
     prefill: dict[int, int] = {}
     mirror: dict[int, int] = {}
-    for flat in range(geometry.n_chunks):
+    # Only the chunks this transaction stores can need a mirror, and only spare
+    # slots between the old end of the file and the new one a prefill: a loop over
+    # every chunk of the shard cost a single-chunk write 1.3 ms on 1024 chunks.
+    for flat, offset in offsets.items():
+        spare = geometry.spare_start + flat * slot
+        # Stored into its slot, previous copy not in its spare slot (none, or
+        # elsewhere): the spare slot, if in the file, holds no version of it.
+        if (
+            offset == geometry.home(flat)
+            and int(table[flat, 0]) != spare
+            and spare < size
+            and not busy.overlaps(spare, spare + slot)
+        ):
+            mirror[flat] = spare
+    if eof <= size or size >= geometry.spare_end:
+        return prefill, mirror  # no spare slot enters the file
+    first = max(0, (size - geometry.spare_start) // slot)
+    last = min(geometry.n_chunks, (eof - geometry.spare_start) // slot)  # spare + slot <= eof
+    for flat in range(first, last):
+        if flat in offsets:
+            continue
         spare = geometry.spare_start + flat * slot
         old, length = (int(v) for v in table[flat])
-        if flat in offsets:
-            # Stored into its slot, previous copy not in its spare slot (none, or
-            # elsewhere): the spare slot, if in the file, holds no version of it.
-            if (
-                offsets[flat] == geometry.home(flat)
-                and old != spare
-                and spare < size
-                and not busy.overlaps(spare, spare + slot)
-            ):
-                mirror[flat] = spare
-        elif (
+        if (
             size <= spare
             and spare + slot <= eof
             and old != int(EMPTY)
