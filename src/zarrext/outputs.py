@@ -234,10 +234,17 @@ def local_path(store_like: Any) -> Path | None:
     return None
 
 
+def _unwrapped(store: Store) -> Store:
+    """The store inside zarr ``WrapperStore``s (a cache, a counter, a logger...)."""
+    while isinstance(store, WrapperStore):
+        store = store._store
+    return store
+
+
 def _remote(store_like: Any) -> tuple[str, str] | None:
     """(scheme, path) of an object store, fsspec store or URL, to compare two of them."""
     if isinstance(store_like, Store):
-        return stores.remote_location(store_like)
+        return stores.remote_location(_unwrapped(store_like))
     if isinstance(store_like, str) and stores.local_path(store_like) is None:
         scheme, _, rest = store_like.partition("://")
         return scheme, rest.strip("/")
@@ -310,7 +317,7 @@ def staged_output(
     """
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="w", storage_options=storage_options)
-    if isinstance(output, Store) and stores.remote_location(output) is not None:
+    if isinstance(output, Store) and _remote(output) is not None:
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
@@ -432,7 +439,7 @@ def _copied_remote(output: Store) -> Iterator[Store]:
     root = _remote(output)[1]  # type: ignore[index]
     parent, _, name = root.rpartition("/")
     temp = stores.remote_store_at(
-        output, f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
+        _unwrapped(output), f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
     )
     try:
         yield temp
