@@ -363,8 +363,10 @@ def _quantize_array(
     """Scan ``src``, plan, write it quantized at ``name`` in ``store``, verify it.
 
     Both passes read the blocks (shards, or chunks) many at a time: zarr's
-    ``async.concurrency`` blocks in flight, on threads here or per worker on a
-    Dask ``client``, so memory is about that many blocks, decoded, per process.
+    ``async.concurrency`` blocks in flight, on threads here or in each task on a
+    Dask ``client``. Memory per process (per worker thread on a cluster): about
+    ``concurrency x 2 x`` a decoded block (the source's values and the ones read
+    back), plus the encoded bytes in flight.
     """
     import zarr
 
