@@ -366,3 +366,56 @@ def test_cli_expand_refuses_a_scheduler(tmp_path: Path, run: Any) -> None:
     assert code == 2
     assert err.count("\n") == 1
     assert "expand runs on this machine" in err
+
+
+# -- quantize --out ---------------------------------------------------------------------
+
+
+def smooth(shape: tuple[int, int]) -> np.ndarray:
+    y, x = np.mgrid[0 : shape[0], 0 : shape[1]]
+    return (280 + 20 * np.sin(x / 9) * np.cos(y / 11)).astype("f4")
+
+
+def test_quantize_on_a_cluster_against_s3(s3: dict[str, Any], client: Any) -> None:
+    from zarrext.quantize import copy_quantized
+    from zarrext.stores import list_keys, open_store
+
+    url, out = f"{s3['url']}/t.zarr", f"{s3['url']}/q.zarr"
+    data = smooth((128, 128))
+    zarr.create_array(url, shape=data.shape, dtype="f4", chunks=(32, 32), shards=(64, 64),
+                      storage_options=s3["options"])[:] = data
+    calls: list[tuple[str, int, int]] = []
+    with distributed.get_task_stream(client) as stream:
+        report = copy_quantized(url, out, max_abs_error=0.01, client=client,
+                                storage_options=s3["options"], progress=lambda *a: calls.append(a))
+    ran = Counter(str(t["key"]).split("-")[0] for t in stream.data)
+    assert ran["_scan_on_worker"] == ran["_copy_on_worker"] == 4  # one task per shard here
+    assert calls[-1] == ("copy", 4, 4)
+    back = zarr.open_array(out, mode="r", storage_options=s3["options"])[:]
+    worst = float(np.abs(back.astype("f8") - data.astype("f8")).max())
+    assert report.worst_error == worst <= 0.01  # measured on the workers, on what they wrote
+    keys = list_keys(open_store(out, storage_options=s3["options"]))
+    assert keys == ["c/0/0", "c/0/1", "c/1/0", "c/1/1", "zarr.json"]  # no marker left
+
+
+def test_cli_quantize_a_group_on_a_scheduler_against_s3(
+    s3: dict[str, Any], client: Any, run: Any
+) -> None:
+    import json
+
+    source, out = f"{s3['url']}/g.zarr", f"{s3['url']}/q.zarr"
+    data = smooth((64, 64))
+    group = zarr.open_group(source, mode="w", storage_options=s3["options"])
+    group.create_array("t", shape=data.shape, chunks=(32, 32), dtype="f4")[:] = data
+    group.create_array("n", shape=(4,), dtype="i4")[:] = np.arange(4)
+    with distributed.get_task_stream(client) as stream:
+        code, printed, err = run("quantize", source, "--max-abs-error", "0.01", "--out", out,
+                                 "--storage-options", json.dumps(s3["options"]),
+                                 "--scheduler", client.scheduler.address, "--json")
+    assert (code, err) == (0, "")
+    assert "_copy_on_worker" in {str(t["key"]).split("-")[0] for t in stream.data}
+    report = json.loads(printed)["arrays"]
+    assert [a["path"] for a in report] == ["t"]
+    copy = zarr.open_group(out, mode="r", storage_options=s3["options"])
+    assert float(np.abs(copy["t"][:] - data).max()) <= report[0]["worst_error"] <= 0.01
+    np.testing.assert_array_equal(copy["n"][:], np.arange(4))

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 import warnings
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +16,7 @@ import zarr
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from zarr.codecs import CastValue, ScaleOffset
+from zarr.storage import WrapperStore
 
 from zarrext import quantize
 from zarrext.quantize import InexactConversionWarning, QuantizationError
@@ -453,3 +456,181 @@ def test_copy_quantized_reports_ratio_and_worst_error(tmp_path: Path) -> None:
     assert calls[-1] == ("copy", report.blocks, report.blocks)
     assert report.blocks == 4 * 5
     assert report.plan.reserved.keys() == {"NaN", "+Infinity"}
+
+
+# ---------------------------------------------------------------------------
+# copy_quantized on an object store (the loopback S3 server)
+# ---------------------------------------------------------------------------
+
+
+class RecordingStore(WrapperStore[Any]):
+    """A store that records every write in order and the most requests in flight,
+    and can fail the ``fail_at``-th read of one key (a source chunk failing mid-copy)."""
+
+    def __init__(self, store: Any, fail_key: str | None = None, fail_at: int = 0) -> None:
+        super().__init__(store)
+        self.writes: list[str] = []
+        self.reads: Counter[str] = Counter()
+        self.in_flight = self.most_in_flight = 0
+        self.fail_key, self.fail_at = fail_key, fail_at
+
+    def _with_store(self, store: Any) -> RecordingStore:  # zarr's read-only view counts too
+        view = RecordingStore(store, self.fail_key, self.fail_at)
+        view.writes, view.reads = self.writes, self.reads
+        return view
+
+    @property
+    def _supports_sync_io(self) -> bool:
+        return False
+
+    async def _counted(self, coroutine: Any) -> Any:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # a latency, so that requests overlap visibly
+            return await coroutine
+        finally:
+            self.in_flight -= 1
+
+    async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+        self.reads[key] += 1
+        if key == self.fail_key and self.reads[key] == self.fail_at:
+            raise OSError(f"{key}: connection reset (a test's failure)")
+        return await self._counted(self._store.get(key, prototype, byte_range))
+
+    async def set(self, key: str, value: Any) -> None:
+        self.writes.append(key)
+        await self._counted(self._store.set(key, value))
+
+
+def _smooth(shape: tuple[int, int] = (64, 64)) -> np.ndarray:
+    y, x = np.mgrid[0 : shape[0], 0 : shape[1]]
+    data = (280 + 20 * np.sin(x / 9) * np.cos(y / 11)).astype("f4")
+    data[3, :5] = np.nan
+    return data
+
+
+def _s3_source(s3: dict[str, Any], data: np.ndarray, **layout: Any) -> str:
+    url = f"{s3['url']}/t.zarr"
+    zarr.create_array(
+        url, shape=data.shape, dtype=data.dtype, fill_value=np.nan,
+        storage_options=s3["options"], **(layout or {"chunks": (16, 16)}),
+    )[:] = data
+    return url
+
+
+def _bucket_keys(s3: dict[str, Any], prefix: str) -> list[str]:
+    from zarrext.stores import list_keys, open_store
+
+    return list_keys(open_store(f"{s3['url']}/{prefix}", storage_options=s3["options"]))
+
+
+def test_copy_quantized_on_s3_writes_each_chunk_once_and_zarr_json_last(
+    s3: dict[str, Any],
+) -> None:
+    from zarrext.outputs import UNFINISHED
+    from zarrext.stores import open_store
+
+    data = _smooth()
+    source = RecordingStore(open_store(_s3_source(s3, data), storage_options=s3["options"]))
+    output = RecordingStore(
+        open_store(f"{s3['url']}/q.zarr", mode="w", storage_options=s3["options"])
+    )
+    report = quantize.copy_quantized(source, output, max_abs_error=0.01)
+
+    chunks = [k for k in output.writes if k.startswith("c/")]
+    assert len(chunks) == report.blocks == 16
+    assert len(set(chunks)) == len(chunks)  # each output chunk written once
+    # the marker first, the chunks, zarr.json last; then the marker goes
+    assert output.writes[0] == UNFINISHED
+    assert output.writes[-1] == "zarr.json"
+    assert output.writes.count("zarr.json") == 1
+    assert source.most_in_flight > 2  # blocks overlap: latency is not paid one by one
+    assert _bucket_keys(s3, "") == sorted(  # no staging prefix, no marker left
+        [f"q.zarr/{k}" for k in ["zarr.json", *chunks]]
+        + [k for k in _bucket_keys(s3, "") if k.startswith("t.zarr/")]
+    )
+    back = zarr.open_array(f"{s3['url']}/q.zarr", storage_options=s3["options"])[:]
+    _check_bound(data, back, 0.01)
+    assert report.worst_error == float(
+        np.nanmax(np.abs(back.astype("f8") - data.astype("f8")))
+    )
+
+
+def test_copy_quantized_takes_storage_options_for_urls(s3: dict[str, Any]) -> None:
+    data = _smooth()
+    source = _s3_source(s3, data)
+    out = f"{s3['url']}/deep/q.zarr"  # both URLs opened with the options
+    report = quantize.copy_quantized(source, out, max_abs_error=0.01,
+                                     storage_options=s3["options"])
+    back = zarr.open_array(out, storage_options=s3["options"])[:]
+    _check_bound(data, back, 0.01)
+    assert report.blocks == 16
+
+
+def test_interrupted_copy_on_s3_never_opens_and_a_rerun_finishes(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import zarrext.outputs
+    from zarrext.outputs import UNFINISHED
+    from zarrext.stores import open_store
+
+    data = _smooth()
+    url = _s3_source(s3, data)
+    out = f"{s3['url']}/q.zarr"
+    # c/2/1 fails on its second read: the copy pass, after some blocks were written
+    failing = RecordingStore(open_store(url, storage_options=s3["options"]), "c/2/1", 2)
+    with pytest.raises(OSError, match="connection reset") as raised:
+        quantize.copy_quantized(failing, out, max_abs_error=0.01, storage_options=s3["options"])
+    assert any("nothing was written" in note for note in raised.value.__notes__)
+    assert _bucket_keys(s3, "q.zarr") == []  # what it wrote was removed
+
+    # A copy killed before it could clean up: its chunks and marker stay, no zarr.json.
+    monkeypatch.setattr(zarrext.outputs, "_delete_all", _no_cleanup)
+    failing = RecordingStore(open_store(url, storage_options=s3["options"]), "c/2/1", 2)
+    with pytest.raises(OSError, match="connection reset"):
+        quantize.copy_quantized(failing, out, max_abs_error=0.01, storage_options=s3["options"])
+    monkeypatch.undo()
+    left = _bucket_keys(s3, "q.zarr")
+    assert UNFINISHED in left
+    assert any(k.startswith("c/") for k in left)
+    assert not any(k.endswith("zarr.json") for k in left)
+    with pytest.raises(FileNotFoundError):
+        zarr.open_array(out, mode="r", storage_options=s3["options"])
+
+    # the rerun recognises its own leftovers (the marker), without --overwrite
+    report = quantize.copy_quantized(url, out, max_abs_error=0.01, storage_options=s3["options"])
+    back = zarr.open_array(out, storage_options=s3["options"])[:]
+    _check_bound(data, back, 0.01)
+    assert report.blocks == 16
+    assert UNFINISHED not in _bucket_keys(s3, "q.zarr")
+
+
+async def _no_cleanup(store: Any, last: str | None = None) -> None:
+    """outputs._delete_all of a process killed before its cleanup: nothing is deleted."""
+
+
+def test_group_copy_on_s3_publishes_the_root_last(s3: dict[str, Any]) -> None:
+    from zarrext.stores import open_store
+
+    data = _smooth()
+    group = zarr.open_group(f"{s3['url']}/g.zarr", mode="w", storage_options=s3["options"])
+    group.create_array("t", shape=data.shape, chunks=(32, 32), dtype="f4",
+                       fill_value=np.nan)[:] = data
+    group.create_array("n", shape=(4,), dtype="i4")[:] = np.arange(4)
+    zarr.consolidate_metadata(group.store)
+    output = RecordingStore(
+        open_store(f"{s3['url']}/q.zarr", mode="w", storage_options=s3["options"])
+    )
+    reports = quantize.copy_group_quantized(
+        f"{s3['url']}/g.zarr", output, max_abs_error=0.01, storage_options=s3["options"]
+    )
+    metadata = [k for k in output.writes if k.endswith("zarr.json")]
+    assert metadata[-1] == "zarr.json"  # the root's (consolidated) document last
+    assert sorted(metadata) == ["n/zarr.json", "t/zarr.json", "zarr.json"]
+    assert [k for k in output.writes if k.endswith("zarr.json")] == output.writes[-3:]
+    assert len([k for k in output.writes if k.startswith("t/c/")]) == reports[0].blocks == 4
+    copy = zarr.open_group(f"{s3['url']}/q.zarr", mode="r", storage_options=s3["options"])
+    _check_bound(data, copy["t"][:], 0.01)
+    np.testing.assert_array_equal(copy["n"][:], np.arange(4))
+    assert set(copy.metadata.consolidated_metadata.metadata) == {"t", "n"}

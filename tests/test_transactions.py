@@ -457,3 +457,42 @@ def test_cli_recompress_in_a_repository_in_s3(run: Run, s3: dict[str, Any]) -> N
     assert json.loads(out)["stored_bytes"] > json.loads(
         run("info", url, "--icechunk-branch", "main", "--storage-options", options, "--json")[1]
     )["stored_bytes"]
+
+
+# -- quantize into the repository -------------------------------------------------------------
+
+
+def test_cli_quantize_commits_one_snapshot_naming_the_job_and_its_bound(
+    run: Run, local_repo: tuple[Any, str, Path]
+) -> None:
+    repo, first, path = local_repo
+    code, out, err = run(
+        "quantize", path, "--icechunk-branch", "main", "--max-abs-error", "0.01",
+        "--out", "q", "--json",
+    )
+    assert code == 0, err
+    assert [a["path"] for a in json.loads(out)["arrays"]] == ["a", "sh"]
+    snapshots = list(repo.ancestry(branch="main"))
+    assert snapshots[1].id == first  # exactly one new snapshot
+    assert snapshots[0].message == "zarrext quantize --max-abs-error 0.01 --out q"
+    assert snapshots[0].metadata["settings"]["max_abs_error"] == 0.01
+    assert err.strip().splitlines()[-1].startswith(
+        f"zarrext: committed snapshot {snapshots[0].id} to branch main"
+    )
+    now = read_session(repo).store
+    for name in ("a", "sh"):  # the copy holds the group's members, not itself
+        copied = zarr.open_array(now, path=f"q/{name}", mode="r")
+        assert [f.to_dict()["name"] for f in copied.filters] == ["scale_offset", "cast_value"]
+        assert float(np.abs(copied[:] - DATA).max()) <= 0.01
+    assert sorted(zarr.open_group(now, path="q", mode="r").array_keys()) == ["a", "sh"]
+    with pytest.raises(FileNotFoundError):  # the earlier snapshot has no q
+        zarr.open_group(read_session(repo, snapshot=first).store, path="q", mode="r")
+
+    # q exists now: refused without --overwrite, in one line, and nothing committed
+    code, _, err = run(
+        "quantize", path, "--icechunk-branch", "main", "--max-abs-error", "0.01", "--out", "q",
+    )
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert "already exists" in err
+    assert tip(repo) == snapshots[0].id

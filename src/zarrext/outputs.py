@@ -1,15 +1,24 @@
 """Outputs of whole-store jobs: never over their input, never seen half-built.
 
-A job that writes a new array (``zarrext quantize --out``) builds it under a
-temporary sibling name and moves it into place only when it is complete, so an
-interrupted job (Ctrl-C, an error, kill -9) never leaves something that opens as a
-finished array:
+A job that writes a new array (``zarrext quantize --out``) must never leave
+something that opens as a finished array when it is interrupted (Ctrl-C, an
+error, kill -9). How depends on what the store can do:
 
-- a local directory or zip archive is built beside the output and renamed;
-- on an object store (no rename) the output is built under a temporary sibling
-  prefix, then its objects are copied to the output, ``zarr.json`` files last, and
-  the temporary prefix is deleted; until the last ``zarr.json`` lands, nothing
-  opens at the output.
+- a local directory or zip archive is built under a temporary sibling name and
+  renamed into place when complete;
+- on an object store (no rename) a new output is written where it will stay,
+  each chunk once, through a :class:`MetadataLastStore`: its ``zarr.json``
+  documents are held in memory and written only when the job succeeds, the
+  arrays' first and the root's last. Until the root's ``zarr.json`` lands,
+  nothing opens at the output. An object :data:`UNFINISHED` written first and
+  deleted last says the objects there are the job's own: a rerun replaces such
+  leftovers of a killed job without ``overwrite``, and never touches anything
+  else;
+- replacing an existing output on an object store (``overwrite``) builds the new
+  one under a temporary sibling prefix and copies it over only when complete, so
+  a failed replacement keeps the old output (each chunk is written twice there);
+- in an icechunk session the job writes in place: readers see nothing of it
+  until the caller commits, and a failed job's changes are never committed.
 
 The old output, if the caller asked to replace one, is moved aside (local) or
 deleted (object store, ``zarr.json`` first) before the new one lands.
@@ -17,25 +26,34 @@ deleted (object store, ``zarr.json`` first) before the new one lands.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import shutil
 import uuid
 import zipfile
-from collections.abc import Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-from zarr.abc.store import Store
-from zarr.core.buffer import default_buffer_prototype
+from zarr.abc.store import (
+    ByteRequest,
+    OffsetByteRequest,
+    RangeByteRequest,
+    Store,
+    SuffixByteRequest,
+)
+from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import LocalStore, ZipStore
+from zarr.storage import LocalStore, WrapperStore, ZipStore
 
 from zarrext import stores
 
 __all__ = [
+    "MetadataLastStore",
     "OutputConflictError",
     "STAGING_MARKER",
+    "UNFINISHED",
     "check_disjoint",
     "local_path",
     "staged_output",
@@ -44,9 +62,165 @@ __all__ = [
 # Temporary outputs carry this in their name; ``check`` recognises leftovers by it.
 STAGING_MARKER = ".zarrext-tmp-"
 
+UNFINISHED = f"{STAGING_MARKER}unfinished"
+"""The key, at an object-store output's root, of the object saying a job is writing
+there: written before the first chunk, deleted after the last ``zarr.json``."""
+
 
 class OutputConflictError(ValueError):
     """An output that would overwrite or overlap what the job must not touch."""
+
+
+def _is_metadata(key: str) -> bool:
+    return key == "zarr.json" or key.endswith("/zarr.json")
+
+
+def _depth(key: str) -> int:
+    return key.count("/")
+
+
+def _sliced(value: Buffer, byte_range: ByteRequest | None) -> Buffer:
+    """``value`` cut as a store's ``get`` cuts an object for ``byte_range``."""
+    if byte_range is None:
+        return value
+    if isinstance(byte_range, RangeByteRequest):
+        return value[byte_range.start : byte_range.end]
+    if isinstance(byte_range, OffsetByteRequest):
+        return value[byte_range.offset :]
+    if isinstance(byte_range, SuffixByteRequest):
+        return value[max(0, len(value) - byte_range.suffix) :]
+    raise TypeError(f"unexpected byte range {byte_range!r}")
+
+
+class MetadataLastStore(WrapperStore[Store]):
+    """A store whose ``zarr.json`` writes wait in memory until :meth:`publish`.
+
+    Chunks go to the wrapped store at once, at their final keys; ``zarr.json``
+    documents are kept here (reads, listings and ``exists`` see them as if they
+    were stored) and written by :meth:`publish`, innermost first, the root's last.
+    A job interrupted before then leaves chunks that open as nothing.
+
+    Parameters
+    ----------
+    store : Store
+        Where the output goes.
+    pending : dict, optional
+        ``zarr.json`` documents already written (shared with the copies zarr makes,
+        e.g. a read-only view, so that they all see the same ones).
+    keep : mapping, optional
+        Objects that ``delete_dir`` must leave in place (put back after it): the
+        :data:`UNFINISHED` marker, which zarr's ``overwrite`` would delete.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        pending: dict[str, Buffer] | None = None,
+        keep: Mapping[str, Buffer] | None = None,
+    ) -> None:
+        super().__init__(store)
+        self.pending: dict[str, Buffer] = {} if pending is None else pending
+        self.keep: Mapping[str, Buffer] = dict(keep or {})
+
+    def _with_store(self, store: Store) -> MetadataLastStore:
+        return type(self)(store, self.pending, self.keep)
+
+    @property
+    def _supports_sync_io(self) -> bool:
+        # The synchronous methods would bypass the held-back documents.
+        return False
+
+    def __eq__(self, value: object) -> bool:
+        return isinstance(value, MetadataLastStore) and value.pending is self.pending
+
+    __hash__ = None  # type: ignore[assignment]
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        if key in self.pending:
+            return _sliced(self.pending[key], byte_range)
+        return await self._store.get(key, prototype, byte_range)
+
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
+        return list(
+            await asyncio.gather(*(self.get(k, prototype, r) for k, r in key_ranges))
+        )
+
+    async def _get_many(
+        self, requests: Iterable[tuple[str, BufferPrototype, ByteRequest | None]]
+    ) -> AsyncGenerator[tuple[str, Buffer | None], None]:
+        for key, prototype, byte_range in requests:
+            yield key, await self.get(key, prototype, byte_range)
+
+    async def exists(self, key: str) -> bool:
+        return key in self.pending or await self._store.exists(key)
+
+    async def set(self, key: str, value: Buffer) -> None:
+        if _is_metadata(key):
+            self._check_writable()
+            self.pending[key] = value
+        else:
+            await self._store.set(key, value)
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        if not await self.exists(key):
+            await self.set(key, value)
+
+    async def _set_many(self, values: Iterable[tuple[str, Buffer]]) -> None:
+        await asyncio.gather(*(self.set(k, v) for k, v in values))
+
+    async def delete(self, key: str) -> None:
+        self.pending.pop(key, None)
+        await self._store.delete(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        within = f"{prefix.rstrip('/')}/" if prefix else ""
+        for key in [k for k in self.pending if k.startswith(within)]:
+            del self.pending[key]
+        await self._store.delete_dir(prefix)
+        for key, value in self.keep.items():
+            if key.startswith(within):
+                await self._store.set(key, value)
+
+    async def is_empty(self, prefix: str) -> bool:
+        within = f"{prefix.rstrip('/')}/" if prefix else ""
+        if any(k.startswith(within) for k in self.pending):
+            return False
+        return await self._store.is_empty(prefix)
+
+    async def _merged(self, listed: AsyncIterator[str], held: Iterable[str]) -> AsyncIterator[str]:
+        seen = set()
+        async for key in listed:
+            seen.add(key)
+            yield key
+        for key in held:
+            if key not in seen:
+                seen.add(key)
+                yield key
+
+    def list(self) -> AsyncIterator[str]:
+        return self._merged(self._store.list(), list(self.pending))
+
+    def list_prefix(self, prefix: str) -> AsyncIterator[str]:
+        return self._merged(
+            self._store.list_prefix(prefix), [k for k in self.pending if k.startswith(prefix)]
+        )
+
+    def list_dir(self, prefix: str) -> AsyncIterator[str]:
+        within = f"{prefix.rstrip('/')}/" if prefix else ""
+        children = [
+            k[len(within):].split("/", 1)[0] for k in self.pending if k.startswith(within)
+        ]
+        return self._merged(self._store.list_dir(prefix), children)
+
+    async def publish(self) -> None:
+        """Write the held ``zarr.json`` documents: innermost first, the root's last."""
+        for key in sorted(self.pending, key=lambda k: (-_depth(k), k)):
+            await self._store.set(key, self.pending[key])
+        self.pending.clear()
 
 
 def local_path(store_like: Any) -> Path | None:
@@ -60,10 +234,17 @@ def local_path(store_like: Any) -> Path | None:
     return None
 
 
+def _unwrapped(store: Store) -> Store:
+    """The store inside zarr ``WrapperStore``s (a cache, a counter, a logger...)."""
+    while isinstance(store, WrapperStore):
+        store = store._store
+    return store
+
+
 def _remote(store_like: Any) -> tuple[str, str] | None:
     """(scheme, path) of an object store, fsspec store or URL, to compare two of them."""
     if isinstance(store_like, Store):
-        return stores.remote_location(store_like)
+        return stores.remote_location(_unwrapped(store_like))
     if isinstance(store_like, str) and stores.local_path(store_like) is None:
         scheme, _, rest = store_like.partition("://")
         return scheme, rest.strip("/")
@@ -115,23 +296,28 @@ def _is_zarr_node(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def staged_output(output: Any, *, overwrite: bool) -> Iterator[Any]:
-    """Yield where to build ``output``; it appears at ``output`` only on success.
+def staged_output(
+    output: Any, *, overwrite: bool, storage_options: Mapping[str, Any] | None = None
+) -> Iterator[Any]:
+    """Yield where to build ``output``; it opens at ``output`` only on success.
 
-    ``output`` is a local path or URL, or a zarr store (local, zip, object store, fsspec). On any
-    exception (KeyboardInterrupt included) the temporary copy is removed and
-    nothing at ``output`` changes. Stores of other kinds (e.g. a ``MemoryStore``)
-    are written in place.
+    ``output`` is a local path or URL (opened with ``storage_options``), or a zarr
+    store (local, zip, object store, fsspec, an icechunk session's). On any
+    exception (KeyboardInterrupt included) what was written is removed and nothing
+    at ``output`` opens or changes. Stores of other kinds (e.g. a ``MemoryStore``)
+    are written in place. See the module's description for each kind of store; on
+    an object store the store yielded is a :class:`MetadataLastStore`.
 
     Raises
     ------
     OutputConflictError
         If ``output`` exists and ``overwrite`` is false, or it exists and is not a
-        Zarr array or group (never replaced, whatever ``overwrite`` says).
+        Zarr array or group (never replaced, whatever ``overwrite`` says). Leftovers
+        of a killed job of zarrext's own (:data:`UNFINISHED`) are replaced.
     """
     if isinstance(output, str) and local_path(output) is None:
-        output = stores.open_store(output, mode="w")
-    if isinstance(output, Store) and stores.remote_location(output) is not None:
+        output = stores.open_store(output, mode="w", storage_options=storage_options)
+    if isinstance(output, Store) and _remote(output) is not None:
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
@@ -196,13 +382,24 @@ async def _keys(store: Store) -> list[str]:
     return [k async for k in store.list()]
 
 
+async def _delete_all(store: Store, last: str | None = None) -> None:
+    """Delete every object of ``store``, ``last`` (if any) after all the others."""
+    keys = [k async for k in store.list() if k != last]
+    await asyncio.gather(*(store.delete(k) for k in keys))
+    if last is not None:
+        await store.delete(last)
+
+
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
     remote = _remote(output)
     assert remote is not None
-    root = remote[1]
-    where = f"{remote[0]}://{root}"
+    where = f"{remote[0]}://{remote[1]}"
     old_keys = sync(_keys(output))
+    if old_keys and "zarr.json" not in old_keys and UNFINISHED in old_keys:
+        # A killed job's own leftovers (its marker says so): nothing that opens.
+        sync(_delete_all(output, last=UNFINISHED))
+        old_keys = []
     if old_keys:
         if not overwrite:
             raise OutputConflictError(f"{where} already exists (pass --overwrite to replace it)")
@@ -210,9 +407,39 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
             raise OutputConflictError(
                 f"{where} exists and is not a Zarr array or group; refusing to replace it"
             )
+        with _copied_remote(output) as temp:
+            yield temp
+        return
+    with _written_in_place(output) as target:
+        yield target
+
+
+@contextlib.contextmanager
+def _written_in_place(output: Store) -> Iterator[Store]:
+    """A new object-store output written once, where it stays; ``zarr.json`` last."""
+    marker = default_buffer_prototype().buffer.from_bytes(
+        b"zarrext is writing here; this object goes when the output is complete\n"
+    )
+    sync(output.set(UNFINISHED, marker))
+    target = MetadataLastStore(output, keep={UNFINISHED: marker})
+    try:
+        yield target
+    except BaseException:
+        # Best effort: a kill -9 skips this, and the marker lets a rerun clear it.
+        with contextlib.suppress(Exception):
+            sync(_delete_all(output, last=UNFINISHED))
+        raise
+    sync(target.publish())
+    sync(output.delete(UNFINISHED))
+
+
+@contextlib.contextmanager
+def _copied_remote(output: Store) -> Iterator[Store]:
+    """Replace an existing object-store output: built aside, copied over when complete."""
+    root = _remote(output)[1]  # type: ignore[index]
     parent, _, name = root.rpartition("/")
     temp = stores.remote_store_at(
-        output, f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
+        _unwrapped(output), f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
     )
     try:
         yield temp
@@ -220,9 +447,9 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
         with contextlib.suppress(Exception):
             sync(temp.delete_dir(""))
         raise
-    if old_keys:  # the old output stops opening first, then goes
-        sync(output.delete("zarr.json"))
-        sync(output.delete_dir(""))
+    # the old output stops opening first, then goes
+    sync(output.delete("zarr.json"))
+    sync(output.delete_dir(""))
     prototype = default_buffer_prototype()
     keys = sync(_keys(temp))
     # zarr.json files last, the root's at the very end: until it lands, nothing opens.

@@ -14,7 +14,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.cli._common import STORAGE_OPTIONS, fail, named_by_path, one_line, open_node
+from zarrext.cli._common import (
+    SCHEDULER,
+    STORAGE_OPTIONS,
+    SessionPath,
+    dask_client,
+    fail,
+    in_icechunk,
+    named_by_path,
+    one_line,
+    open_node,
+)
 from zarrext.inspection import size_change
 
 
@@ -107,6 +117,11 @@ def _group_table(reports: list[Any], title: str, bound: float) -> Table:
 
 def register(app: typer.Typer) -> None:
     @app.command()
+    @in_icechunk(
+        "quantize",
+        settings=("max_abs_error", "out", "array", "allow_larger", "overwrite"),
+        writes=lambda arguments: True,
+    )
     def quantize(
         path: Annotated[
             str,
@@ -123,7 +138,11 @@ def register(app: typer.Typer) -> None:
         ],
         out: Annotated[
             str,
-            typer.Option("--out", help="Where to write the quantized copy (path, .zip or URL)."),
+            typer.Option(
+                "--out",
+                help="Where to write the quantized copy (path, .zip or URL; with "
+                "--icechunk-branch, a path inside the repository).",
+            ),
         ],
         array: Annotated[
             list[str] | None,
@@ -151,6 +170,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        scheduler: Annotated[str | None, SCHEDULER] = None,
     ) -> None:
         """Copy float arrays stored as integers (scale_offset + cast_value) within a bound.
 
@@ -159,9 +179,16 @@ def register(app: typer.Typer) -> None:
         chunks, as info and inspect count them (zarr.json not included). Groups
         holding consolidated metadata, in the copy and above --out, are
         consolidated again.
+
+        On an object store a new --out is written once, its zarr.json last (nothing
+        opens there until the copy is complete). With --icechunk-branch, PATH is a
+        repository and --out a path inside it; the copy is one commit (a group
+        copy then leaves --out itself out).
         """
+        from zarr.storage import StorePath
+
         from zarrext import quantize as jobs
-        from zarrext.stores import local_path, open_store, parse_storage_options
+        from zarrext.stores import parse_storage_options
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
@@ -175,24 +202,24 @@ def register(app: typer.Typer) -> None:
             fail(f"--array names arrays of a group, and {path} is an array", 2)
         source = node.store_path.store
         output: object = out
-        if local_path(out) is None:
-            output = open_store(
-                out, mode="w", storage_options=parse_storage_options(storage_options)
-            )
+        if isinstance(path, SessionPath):  # --out is a path inside the repository
+            output = StorePath(path.store, out.strip("/"))
         console = Console(quiet=as_json or quiet)
         options: dict[str, Any] = {
             "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
+            "storage_options": parse_storage_options(storage_options),
         }
-        with _bars(console) as progress:
+        with dask_client(scheduler, "quantize") as client, _bars(console) as progress:
             try:
                 if isinstance(node, zarr.Group):
                     reports = jobs.copy_group_quantized(
-                        source, output, arrays=array, progress=progress, **options
+                        source, output, arrays=array, progress=progress, client=client,
+                        **options,
                     )
                 else:
                     reports = [
                         jobs.copy_quantized(
-                            source, output,
+                            source, output, client=client,
                             progress=lambda phase, done, total: progress("", phase, done, total),
                             **options,
                         )
