@@ -419,3 +419,117 @@ def test_cli_quantize_a_group_on_a_scheduler_against_s3(
     copy = zarr.open_group(out, mode="r", storage_options=s3["options"])
     assert float(np.abs(copy["t"][:] - data).max()) <= report[0]["worst_error"] <= 0.01
     np.testing.assert_array_equal(copy["n"][:], np.arange(4))
+
+
+# -- zarrext's pipeline on the workers -------------------------------------------------
+
+
+def record_pipeline_reads() -> None:
+    """Run on each worker: note the pipeline class and process of every array read."""
+    import zarrext.pipeline
+
+    if getattr(zarrext.pipeline.ZarrextCodecPipeline.read, "recording", False):
+        return
+    real = zarrext.pipeline.ZarrextCodecPipeline.read
+    seen: list[tuple[str, int]] = []
+
+    async def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append((type(self).__name__, os.getpid()))
+        return await real(self, *args, **kwargs)
+
+    read.recording = True  # type: ignore[attr-defined]
+    read.seen = seen  # type: ignore[attr-defined]
+    zarrext.pipeline.ZarrextCodecPipeline.read = read  # type: ignore[method-assign]
+
+
+def pipeline_reads() -> list[tuple[str, int]]:
+    """Run on each worker: the reads :func:`record_pipeline_reads` noted, forgotten after."""
+    import zarrext.pipeline
+
+    seen = getattr(zarrext.pipeline.ZarrextCodecPipeline.read, "seen", [])
+    noted = list(seen)
+    seen.clear()
+    return noted
+
+
+class RecordsWhere(CompressIfSmaller):
+    """compress_if_smaller that leaves a file named after the process that decided."""
+
+    def __init__(self, folder: str) -> None:
+        super().__init__()
+        self.folder = folder
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        Path(self.folder, str(os.getpid())).touch()
+        return super().choose(chunk)
+
+
+def test_an_array_opened_through_zarrext_reads_with_its_pipeline_on_the_workers(
+    s3: dict[str, Any], client: Any
+) -> None:
+    import dask.array
+
+    url = f"{s3['url']}/a.zarr"
+    data = mixed_data((128, 128))
+    ingest(url, data, sharded=False, storage_options=s3["options"])
+    array = zarrext.open_array(url, mode="r", storage_options=s3["options"])
+    client.run(record_pipeline_reads)
+    client.run(pipeline_reads)  # nothing noted before this read
+    back = dask.array.from_zarr(array).compute()  # decoded on the workers
+    np.testing.assert_array_equal(back.view("u4"), data.view("u4"))  # random bits: NaNs
+    reads = [r for noted in client.run(pipeline_reads).values() for r in noted]
+    assert len(reads) == 64  # one per chunk (the dask chunks are the array's)
+    assert {name for name, _ in reads} == {"ZarrextCodecPipeline"}
+    assert os.getpid() not in {pid for _, pid in reads}
+
+
+def test_writes_on_the_workers_use_the_decision_the_array_was_opened_with(
+    tmp_path: Path, client: Any
+) -> None:
+    import dask.array
+
+    data = mixed_data((128, 128))
+    ingest(tmp_path / "a.zarr", np.zeros_like(data), sharded=False)
+    decided = tmp_path / "decided"
+    decided.mkdir()
+    array = zarrext.open_array(tmp_path / "a.zarr", decision=RecordsWhere(str(decided)))
+    dask.array.from_array(data, chunks=(16, 16)).store(array, lock=False)
+    pids = {int(p.name) for p in decided.iterdir()}
+    assert pids
+    assert os.getpid() not in pids  # the workers decided
+    back = zarrext.open_array(tmp_path / "a.zarr", mode="r")
+    np.testing.assert_array_equal(back[:], data)
+    assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
+
+
+def runtime_on_worker(ref: Any) -> tuple[str, str | None, int]:
+    """A task: reopen ``ref``; its pipeline, its conditional decision and the process."""
+    array = ref.open()
+    pipeline = type(array.async_array.codec_pipeline).__name__
+    conditional = array.metadata.codecs[-1]
+    return pipeline, getattr(conditional.decision, "name", None), os.getpid()
+
+
+def test_job_tasks_reopen_an_array_with_the_runtime_it_was_opened_with(
+    tmp_path: Path, client: Any
+) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data((64, 64)), sharded=False)
+    through_zarrext = zarrext.open_array(tmp_path / "a.zarr", decision="compress_if_smaller")
+    pipeline, decision, pid = client.submit(
+        runtime_on_worker, array_ref(through_zarrext), pure=False
+    ).result()
+    assert (pipeline, decision) == ("ZarrextCodecPipeline", "compress_if_smaller")
+    assert pid != os.getpid()
+    plain = zarr.open_array(tmp_path / "a.zarr")
+    assert array_ref(plain).codecs is None
+    pipeline, _, _ = client.submit(runtime_on_worker, array_ref(plain), pure=False).result()
+    assert pipeline == type(plain.async_array.codec_pipeline).__name__ != "ZarrextCodecPipeline"
+
+
+def test_a_described_array_whose_codecs_changed_is_refused(tmp_path: Path) -> None:
+    ingest(tmp_path / "a.zarr", mixed_data((64, 64)), sharded=False)
+    ref = array_ref(zarrext.open_array(tmp_path / "a.zarr"))
+    zarrext.create_array(tmp_path / "a.zarr", shape=(64, 64), dtype="f4", chunks=(16, 16),
+                         overwrite=True)
+    with pytest.raises(ValueError, match="codecs changed since the job described it"):
+        ref.open()

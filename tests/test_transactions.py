@@ -496,3 +496,129 @@ def test_cli_quantize_commits_one_snapshot_naming_the_job_and_its_bound(
     assert len(err.strip().splitlines()) == 1
     assert "already exists" in err
     assert tip(repo) == snapshots[0].id
+
+
+# -- jobs on a Dask cluster: one fork per task, merged before one commit ---------------
+
+
+@pytest.fixture(scope="module")
+def client() -> Any:
+    """A Dask client of 2 worker processes, 1 thread each (the machine has 2 cores)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client
+
+
+def test_recompress_and_compact_on_a_cluster_commit_once(
+    local_repo: tuple[Any, str, Path], client: Any
+) -> None:
+    repo, first, _ = local_repo
+    progress: list[tuple[int, int]] = []
+    with transaction(repo, "main", "recompress and compact on a cluster") as done:
+        report = zarrext.recompress(
+            zarrext.open_array(done.store, path="a"), client=client,
+            progress=lambda d, t: progress.append((d, t)),
+        )
+        sharded = zarrext.recompress(zarrext.open_array(done.store, path="sh"), client=client)
+        compacted = zarrext.compact(zarrext.open_array(done.store, path="sh"), client=client)
+    assert progress[0] == (0, 16)
+    assert progress[-1] == (16, 16)
+    assert report.masks_after == Counter({1: 16})
+    assert sharded.masks_after == Counter({1: 64})
+    assert compacted.shards == 4
+    snapshots = list(repo.ancestry(branch="main"))
+    assert [s.id for s in snapshots[:2]] == [done.snapshot_id, first]  # one commit
+    now = read_session(repo).store
+    assert masks(now) == Counter({1: 16})
+    assert masks(now, "sh") == Counter({1: 64})
+    for path in ("a", "sh"):
+        np.testing.assert_array_equal(zarr.open_array(now, path=path)[:], DATA)
+    old = read_session(repo, snapshot=first).store
+    assert masks(old) == Counter({0: 16})
+    assert masks(old, "sh") == Counter({0: 64})
+
+
+def test_a_failing_task_on_a_cluster_merges_nothing(
+    local_repo: tuple[Any, str, Path], client: Any
+) -> None:
+    from zarrext.cluster import on_client
+    from zarrext.store_refs import array_ref
+
+    repo, first, _ = local_repo
+    session = repo.writable_session("main")
+    ref = array_ref(zarrext.open_array(session.store, path="a"))
+    results = on_client(client, failing_on_worker, [[0], [32]], ref, what="test")
+    with pytest.raises(ValueError, match="task 32 failed"):
+        list(results)
+    assert not session.has_uncommitted_changes  # the finished task's fork was not merged
+    assert tip(repo) == first
+
+
+def failing_on_worker(ref: Any, rows: list[int]) -> int:
+    """A task writing rows through its fork; the one given row 32 fails."""
+    ref.open()[rows[0] : rows[0] + 16] = rows[0]
+    if rows[0] == 32:
+        raise ValueError("task 32 failed")
+    return rows[0]
+
+
+def test_a_conflicting_commit_after_a_cluster_job_leaves_the_branch_unchanged(
+    local_repo: tuple[Any, str, Path], client: Any
+) -> None:
+    repo, _, _ = local_repo
+    other = repo.writable_session("main")  # another writer, same array, commits first
+    with (  # noqa: PT012
+        pytest.raises(CommitConflictError, match="nothing was committed"),
+        transaction(repo, "main", "recompress") as done,
+    ):
+        zarrext.recompress(zarrext.open_array(done.store, path="a"), client=client)
+        zarr.open_array(other.store, path="a")[:] = 1
+        theirs = other.commit("another writer")
+    assert tip(repo) == theirs
+    now = read_session(repo).store
+    assert masks(now) == Counter({0: 16})
+    np.testing.assert_array_equal(zarr.open_array(now, path="a")[:], np.ones_like(DATA))
+
+
+def test_cli_recompress_on_a_scheduler_commits_one_snapshot(
+    run: Run, local_repo: tuple[Any, str, Path], client: Any
+) -> None:
+    repo, first, path = local_repo
+    code, out, err = run(
+        "recompress", path, "--icechunk-branch", "main", "--scheduler",
+        client.scheduler.address, "--json",
+    )
+    assert code == 0, err
+    assert {a["path"] for a in json.loads(out)["arrays"]} == {"a", "sh"}
+    snapshots = list(repo.ancestry(branch="main"))
+    assert snapshots[1].id == first
+    assert snapshots[0].message == "zarrext recompress --decision compress_if_smaller"
+    now = read_session(repo).store
+    assert masks(now) == Counter({1: 16})
+    assert masks(now, "sh") == Counter({1: 64})
+    np.testing.assert_array_equal(zarr.open_array(now, path="sh")[:], DATA)
+
+
+def test_check_deep_on_a_cluster_reads_a_snapshot(
+    local_repo: tuple[Any, str, Path], client: Any
+) -> None:
+    repo, first, _ = local_repo
+    array = zarrext.open_array(read_session(repo, snapshot=first).store, path="sh", mode="r")
+    assert zarrext.check(array, deep=True, client=client) == []
+
+
+def test_recompress_on_a_cluster_in_a_repository_in_s3(
+    s3: dict[str, Any], client: Any
+) -> None:
+    repo, first = make_repository(repository_storage(f"{s3['url']}/repo", s3["options"]))
+    with transaction(repo, "main", "recompress") as done:
+        zarrext.recompress(zarrext.open_array(done.store, path="sh"), client=client)
+    now = read_session(repo).store
+    assert masks(now, "sh") == Counter({1: 64})
+    np.testing.assert_array_equal(zarr.open_array(now, path="sh")[:], DATA)
+    assert masks(read_session(repo, snapshot=first).store, "sh") == Counter({0: 64})

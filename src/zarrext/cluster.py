@@ -10,6 +10,12 @@ the first object to the last.
 How many objects are in flight: zarr's ``async.concurrency`` (default 10) per
 process, the same number zarr-python keeps requests in flight with. On an object
 store that hides the latency of each request behind the others'.
+
+In an icechunk repository (an array in a writable session's store), each task
+writes through a fork of the session of its own (``session.fork()``, pickled to the
+worker and back with the task's changes); once every task has finished, the forks
+are merged into the session, which the job's caller commits once
+(:func:`zarrext.transactions.transaction`). A task that fails merges nothing.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from typing import Any, TypeVar
 import zarr
 
 from zarrext._extras import needs
+from zarrext.store_refs import ArrayRef, forked, writable_session_of
 
 __all__ = ["batches", "concurrency", "on_client", "on_threads"]
 
@@ -56,14 +63,40 @@ def on_client[R, T](
 
     A worker that dies mid-task has its task rerun elsewhere (the scheduler's
     ``allowed-failures``): ``fn`` must be idempotent.
+
+    When ``args[0]`` is an :class:`~zarrext.store_refs.ArrayRef` in a writable
+    icechunk session, each task gets it on a fork of the session
+    (:func:`~zarrext.store_refs.forked`) and the forks are merged into the session
+    after the last result (nothing is merged if a task fails or the caller stops
+    early); the caller commits.
     """
     with needs("dask", what):
         from dask.distributed import as_completed
 
-    futures = [client.submit(fn, *args, batch, pure=False) for batch in work]
+    session = writable_session_of(args[0]) if args and isinstance(args[0], ArrayRef) else None
+    if session is None:
+        futures = [client.submit(fn, *args, batch, pure=False) for batch in work]
+    else:
+        futures = [
+            client.submit(_in_fork, fn, forked(args[0]), *args[1:], batch, pure=False)
+            for batch in work
+        ]
+    forks = []
     try:
         for future in as_completed(futures):
-            yield future.result()
+            result = future.result()
+            if session is not None:
+                fork, result = result
+                forks.append(fork)
+            yield result
     finally:
         for future in futures:  # a failed job leaves no tasks running on the cluster
             future.cancel()
+    if session is not None and forks:
+        session.merge(*forks)
+
+
+def _in_fork[R](fn: Callable[..., R], ref: ArrayRef, *args: Any) -> tuple[Any, R]:
+    """One task in a fork: ``fn(ref, *args)``, then the fork with what it wrote."""
+    result = fn(ref, *args)
+    return ref.store.session, result

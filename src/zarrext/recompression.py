@@ -70,7 +70,7 @@ from zarrext.sharding.compact import packed_shard
 from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
-from zarrext.store_refs import ArrayRef, store_ref
+from zarrext.store_refs import ArrayRef, array_ref
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -500,7 +500,7 @@ def recompress(
         report_progress(done, len(units))
 
     if client is not None:
-        ref = ArrayRef(store_ref(array.store_path.store), array.path)
+        ref = array_ref(array)
         for finished in cluster.on_client(
             client, _rewrite_on_worker, batches, ref, decision, trial_encode, threads,
             what="recompress on a Dask cluster",

@@ -13,6 +13,15 @@ built elsewhere is described from what it exposes (:func:`store_ref`): a
 path and ``storage_options``, a zarr ``ObjectStore`` by its obstore store's class
 and configuration. A store that lives only in this process (``MemoryStore``) has no
 description: jobs on it run on local threads.
+
+An icechunk session's store is described by the session itself, which icechunk
+pickles for this: a read-only session as it is, a writable one as one fork per task
+(:func:`forked`, ``session.fork()``), which the task writes through and hands back
+for the job to merge before its one commit (:func:`zarrext.cluster.on_client`).
+
+An array's description also carries the runtime settings it was opened with
+(:func:`zarrext.open_array`'s decisions, padding function, shard layout): a worker
+reopens it with zarrext's codec pipeline and those codecs, as the client had it.
 """
 
 from __future__ import annotations
@@ -26,10 +35,14 @@ from typing import Any
 
 import zarr
 from zarr.abc.store import Store
+from zarr.core.array import AsyncArray
+from zarr.core.metadata import ArrayV3Metadata
 
+from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
 from zarrext.stores import StoreOpenError, open_store
+from zarrext.transactions import is_session_store
 
-__all__ = ["ArrayRef", "StoreRef", "array_ref", "store_ref"]
+__all__ = ["ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "writable_session_of"]
 
 # fsspec keeps these in ``storage_options``; they belong to the opening process.
 _PROCESS_OPTIONS = ("asynchronous", "loop", "skip_instance_cache")
@@ -48,6 +61,10 @@ class StoreRef:
     obstore : tuple, optional
         For a zarr ``ObjectStore``: the obstore store's class name, prefix, config,
         client options and retry config; ``location`` then only names it.
+    session : icechunk.Session or icechunk.ForkSession, optional
+        For an icechunk session's store: a read-only session or one task's fork of a
+        writable one (both pickle), or a writable session itself (which does not:
+        tasks get forks of it, :func:`forked`); ``location`` then only names it.
     """
 
     location: str
@@ -55,9 +72,12 @@ class StoreRef:
     obstore: tuple[str, str | None, dict[str, Any], dict[str, Any], Any] | None = field(
         default=None, compare=False
     )
+    session: Any = field(default=None, compare=False)
 
     def open(self, mode: str = "r") -> Store:
         """A new store object for this location (in the calling process)."""
+        if self.session is not None:
+            return self.session.store
         if self.obstore is not None:
             return _open_obstore(self.obstore, read_only=mode == "r")
         return open_store(self.location, mode=mode, storage_options=self.storage_options)
@@ -88,6 +108,13 @@ def store_ref(store: Store | str, storage_options: Mapping[str, Any] | None = No
     """
     if isinstance(store, str):
         return StoreRef(store, dict(storage_options) if storage_options else None)
+    if is_session_store(store):
+        session = store.session  # type: ignore[attr-defined]
+        if session.read_only:
+            return StoreRef(f"icechunk:{session.snapshot_id}", session=session)
+        # Not sent as it is (icechunk pickles no writable session): zarrext.cluster
+        # sends each task a fork of it (forked) and merges the forks back.
+        return StoreRef(f"icechunk-session:{session.branch}", session=session)
     from zarr.storage import FsspecStore, LocalStore
 
     if isinstance(store, LocalStore):
@@ -125,24 +152,83 @@ class ArrayRef:
     """An array as a worker reopens it: its store's description and path.
 
     Equal (and hashed) by ``token`` alone, one per job: each worker process opens
-    the array once per job (:meth:`open`) and reuses it for every task of it.
+    the array once per job (:meth:`open`) and reuses it for every task of it (a
+    fork's, :func:`forked`, is one task's and opened by it alone).
+
+    Attributes
+    ----------
+    store : StoreRef
+    path : str
+    mode : str
+    token : str
+    codecs : tuple, optional
+        The codecs of an array opened through zarrext (:func:`zarrext.open_array`),
+        with their runtime settings (decisions, padding, shard layout; they pickle):
+        :meth:`open` gives the array zarrext's codec pipeline and these codecs.
+        None: the array as zarr-python opens it.
     """
 
     store: StoreRef = field(compare=False)
     path: str = field(compare=False)
     mode: str = field(default="r+", compare=False)
     token: str = field(default_factory=lambda: uuid.uuid4().hex)
+    codecs: tuple[Any, ...] | None = field(default=None, compare=False)
 
     def open(self) -> zarr.Array:
-        """The array, opened with zarr-python (runtime settings are the job's to add)."""
+        """The array: with zarrext's codec pipeline and the runtime codecs it was
+        described with, or as zarr-python opens it.
+
+        Raises
+        ------
+        ValueError
+            When the array's codecs in the store are not those it was described with
+            (its ``zarr.json`` was replaced meanwhile).
+        """
+        if self.store.session is not None:  # a fork is one task's: open it there, once
+            return _opened(self)
         with _OPEN_LOCK:  # threads of one worker: the first opens, the others wait for it
             return _open_once(self)
 
 
 def array_ref(array: zarr.Array, mode: str = "r+") -> ArrayRef:
-    """The description of ``array`` (see :func:`store_ref`)."""
+    """The description of ``array`` (see :func:`store_ref`), with its runtime codecs
+    when its codec pipeline is zarrext's."""
+    from zarrext.pipeline import ZarrextCodecPipeline
+
     store_path = array.store_path
-    return ArrayRef(store_ref(store_path.store), store_path.path, mode)
+    runtime = isinstance(async_array_of(array).codec_pipeline, ZarrextCodecPipeline)
+    codecs = tuple(array.metadata.codecs) if runtime else None  # type: ignore[union-attr]
+    return ArrayRef(store_ref(store_path.store), store_path.path, mode, codecs=codecs)
+
+
+def writable_session_of(ref: Any) -> Any:
+    """The writable icechunk session (not a fork) an :class:`ArrayRef` or
+    :class:`StoreRef` describes, else None."""
+    store = getattr(ref, "store", ref)
+    session = getattr(store, "session", None)
+    if session is None or session.read_only or type(session).__name__ == "ForkSession":
+        return None
+    return session
+
+
+def forked(ref: ArrayRef) -> ArrayRef:
+    """``ref``, over a writable icechunk session, on a new fork of it: one task's.
+
+    The task writes through the fork and returns it (``ref.store.session``) for the
+    job to merge into the session (:func:`zarrext.cluster.on_client`). A task rerun
+    after its worker died starts again from the fork as it was sent: what the dead
+    worker wrote is not in it.
+
+    Raises
+    ------
+    ValueError
+        When ``ref`` describes no writable icechunk session.
+    """
+    session = writable_session_of(ref)
+    if session is None:
+        raise ValueError(f"{ref.store.location}: not a writable icechunk session to fork")
+    fork = StoreRef(f"icechunk-fork:{session.branch}", session=session.fork())
+    return ArrayRef(fork, ref.path, ref.mode, codecs=ref.codecs)
 
 
 _OPEN_LOCK = threading.Lock()
@@ -150,4 +236,25 @@ _OPEN_LOCK = threading.Lock()
 
 @functools.lru_cache(maxsize=4)
 def _open_once(ref: ArrayRef) -> zarr.Array:
-    return zarr.open_array(ref.store.open(ref.mode), path=ref.path, mode=ref.mode)
+    return _opened(ref)
+
+
+def _opened(ref: ArrayRef) -> zarr.Array:
+    array = zarr.open_array(ref.store.open(ref.mode), path=ref.path, mode=ref.mode)
+    if ref.codecs is None:
+        return array
+    metadata = array.metadata
+    # runtime settings are no metadata: the codecs as zarr.json spells them must match
+    if not isinstance(metadata, ArrayV3Metadata) or [c.to_dict() for c in metadata.codecs] != [
+        c.to_dict() for c in ref.codecs
+    ]:
+        raise ValueError(
+            f"array {ref.path or '/'!r} in {ref.store.location}: its codecs changed since the "
+            "job described it (zarr.json replaced meanwhile); run the job again"
+        )
+    from zarrext.pipeline import build_pipeline
+
+    bound = with_codecs(metadata, ref.codecs)
+    runtime = AsyncArray(metadata=bound, store_path=array.store_path, config=array.config)
+    set_codec_pipeline(runtime, build_pipeline(bound, array.store_path.path))
+    return zarr.Array(runtime)
