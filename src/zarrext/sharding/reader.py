@@ -17,8 +17,8 @@ file's index and another's bytes. zarrext's readers (arrays opened with
 so zarr-python's own shard decoding runs unchanged on top of it. zarr-python asks
 for the whole file when a read wants every inner chunk of a shard; a fixed-slot
 shard whose chunks were updated is then up to twice its data (the spare slots, which
-hold copies of their chunks with the index at the end, and stale copies), so the whole-file answer is the shard packed: only
-the bytes its index references, read in runs, behind an index that points into them
+hold copies of their chunks with the index at the end, and stale copies), so the
+whole-file answer is the shard packed: only the bytes its index references, read in runs, behind an index that points into them
 (:meth:`LockedShardFile.read_packed`).
 """
 
