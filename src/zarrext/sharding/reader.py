@@ -18,8 +18,8 @@ so zarr-python's own shard decoding runs unchanged on top of it. zarr-python ask
 for the whole file when a read wants every inner chunk of a shard; a fixed-slot
 shard whose chunks were updated is then up to twice its data (the spare slots, which
 hold copies of their chunks with the index at the end, and stale copies), so the
-whole-file answer is the shard packed: only the bytes its index references, read in runs, behind an index that points into them
-(:meth:`LockedShardFile.read_packed`).
+whole-file answer is the shard packed: only the bytes its index references, read in
+runs, behind an index that points into them (:meth:`LockedShardFile.read_packed`).
 """
 
 from __future__ import annotations
