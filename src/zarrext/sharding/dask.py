@@ -129,7 +129,9 @@ def write_dask(
     Parameters
     ----------
     source : dask.array.Array
-        Same shape as ``array``; every block boundary on an inner-chunk boundary.
+        Same shape as ``array``; every block boundary on an inner-chunk boundary
+        (with a layout; in the array's axes, through a transpose) or on a shard
+        boundary (without one). Misaligned blocks are refused before any write.
     array : zarr.Array
         Target, from :func:`zarrext.open_array` / :func:`zarrext.create_array`:
         with a ``shard_layout`` (usually ``"fixed-slot"``) in a local directory
