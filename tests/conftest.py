@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import socket
@@ -9,12 +10,16 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, settings
+from zarr.abc.store import ByteRequest
+from zarr.core.buffer import Buffer, BufferPrototype
+from zarr.storage import WrapperStore
 
 ROOT = Path(__file__).resolve().parents[1]
 # Schemas and arrays written by other implementations (see tests/data/README.md).
@@ -160,3 +165,33 @@ def raises_chunk_error(cause: type[BaseException], match: str) -> Iterator[Any]:
     with pytest.raises(ChunkDecodeError, match=match) as raised:
         yield raised
     assert isinstance(raised.value.__cause__, cause), repr(raised.value.__cause__)
+
+
+class CountingStore(WrapperStore[Any]):
+    """A store that counts the requests per key and the most in flight at once."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.gets: Counter[str] = Counter()
+        self.sets: Counter[str] = Counter()
+        self.in_flight = 0
+        self.most_in_flight = 0
+
+    async def _counted(self, coroutine: Any) -> Any:
+        self.in_flight += 1
+        self.most_in_flight = max(self.most_in_flight, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)  # a latency, so that requests overlap visibly
+            return await coroutine
+        finally:
+            self.in_flight -= 1
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        self.gets[key] += 1
+        return await self._counted(self._store.get(key, prototype, byte_range))
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self.sets[key] += 1
+        await self._counted(self._store.set(key, value))

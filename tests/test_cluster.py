@@ -6,7 +6,6 @@ Against a real S3-compatible server on loopback (``s3`` fixture) and a 2-process
 
 from __future__ import annotations
 
-import asyncio
 import os
 import pickle
 from collections import Counter
@@ -17,12 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from zarr.abc.store import ByteRequest
 from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
-from zarr.core.buffer import Buffer, BufferPrototype
-from zarr.storage import WrapperStore
+from zarr.core.buffer import Buffer
 
 import zarrext
+from tests.conftest import CountingStore
 from zarrext.decisions import ChunkEncoding, CompressIfSmaller
 from zarrext.store_refs import array_ref, store_ref
 
@@ -70,36 +68,6 @@ def client() -> Iterator[Any]:
         distributed.Client(cluster) as client,
     ):
         yield client
-
-
-class CountingStore(WrapperStore[Any]):
-    """A store that counts the requests per key and the most in flight at once."""
-
-    def __init__(self, store: Any) -> None:
-        super().__init__(store)
-        self.gets: Counter[str] = Counter()
-        self.sets: Counter[str] = Counter()
-        self.in_flight = 0
-        self.most_in_flight = 0
-
-    async def _counted(self, coroutine: Any) -> Any:
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0.01)  # a latency, so that requests overlap visibly
-            return await coroutine
-        finally:
-            self.in_flight -= 1
-
-    async def get(
-        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
-    ) -> Buffer | None:
-        self.gets[key] += 1
-        return await self._counted(self._store.get(key, prototype, byte_range))
-
-    async def set(self, key: str, value: Buffer) -> None:
-        self.sets[key] += 1
-        await self._counted(self._store.set(key, value))
 
 
 def chunk_keys(counter: Counter[str]) -> Counter[str]:

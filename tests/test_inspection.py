@@ -116,3 +116,25 @@ def test_inventory_of_a_transposed_sharded_array_lists_every_inner_chunk(tmp_pat
     inv = inventory(z)
     assert inv.grid_shape == (2, 1)
     assert sorted(c.index for c in inv.chunks) == [(0, 0), (1, 0)]
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_inventory_keeps_requests_in_flight(tmp_path: Path, sharded: bool) -> None:
+    """Stored objects are fetched many at a time (an object store's latency is paid
+    once per batch, not per object), each once."""
+    from zarr.storage import LocalStore
+
+    from tests.conftest import CountingStore
+
+    layout = {"shards": (8, 8)} if sharded else {}
+    z = zarrext.create_array(str(tmp_path / "a.zarr"), shape=(64, 64), chunks=(4, 4),
+                             dtype="uint8", compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+                             decision="compress_if_smaller", **layout)
+    z[...] = 7
+    store = CountingStore(LocalStore(tmp_path / "a.zarr", read_only=True))
+    inv = inventory(zarr.open_array(store, mode="r"))
+    assert len(inv.chunks) == 256
+    objects = [k for k in store.gets if k.startswith("c/")]
+    assert len(objects) == (64 if sharded else 256)
+    assert all(store.gets[k] == 1 for k in objects)
+    assert store.most_in_flight > 2

@@ -20,6 +20,8 @@ import zarr
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer, default_buffer_prototype
+from zarr.core.common import concurrent_map
+from zarr.core.config import config as zarr_config
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.core.sync import sync
@@ -235,52 +237,90 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         -(-s // c) for s, c in zip(axes(tuple(metadata.shape)), chunk_shape, strict=True)
     )
     result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
+    # Objects are fetched async.concurrency at a time (an object store answers
+    # many requests at once), and each batch is read before the next is fetched:
+    # memory stays at one batch of objects.
+    needs_bytes = sharding is not None or (placement is not None and read_masks)
+
+    async def fetch(key: str) -> Any:
+        if needs_bytes:
+            return await store.get(key, prototype)
+        return await store.getsize(key)
+
+    keys = list(stored_chunk_keys(array))
+    batch = max(1, int(zarr_config.get("async.concurrency") or 1))
+    for first in range(0, len(keys), batch):
+        part = keys[first : first + batch]
+        fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
+        for (coords, key), got in zip(part, fetched, strict=True):
+            result.store_keys += 1
+            _add_object(result, array, chain, coords, key, got, read_masks)
+    return result
+
+
+def _add_object(
+    result: ArrayInventory,
+    array: zarr.Array,
+    chain: CodecChain,
+    coords: tuple[int, ...],
+    key: str,
+    got: Any,
+    read_masks: bool,
+) -> None:
+    """Add the chunks of one stored object (``got``: its bytes, or its size when
+    only sizes are asked for) to ``result``."""
+    metadata = array.metadata
+    assert isinstance(metadata, ArrayV3Metadata)
+    placement = result.placement
+    outer_shape, sharding = storage_block(metadata)
+    chunk_shape = result.chunk_shape
+    grid_shape = result.grid_shape
     inner_spec = _spec(chunk_shape, metadata)
-    for coords, key in stored_chunk_keys(array):
-        result.store_keys += 1
-        if sharding is None:
-            size = sync(store.getsize(key))
-            mask = None
+    prototype = default_buffer_prototype()
+    axes = chain.to_serializer_axes if sharding is not None else (lambda c: c)
+    if sharding is None:
+        if isinstance(got, int):
+            size, mask = got, None
+        else:
+            if got is None:
+                return  # deleted since listed
+            size, mask = len(got), None
             if placement is not None and read_masks:
-                data = sync(store.get(key, prototype))
-                if data is None:
-                    continue
                 token = _chunk_index.set(coords)
                 try:
                     with _naming_chunk(array.path, key, placement.after):
-                        mask = _mask_of(placement, data, inner_spec)
+                        mask = _mask_of(placement, got, inner_spec)
                 finally:
                     _chunk_index.reset(token)
-            result.chunks.append(
-                StoredChunk(coords, key, size, _raw_nbytes(chunk_shape, metadata), mask)
-            )
+        result.chunks.append(
+            StoredChunk(coords, key, size, _raw_nbytes(chunk_shape, metadata), mask)
+        )
+        return
+    shard = got
+    if shard is None:
+        return
+    # bytes->bytes codecs applied to whole shards, undone before reading the index
+    with _naming_chunk(array.path, key, chain.bytes_bytes):
+        shard = prototype.buffer.from_bytes(
+            chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
+        )
+    per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
+    origin = axes(tuple(coords))
+    for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
+        index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
+        if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
             continue
-        shard = sync(store.get(key, prototype))
-        if shard is None:
-            continue
-        # bytes->bytes codecs applied to whole shards, undone before reading the index
-        with _naming_chunk(array.path, key, chain.bytes_bytes):
-            shard = prototype.buffer.from_bytes(
-                chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
-            )
-        per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
-        origin = axes(tuple(coords))
-        for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
-            index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
-            if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
-                continue
-            mask = None
-            if placement is not None and placement.sharding is sharding and read_masks:
-                token = _chunk_index.set(index)
-                try:
-                    with _naming_chunk(array.path, key, placement.after, local):
-                        mask = _mask_of(placement, shard[start:stop], inner_spec)
-                finally:
-                    _chunk_index.reset(token)
-            result.chunks.append(
-                StoredChunk(index, key, stop - start, _raw_nbytes(chunk_shape, metadata), mask)
-            )
-    return result
+        mask = None
+        if placement is not None and placement.sharding is sharding and read_masks:
+            token = _chunk_index.set(index)
+            try:
+                with _naming_chunk(array.path, key, placement.after, local):
+                    mask = _mask_of(placement, shard[start:stop], inner_spec)
+            finally:
+                _chunk_index.reset(token)
+        result.chunks.append(
+            StoredChunk(index, key, stop - start, _raw_nbytes(chunk_shape, metadata), mask)
+        )
 
 
 def shard_entries(
