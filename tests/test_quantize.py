@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import warnings
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +15,8 @@ import zarr
 from hypothesis import assume, given
 from hypothesis import strategies as st
 from zarr.codecs import CastValue, ScaleOffset
-from zarr.storage import WrapperStore
 
+from tests.conftest import CountingStore
 from zarrext import quantize
 from zarrext.quantize import InexactConversionWarning, QuantizationError
 
@@ -313,7 +312,6 @@ def _write_packed(conv: quantize.CFConversion, packed: np.ndarray) -> zarr.Array
         compressors=None,
     )
     store = arr.store
-    import asyncio
 
     from zarr.core.buffer import default_buffer_prototype
 
@@ -463,44 +461,34 @@ def test_copy_quantized_reports_ratio_and_worst_error(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 
-class RecordingStore(WrapperStore[Any]):
-    """A store that records every write in order and the most requests in flight,
-    and can fail the ``fail_at``-th read of one key (a source chunk failing mid-copy)."""
+class RecordingStore(CountingStore):
+    """A :class:`CountingStore` that also records every write in order, and can fail
+    the ``fail_at``-th read of one key (a source chunk failing mid-copy)."""
 
     def __init__(self, store: Any, fail_key: str | None = None, fail_at: int = 0) -> None:
         super().__init__(store)
         self.writes: list[str] = []
-        self.reads: Counter[str] = Counter()
-        self.in_flight = self.most_in_flight = 0
+        self.reads = self.gets
         self.fail_key, self.fail_at = fail_key, fail_at
 
     def _with_store(self, store: Any) -> RecordingStore:  # zarr's read-only view counts too
         view = RecordingStore(store, self.fail_key, self.fail_at)
-        view.writes, view.reads = self.writes, self.reads
+        view.writes, view.reads, view.gets = self.writes, self.reads, self.gets
         return view
 
     @property
     def _supports_sync_io(self) -> bool:
         return False
 
-    async def _counted(self, coroutine: Any) -> Any:
-        self.in_flight += 1
-        self.most_in_flight = max(self.most_in_flight, self.in_flight)
-        try:
-            await asyncio.sleep(0.01)  # a latency, so that requests overlap visibly
-            return await coroutine
-        finally:
-            self.in_flight -= 1
-
     async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
-        self.reads[key] += 1
-        if key == self.fail_key and self.reads[key] == self.fail_at:
+        if key == self.fail_key and self.reads[key] + 1 == self.fail_at:
+            self.reads[key] += 1
             raise OSError(f"{key}: connection reset (a test's failure)")
-        return await self._counted(self._store.get(key, prototype, byte_range))
+        return await super().get(key, prototype, byte_range)
 
     async def set(self, key: str, value: Any) -> None:
         self.writes.append(key)
-        await self._counted(self._store.set(key, value))
+        await super().set(key, value)
 
 
 def _smooth(shape: tuple[int, int] = (64, 64)) -> np.ndarray:
