@@ -22,7 +22,7 @@ looking for the sharding codec themselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,27 +32,22 @@ from zarr.codecs.scale_offset import ScaleOffset
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.codec_pipeline import codecs_from_list_unchecked
 
+from zarrext._zarr_compat import codec_supports_sync
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.errors import codec_name
 
 if TYPE_CHECKING:
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec, Codec
     from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
     from zarr.core.metadata import ArrayV3Metadata
 
-__all__ = ["CodecChain", "ConditionalPlacement", "codec_name"]
+__all__ = ["CodecChain", "ConditionalPlacement", "decode_bytes"]
 
 # Filters that map every element to the element at the same place: a region of the
 # filtered array comes from the same region of the array.
 ELEMENTWISE_FILTERS: tuple[type, ...] = (ScaleOffset, CastValue)
-
-
-def codec_name(codec: Codec) -> str:
-    """The name a codec has in metadata (its class name when it has no ``to_dict``)."""
-    try:
-        return str(codec.to_dict()["name"])
-    except Exception:  # a codec without to_dict still deserves a name in a message
-        return type(codec).__name__
 
 
 @dataclass(frozen=True)
@@ -195,11 +190,8 @@ class CodecChain:
         """
         if not self.bytes_bytes:
             return data
-        transform = self._bytes_transform(spec)
-        buffer: Any = spec.prototype.buffer.from_bytes(data)
-        for codec, codec_spec in reversed(transform):
-            buffer = _sync(codec, "decode", buffer, codec_spec)
-        return bytes(buffer.to_bytes())
+        buffer = spec.prototype.buffer.from_bytes(data)
+        return bytes(decode_bytes(self._bytes_transform(spec), buffer).to_bytes())
 
     def encode_stored(self, data: bytes, spec: ArraySpec) -> bytes:
         """The stored object for serializer bytes ``data`` (bytes->bytes codecs applied)."""
@@ -207,7 +199,7 @@ class CodecChain:
             return data
         buffer: Any = spec.prototype.buffer.from_bytes(data)
         for codec, codec_spec in self._bytes_transform(spec):
-            buffer = _sync(codec, "encode", buffer, codec_spec)
+            buffer = _step(codec, "encode", buffer, codec_spec)
         return bytes(buffer.to_bytes())
 
     def _bytes_transform(self, spec: ArraySpec) -> list[tuple[BytesBytesCodec, ArraySpec]]:
@@ -220,11 +212,18 @@ class CodecChain:
         return out
 
 
-def _sync(codec: Any, direction: str, buffer: Any, spec: ArraySpec) -> Any:
+def decode_bytes(steps: Sequence[tuple[BytesBytesCodec, ArraySpec]], buffer: Buffer) -> Buffer:
+    """Undo bytes->bytes codecs, each given with the spec it encoded with, the last
+    applied first."""
+    for codec, spec in reversed(steps):
+        buffer = _step(codec, "decode", buffer, spec)
+    return buffer
+
+
+def _step(codec: Any, direction: str, buffer: Any, spec: ArraySpec) -> Any:
     """One bytes->bytes step, synchronously where the codec can."""
-    method = getattr(codec, f"_{direction}_sync", None)
-    if method is not None:
-        out = method(buffer, spec)
+    if codec_supports_sync(codec):
+        out = getattr(codec, f"_{direction}_sync")(buffer, spec)
     else:
         from zarr.core.sync import sync
 

@@ -29,11 +29,10 @@ from zarr.core.sync import sync
 from zarrext._context import _chunk_index
 from zarrext._zarr_compat import (
     chunk_grid_of,
-    codec_supports_sync,
     decode_shard_index,
     shard_index_size,
 )
-from zarrext.chain import CodecChain, ConditionalPlacement
+from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.specs import array_spec
@@ -181,18 +180,8 @@ def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
     return array_spec(metadata, shape)
 
 
-def _decode_chain(codecs: tuple[Any, ...], data: Buffer, spec: ArraySpec) -> Buffer:
-    """Undo bytes->bytes ``codecs`` (last applied first)."""
-    for codec in reversed(codecs):
-        if codec_supports_sync(codec):
-            data = codec._decode_sync(data, spec)
-        else:
-            data = sync(codec._decode_single(data, spec))
-    return data
-
-
 def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
-    return placement.codec.read_mask(_decode_chain(placement.after, data, spec))
+    return placement.codec.read_mask(decode_bytes([(c, spec) for c in placement.after], data))
 
 
 @contextmanager

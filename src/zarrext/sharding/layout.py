@@ -50,7 +50,8 @@ from zarrext._zarr_compat import (
     shard_indexer_and_value,
     sharding_codec_fields,
 )
-from zarrext.chain import CodecChain, codec_name
+from zarrext.chain import CodecChain
+from zarrext.errors import codec_name
 from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
