@@ -15,6 +15,8 @@ import gzip
 import struct
 import types
 import zlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 __all__ = [
@@ -23,6 +25,7 @@ __all__ = [
     "FillValueError",
     "codec_name",
     "failing_codecs",
+    "naming_chunk",
 ]
 
 DECODE_ERRORS: tuple[type[Exception], ...] = (
@@ -139,6 +142,23 @@ class ChunkDecodeError(ValueError):
         wrapped = cls(reason, array=array, key=key, codec=codec, inner=inner)
         wrapped.__cause__ = error
         return wrapped
+
+
+@contextmanager
+def naming_chunk(
+    *,
+    array: str | None = None,
+    key: str | None = None,
+    inner: tuple[int, ...] | None = None,
+    codecs: tuple[Any, ...] = (),
+) -> Iterator[None]:
+    """Raise a codec's error inside the block as a :class:`ChunkDecodeError` naming
+    the array and the chunk (the codec's error names neither), ``from`` it."""
+    try:
+        yield
+    except DECODE_ERRORS as e:
+        error = ChunkDecodeError.wrapping(e, array=array, key=key, inner=inner, codecs=codecs)
+        raise error from error.__cause__
 
 
 def _rebuild(

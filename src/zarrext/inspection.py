@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -34,7 +33,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
-from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
+from zarrext.errors import naming_chunk
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
@@ -184,19 +183,6 @@ def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> 
     return placement.codec.read_mask(decode_bytes([(c, spec) for c in placement.after], data))
 
 
-@contextmanager
-def _naming_chunk(
-    array: str, key: str, codecs: tuple[Any, ...], inner: tuple[int, ...] | None = None
-) -> Iterator[None]:
-    """Turn a codec's error inside the block into a ChunkDecodeError naming the
-    array and the chunk (the codec's error names neither)."""
-    try:
-        yield
-    except DECODE_ERRORS as e:
-        error = ChunkDecodeError.wrapping(e, array=array, key=key, inner=inner, codecs=codecs)
-        raise error from error.__cause__
-
-
 def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
@@ -277,7 +263,7 @@ def _add_object(
             if placement is not None and read_masks:
                 token = _chunk_index.set(coords)
                 try:
-                    with _naming_chunk(array.path, key, placement.after):
+                    with naming_chunk(array=array.path, key=key, codecs=placement.after):
                         mask = _mask_of(placement, got, inner_spec)
                 finally:
                     _chunk_index.reset(token)
@@ -289,7 +275,7 @@ def _add_object(
     if shard is None:
         return
     # bytes->bytes codecs applied to whole shards, undone before reading the index
-    with _naming_chunk(array.path, key, chain.bytes_bytes):
+    with naming_chunk(array=array.path, key=key, codecs=chain.bytes_bytes):
         shard = prototype.buffer.from_bytes(
             chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
         )
@@ -303,7 +289,7 @@ def _add_object(
         if placement is not None and placement.sharding is sharding and read_masks:
             token = _chunk_index.set(index)
             try:
-                with _naming_chunk(array.path, key, placement.after, local):
+                with naming_chunk(array=array.path, key=key, codecs=placement.after, inner=local):
                     mask = _mask_of(placement, shard[start:stop], inner_spec)
             finally:
                 _chunk_index.reset(token)

@@ -42,7 +42,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
@@ -138,7 +138,6 @@ PARALLEL_WRITE_MIN_BYTES = 256 << 10
 # faults (glibc hands blocks from 128 KiB on to mmap): there the arena only adds
 # work, 2 % on 16 KiB chunks written to tmpfs here, and is neutral from 64 KiB on.
 ARENA_MIN_BYTES = 128 << 10
-
 
 
 def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
@@ -452,17 +451,19 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 array = key[: -len(tail)].rstrip("/")
         return array, key
 
-    def _decode_error(self, error: BaseException, key_holder: object) -> ChunkDecodeError:
-        """``error``, raised decoding the chunk of ``key_holder``, as a ChunkDecodeError
-        naming the array, the chunk's key and the codec; its ``__cause__`` is the
-        codec's own error (raise it ``from`` that)."""
+    def _raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
+        """Raise ``error``, raised decoding the chunk of ``key_holder``, as a
+        ChunkDecodeError naming the array, the chunk's key and the codec, ``from`` the
+        codec's own error. (Only called on failure: the chunk's place is worked out
+        then, not for every chunk read.)"""
         array, key = self._where(key_holder)
         codecs = self.transform.codecs if self.transform is not None else tuple(self)
         inner = getattr(key_holder, "chunk_coords", None)
-        return ChunkDecodeError.wrapping(
+        wrapped = ChunkDecodeError.wrapping(
             error, array=array, key=key, codecs=codecs,
             inner=tuple(inner) if inner is not None else None,
         )
+        raise wrapped from wrapped.__cause__
 
     def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
         byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
@@ -526,8 +527,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         try:
             shard = codec.read_local_sync(path, selection, shard_spec, into=into)
         except DECODE_ERRORS as e:
-            error = self._decode_error(e, byte_getter)
-            raise error from error.__cause__
+            self._raise_decode_error(e, byte_getter)
         if shard is into is not None:
             return {"status": "present"}
         if shard is None:
@@ -614,8 +614,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 drop_axes=drop_axes,
             )
         except DECODE_ERRORS as e:
-            error = self._decode_error(e, byte_getter)
-            raise error from error.__cause__
+            self._raise_decode_error(e, byte_getter)
 
     async def read(
         self,
@@ -702,8 +701,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             try:
                 return await BatchedCodecPipeline.read_batch(self, batch, out, drop_axes)
             except DECODE_ERRORS as e:
-                error = self._decode_error(e, batch[0][0])
-                raise error from error.__cause__
+                self._raise_decode_error(e, batch[0][0])
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)

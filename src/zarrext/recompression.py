@@ -54,7 +54,7 @@ from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_t
 from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
 from zarrext.decisions import DecisionLike, format_mask
-from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
+from zarrext.errors import naming_chunk
 from zarrext.inspection import (
     ConditionalPlacement,
     _mask_of,
@@ -219,16 +219,11 @@ class _Rewriter:
     ) -> Buffer:
         token = _chunk_index.set(coords)
         try:
-            try:
+            # The codec's error names no chunk; say whose bytes they are.
+            with naming_chunk(array=self.runtime.path, key=key, inner=inner,
+                              codecs=self.transform.codecs):
                 mask_before = self._mask(data)
                 decoded = self.transform.decode_chunk(data, self.chunk_spec)
-            except DECODE_ERRORS as e:
-                # The codec's error names no chunk; say whose bytes they are.
-                error = ChunkDecodeError.wrapping(
-                    e, array=self.runtime.path, key=key, inner=inner,
-                    codecs=self.transform.codecs,
-                )
-                raise error from error.__cause__
             encoded = self.transform.encode_chunk(decoded, self.chunk_spec)
             if encoded is None:  # nothing to store: keep the chunk as it was
                 encoded = data
