@@ -222,44 +222,17 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
             return await store.get(key, prototype)
         return await store.getsize(key)
 
-    keys = list(stored_chunk_keys(array))
-    batch = max(1, int(zarr_config.get("async.concurrency") or 1))
-    for first in range(0, len(keys), batch):
-        part = keys[first : first + batch]
-        fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
-        for (coords, key), got in zip(part, fetched, strict=True):
-            result.store_keys += 1
-            _add_object(result, array, chain, coords, key, got, read_masks)
-    return result
-
-
-def _add_object(
-    result: ArrayInventory,
-    array: zarr.Array,
-    chain: CodecChain,
-    coords: tuple[int, ...],
-    key: str,
-    got: Any,
-    read_masks: bool,
-) -> None:
-    """Add the chunks of one stored object (``got``: its bytes, or its size when
-    only sizes are asked for) to ``result``."""
-    metadata = array.metadata
-    assert isinstance(metadata, ArrayV3Metadata)
-    placement = result.placement
-    outer_shape, sharding = storage_block(metadata)
-    chunk_shape = result.chunk_shape
-    grid_shape = result.grid_shape
     inner_spec = _spec(chunk_shape, metadata)
-    prototype = default_buffer_prototype()
-    axes = chain.to_serializer_axes if sharding is not None else (lambda c: c)
-    if sharding is None:
-        if isinstance(got, int):
-            size, mask = got, None
-        else:
-            if got is None:
-                return  # deleted since listed
-            size, mask = len(got), None
+    raw_nbytes = _raw_nbytes(chunk_shape, metadata)
+
+    def add(coords: tuple[int, ...], key: str, got: Any) -> None:
+        """Add the chunks of one stored object (``got``: its bytes, or its size when
+        only sizes are asked for)."""
+        if got is None:
+            return  # deleted since listed
+        if sharding is None:
+            size = got if isinstance(got, int) else len(got)
+            mask = None
             if placement is not None and read_masks:
                 token = _chunk_index.set(coords)
                 try:
@@ -267,35 +240,41 @@ def _add_object(
                         mask = _mask_of(placement, got, inner_spec)
                 finally:
                     _chunk_index.reset(token)
-        result.chunks.append(
-            StoredChunk(coords, key, size, _raw_nbytes(chunk_shape, metadata), mask)
-        )
-        return
-    shard = got
-    if shard is None:
-        return
-    # bytes->bytes codecs applied to whole shards, undone before reading the index
-    with naming_chunk(array=array.path, key=key, codecs=chain.bytes_bytes):
-        shard = prototype.buffer.from_bytes(
-            chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
-        )
+            result.chunks.append(StoredChunk(coords, key, size, raw_nbytes, mask))
+            return
+        shard = got
+        if chain.bytes_bytes:
+            # bytes->bytes codecs applied to whole shards, undone before reading the index
+            with naming_chunk(array=array.path, key=key, codecs=chain.bytes_bytes):
+                shard = prototype.buffer.from_bytes(
+                    chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
+                )
+        origin = axes(tuple(coords))
+        for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
+            index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
+            if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
+                continue
+            mask = None
+            if placement is not None and placement.sharding is sharding and read_masks:
+                token = _chunk_index.set(index)
+                try:
+                    with naming_chunk(array=array.path, key=key, codecs=placement.after,
+                                      inner=local):
+                        mask = _mask_of(placement, shard[start:stop], inner_spec)
+                finally:
+                    _chunk_index.reset(token)
+            result.chunks.append(StoredChunk(index, key, stop - start, raw_nbytes, mask))
+
     per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
-    origin = axes(tuple(coords))
-    for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
-        index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
-        if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
-            continue
-        mask = None
-        if placement is not None and placement.sharding is sharding and read_masks:
-            token = _chunk_index.set(index)
-            try:
-                with naming_chunk(array=array.path, key=key, codecs=placement.after, inner=local):
-                    mask = _mask_of(placement, shard[start:stop], inner_spec)
-            finally:
-                _chunk_index.reset(token)
-        result.chunks.append(
-            StoredChunk(index, key, stop - start, _raw_nbytes(chunk_shape, metadata), mask)
-        )
+    keys = list(stored_chunk_keys(array))
+    batch = max(1, int(zarr_config.get("async.concurrency") or 1))
+    for first in range(0, len(keys), batch):
+        part = keys[first : first + batch]
+        fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
+        for (coords, key), got in zip(part, fetched, strict=True):
+            result.store_keys += 1
+            add(coords, key, got)
+    return result
 
 
 def shard_entries(
