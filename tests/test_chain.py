@@ -255,3 +255,15 @@ def test_a_whole_shard_rewrite_under_a_layout_raises() -> None:
     codec = LayoutShardingCodec(chunk_shape=(4, 4), shard_layout="append")
     with pytest.raises(ShardLayoutError, match="whole-shard rewrite"):
         codec._encode_sync(None, None)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("orders", [[(1, 0)], [(2, 0, 1)], [(2, 0, 1), (1, 2, 0)], []])
+def test_array_and_serializer_axes_are_inverse(orders) -> None:
+    ndim = len(orders[0]) if orders else 3
+    chain = CodecChain.of([*(TransposeCodec(order=o) for o in orders), BytesCodec()])
+    coords = tuple(range(10, 10 + ndim))
+    there = chain.to_serializer_axes(coords)
+    expected = np.empty(coords).transpose(*orders[0]).shape if len(orders) == 1 else None
+    if expected is not None:
+        assert there == expected  # what zarr's transpose does to a shape
+    assert chain.to_array_axes(there) == coords

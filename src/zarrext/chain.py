@@ -154,13 +154,23 @@ class CodecChain:
                 )
         return None
 
+    def _transposes(self) -> list[tuple[int, ...]]:
+        return [tuple(c.order) for c in self.array_array if isinstance(c, TransposeCodec)]
+
     def to_serializer_axes(self, coords: tuple[int, ...]) -> tuple[int, ...]:
         """Coordinates (or a shape) in the array's axes, in the axes the serializer
         sees: each transpose before it permutes them."""
-        for codec in self.array_array:
-            order = getattr(codec, "order", None)
-            if isinstance(codec, TransposeCodec) and order is not None:
-                coords = tuple(coords[axis] for axis in order)
+        for order in self._transposes():
+            coords = tuple(coords[axis] for axis in order)
+        return coords
+
+    def to_array_axes(self, coords: tuple[int, ...]) -> tuple[int, ...]:
+        """The inverse of :meth:`to_serializer_axes`."""
+        for order in reversed(self._transposes()):
+            unpermuted = [0] * len(coords)
+            for k, axis in enumerate(order):
+                unpermuted[axis] = coords[k]
+            coords = tuple(unpermuted)
         return coords
 
     def names(self) -> list[str]:

@@ -86,15 +86,8 @@ def _write_unit(shards: ArrayShards, layout: str | None) -> tuple[tuple[int, ...
     """
     if layout is None:
         return tuple(shards.stored_spec.shape), "shard"
-    inner = list(shards.codec.chunk_shape)
-    for codec in reversed(shards.chain.array_array):
-        order = getattr(codec, "order", None)  # transpose: inner chunks in its axes
-        if order is not None:
-            unpermuted = [0] * len(inner)
-            for k, axis in enumerate(order):
-                unpermuted[axis] = inner[k]
-            inner = unpermuted
-    return tuple(inner), "inner-chunk"
+    # a transpose before the sharding codec: inner chunks are in its axes
+    return shards.chain.to_array_axes(tuple(shards.codec.chunk_shape)), "inner-chunk"
 
 
 def _write_block(ref: _ArrayRef, block: np.ndarray, region: tuple[slice, ...]) -> int:
