@@ -37,7 +37,6 @@ import asyncio
 import contextlib
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -61,6 +60,9 @@ import zarrext
 from timing import best_of, interleave
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
+from tests.moto_server import moto_server  # noqa: E402
+
 SHARD = 2048  # 2048 x 2048 float32: 16 MiB shards
 INNER = 512  # 1 MiB inner chunks
 LEVEL = 3
@@ -71,36 +73,6 @@ NOT_AVAILABLE = "not available"
 
 
 # -- the S3 server, the proxy ----------------------------------------------------------
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto S3 server on loopback, as tests/conftest.py's ``s3_server`` starts it."""
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
 
 
 @contextlib.contextmanager

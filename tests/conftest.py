@@ -5,10 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import socket
-import subprocess
-import sys
-import time
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -60,28 +56,10 @@ def s3_server() -> Iterator[str]:
     stopped at the end: s3fs, zarr's FsspecStore and zarrext talk to it over
     HTTP exactly as to a real object store.
     """
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if server.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the moto S3 server did not start") from None
-                time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        server.terminate()
-        server.wait(timeout=10)
+    from tests.moto_server import moto_server
+
+    with moto_server() as endpoint:
+        yield endpoint
 
 
 @pytest.fixture

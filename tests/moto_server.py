@@ -1,0 +1,46 @@
+"""A moto S3 server on loopback, for the tests (``tests/conftest.py``'s ``s3_server``)
+and for ``benchmarks/bench_scale.py``.
+
+A real HTTP server in its own process: s3fs, obstore, tensorstore and zarr talk to
+it over HTTP exactly as to a real object store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+
+def free_port() -> int:
+    """A TCP port on loopback that nothing listens on now."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """Start moto's server mode on loopback; its endpoint URL. Stopped on exit."""
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                if server.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the moto S3 server did not start") from None
+                time.sleep(0.1)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
