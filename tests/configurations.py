@@ -5,7 +5,7 @@ A hypothesis strategy (:func:`configurations`) draws the keyword arguments of
 through ``serializer=ShardingCodec(...)`` (with zarr's default ``zstd`` after it
 when ``compressors=`` is not given), nested shards, or not sharded; filters
 (``transpose``, the ``scale_offset`` + ``cast_value`` that ``zarrext.quantize.plan``
-makes); inner and outer compressors (zstd, gzip, crc32c, conditional, shuffle);
+makes); inner and outer compressors (zstd, gzip, blosc, crc32c, conditional, shuffle);
 plain and ``optional`` data types; shapes with partial edge chunks and shards.
 
 Shared by ``tests/test_configurations.py`` (a fast profile in ``make test``, a long
@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from hypothesis import strategies as st
 from zarr.codecs import (
+    BloscCodec,
     BytesCodec,
     Crc32cCodec,
     GzipCodec,
@@ -37,6 +38,7 @@ COMPRESSORS: dict[str, Any] = {
     "none": lambda item: [],
     "zstd": lambda item: [ZstdCodec(level=1)],
     "gzip": lambda item: [GzipCodec(level=1)],
+    "blosc": lambda item: [BloscCodec(cname="lz4", clevel=1)],
     "crc32c": lambda item: [Crc32cCodec()],
     "conditional": lambda item: [ConditionalCodec([ZstdCodec(level=1)])],
     "shuffle-zstd": lambda item: [ShuffleCodec(element_size=item), ZstdCodec(level=1)],
@@ -130,7 +132,7 @@ def configurations(draw: st.DrawFn, *, sharded_only: bool = False) -> Configurat
     if dtype != "optional-int16":
         filters = draw(st.sampled_from(["none", "transpose", "quantize"] if dtype == "float32"
                                        else ["none", "transpose"]))
-    inner_names = ["none", "zstd", "gzip", "crc32c", "conditional", "shuffle-zstd",
+    inner_names = ["none", "zstd", "gzip", "blosc", "crc32c", "conditional", "shuffle-zstd",
                    "conditional-crc32c"]
     if dtype == "optional-int16":
         inner_names = ["none"]  # the optional codec is the serializer and nests its own

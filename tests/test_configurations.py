@@ -86,12 +86,9 @@ def _layout_refusal_predicted(config: Configuration) -> bool:
 
 
 def _slot_may_be_unbounded(config: Configuration) -> bool:
-    """fixed-slot also refuses inner codecs whose encoded size it cannot bound."""
-    return (
-        config.inner_codecs in ("zstd", "gzip", "shuffle-zstd")
-        or config.dtype == "optional-int16"
-        or config.route == "nested"
-    )
+    """fixed-slot also refuses inner codecs whose encoded size it cannot bound: the
+    optional codec and inner shards (compressors inside the shard have bounds)."""
+    return config.dtype == "optional-int16" or config.route == "nested"
 
 
 def _open_layout(config: Configuration, path: Path, layout: str) -> zarr.Array | None:

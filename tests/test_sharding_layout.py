@@ -14,6 +14,7 @@ import zarr
 from hypothesis import given
 from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.codecs.numcodecs import BZ2
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import Int32
@@ -23,6 +24,7 @@ import zarrext
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.decisions import FixedMask
 from zarrext.sharding import ShardLayoutError, shard_report, slot_bound, writer
+from zarrext.sharding.bounds import zstd_bound
 from zarrext.sharding.layout import LayoutShardingCodec
 
 INNER = (8, 8)
@@ -66,8 +68,14 @@ def make(
     )
 
 
-def conditional_codecs() -> list:
-    return [BytesCodec(), ConditionalCodec(codecs=[ZstdCodec(level=1)]), Crc32cCodec()]
+def conditional_codecs(compressor: object = None) -> list:
+    nested = compressor if compressor is not None else ZstdCodec(level=1)
+    return [BytesCodec(), ConditionalCodec(codecs=[nested]), Crc32cCodec()]
+
+
+def unbounded() -> BZ2:
+    """A compressor whose worst-case size zarrext knows no bound for."""
+    return BZ2(level=1)
 
 
 def fresh(path: Path) -> np.ndarray:
@@ -83,27 +91,37 @@ def test_slot_bound_fixed_size_codecs() -> None:
 
 
 def test_slot_bound_conditional_adds_header_and_later_fixed_codecs() -> None:
+    # a nested compressor without a bound: the decision's no-inflation guarantee
     codecs = (
         BytesCodec(),
-        ConditionalCodec(codecs=[ZstdCodec()], decision="compress_if_smaller"),
+        ConditionalCodec(codecs=[unbounded()], decision="compress_if_smaller"),
         Crc32cCodec(),
     )
     assert slot_bound(codecs, spec()) == RAW + 1 + 4
+    # a nested compressor with a bound: its worst case, whatever the decision
+    for decision in ("compress_if_smaller", "always_apply"):
+        codecs = (
+            BytesCodec(), ConditionalCodec(codecs=[ZstdCodec()], decision=decision), Crc32cCodec()
+        )
+        assert slot_bound(codecs, spec()) == zstd_bound(RAW) + 1 + 4
 
 
 def test_slot_bound_refuses_unbounded_codecs() -> None:
-    with pytest.raises(ShardLayoutError, match="zstd"):
-        slot_bound((BytesCodec(), ZstdCodec()), spec())
-    inflating = ConditionalCodec(codecs=[ZstdCodec()], decision="always_apply")
+    with pytest.raises(ShardLayoutError, match="bz2") as caught:
+        slot_bound((BytesCodec(), unbounded()), spec())
+    # the message names both ways out
+    assert "shard_layout='append'" in str(caught.value)
+    assert "'conditional'" in str(caught.value)
+    inflating = ConditionalCodec(codecs=[unbounded()], decision="always_apply")
     with pytest.raises(ShardLayoutError, match="conditional"):
         slot_bound((BytesCodec(), inflating), spec())
 
 
 def test_fixed_slot_without_bound_fails_at_open(tmp_path: Path) -> None:
-    make(tmp_path / "a", layout=None, codecs=[BytesCodec(), ZstdCodec()])
+    make(tmp_path / "a", layout=None, codecs=[BytesCodec(), unbounded()])
     with pytest.raises(ShardLayoutError, match="no bound"):
         zarrext.open_array(str(tmp_path / "a"), shard_layout="fixed-slot")
-    make(tmp_path / "b", layout=None, codecs=conditional_codecs())
+    make(tmp_path / "b", layout=None, codecs=conditional_codecs(unbounded()))
     with pytest.raises(ShardLayoutError, match="no bound"):
         zarrext.open_array(str(tmp_path / "b"), shard_layout="fixed-slot", decision="always_apply")
     # the append layout needs no bound
@@ -304,7 +322,7 @@ def test_fixed_slot_file_is_sparse_slots_after_index(tmp_path: Path) -> None:
 
 
 def test_runtime_rebinding_keeps_the_layout(tmp_path: Path) -> None:
-    array = make(tmp_path / "a", codecs=conditional_codecs())
+    array = make(tmp_path / "a", codecs=conditional_codecs(unbounded()))
     rebound = zarrext.with_runtime(array, decision="compress_if_smaller")
     codec = rebound.metadata.codecs[0]
     assert isinstance(codec, LayoutShardingCodec)
@@ -331,11 +349,9 @@ def test_whole_shard_rewrite_keeps_chunks_in_their_slots(tmp_path: Path) -> None
 
 
 def test_unbounded_fixed_slot_refused_before_metadata_is_written(tmp_path: Path) -> None:
-    from zarr.codecs import ZstdCodec
-
     kwargs: dict = dict(
         shape=(64, 64), chunks=(32, 32), dtype="i4", compressors=None,
-        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), ZstdCodec()]),
+        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), unbounded()]),
     )
     with pytest.raises(ShardLayoutError, match="no bound"):
         zarrext.create_array(str(tmp_path / "a"), shard_layout="fixed-slot", **kwargs)

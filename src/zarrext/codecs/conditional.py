@@ -15,7 +15,7 @@ never stored in ``zarr.json`` and not part of codec equality.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -241,12 +241,41 @@ class ConditionalCodec(BytesBytesCodec):
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
 
-    def max_encoded_size(self, input_byte_length: int) -> int | None:
-        """Upper bound of an encoded chunk's size, if the decision guarantees one.
+    def max_encoded_size(
+        self,
+        input_byte_length: int,
+        nested_bound: Callable[[BytesBytesCodec, int], int | None] | None = None,
+    ) -> int | None:
+        """Upper bound of an encoded chunk's size, or None when there is none.
 
-        ``input + header`` when the decision never lets the payload grow (e.g.
-        ``compress_if_smaller``), else ``None``.
+        A writer may apply any subset of the nested codecs, in order. When every
+        nested codec's output is bounded by a non-decreasing bound of at least its
+        input (``nested_bound(codec, n)``; compressors' worst cases are), applying
+        all of them is the worst case: ``header + bound_k(... bound_1(input))``.
+        This holds for any decision, so the slot size does not change with the
+        decision a writer runs. Else, ``input + header`` when the decision never
+        lets the payload grow (e.g. ``compress_if_smaller``), else None.
+
+        Parameters
+        ----------
+        input_byte_length : int
+            Size of the chunk before encoding.
+        nested_bound : callable, optional
+            ``(codec, n) -> bound or None`` for a nested codec (zarrext's
+            :func:`zarrext.sharding.bounds.encoded_size_bound`); without it only
+            fixed-size nested codecs are bounded.
         """
+        size: int | None = input_byte_length
+        for codec in self.codecs:
+            if size is None:
+                break
+            if codec.is_fixed_size:
+                # bytes->bytes compute_encoded_size does not look at the spec
+                size = int(codec.compute_encoded_size(size, None))  # type: ignore[arg-type]
+            else:
+                size = None if nested_bound is None else nested_bound(codec, size)
+        if size is not None:
+            return max(size, input_byte_length) + self.header_nbytes
         if self.decision.guarantees_no_inflation:
             return input_byte_length + self.header_nbytes
         return None

@@ -7,8 +7,10 @@ a writer puts each inner chunk, so every layout reads with any reader.
     Inner chunk ``i`` (C order in the shard) owns a slot of ``S`` bytes at
     ``data_start + i * S``, where ``data_start`` is the index size when the index is
     at the start, else 0. ``S`` is the bound of an inner chunk's encoded size
-    (:func:`slot_bound`). The spare area after the ``n`` slots holds chunks that are
-    being replaced (see :mod:`zarrext.sharding.writer`) or do not fit.
+    (:func:`zarrext.sharding.bounds.slot_bound`: the chain's worst-case encoded
+    size, in whole blocks when it compresses). The spare area after the ``n`` slots
+    holds chunks that are being replaced (see :mod:`zarrext.sharding.writer`) or do
+    not fit.
 ``append``
     New and updated chunks go to the end of the shard, followed by a fresh index
     when the index is at the end (the spec's append-only strategy).
@@ -27,14 +29,12 @@ them is decided by the array's codec chain (:class:`zarrext.chain.CodecChain`):
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 from zarr.core.array_spec import ArraySpec
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.storage import LocalStore
@@ -51,9 +51,9 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
 )
 from zarrext.chain import CodecChain
-from zarrext.errors import codec_name
 from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding import writer
+from zarrext.sharding.bounds import slot_bound
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
 
@@ -78,52 +78,6 @@ __all__ = [
 
 ShardLayout = Literal["fixed-slot", "append"]
 LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
-
-
-def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
-    """Upper bound of one inner chunk's encoded size: the fixed slot size ``S``.
-
-    Fixed-size codecs contribute ``compute_encoded_size``; a ``conditional`` codec
-    contributes its ``max_encoded_size`` (raw + header when its decision guarantees
-    no inflation).
-
-    Raises
-    ------
-    ShardLayoutError
-        When a codec's output size has no bound.
-    """
-    dtype = chunk_spec.dtype
-    item_size = getattr(dtype, "item_size", None)
-    if not isinstance(item_size, int):
-        raise ShardLayoutError(
-            f"shard_layout='fixed-slot': data type {dtype} has no fixed item size, so an "
-            "inner chunk's encoded size has no bound"
-        )
-    nbytes = math.prod(chunk_spec.shape) * item_size
-    spec = chunk_spec
-    for i, codec in enumerate(codecs):
-        where = f"inner codec {i} ({codec_name(codec)!r})"
-        if isinstance(codec, ArrayArrayCodec | ArrayBytesCodec):
-            if not codec.is_fixed_size:
-                raise ShardLayoutError(
-                    f"shard_layout='fixed-slot': {where} produces variable-size output, so "
-                    "inner chunks have no fixed slot size"
-                )
-            nbytes = codec.compute_encoded_size(nbytes, spec)
-            spec = codec.resolve_metadata(spec)
-            continue
-        bound = getattr(codec, "max_encoded_size", None)
-        if codec.is_fixed_size:
-            nbytes = codec.compute_encoded_size(nbytes, spec)
-        elif callable(bound) and (limit := bound(nbytes)) is not None:
-            nbytes = int(limit)
-        else:
-            raise ShardLayoutError(
-                f"shard_layout='fixed-slot': {where} has no bound on its encoded size. "
-                "Wrap compressors in a 'conditional' codec and open the array with a "
-                "decision that guarantees no inflation (e.g. decision='compress_if_smaller')"
-            )
-    return int(nbytes)
 
 
 def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
