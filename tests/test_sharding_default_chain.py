@@ -159,3 +159,48 @@ def test_fixed_slot_allocates_about_what_append_does(tmp_path: Path) -> None:
     assert info.file_size > 2 * slots  # the slots' unused parts are holes
     assert slots <= 1.5 * appended, (slots, appended)
     print(f"ratio {ratio:.2f}, apparent {info.file_size}, allocated {slots} vs {appended}")
+
+
+@pytest.mark.parametrize("compressors", ["default", "conditional"])
+def test_inspect_shows_allocated_bytes_and_compact_reclaims_them(
+    tmp_path: Path, compressors: str
+) -> None:
+    from io import StringIO
+
+    from rich.console import Console
+    from zarr.codecs import ZstdCodec
+
+    from zarrext import ConditionalCodec
+    from zarrext.cli.render import render_shard_table
+
+    if not _holes_supported(tmp_path):
+        pytest.skip(f"the file system of {tmp_path} does not keep holes in sparse files")
+    kwargs = {} if compressors == "default" else {
+        "compressors": [ConditionalCodec([ZstdCodec()])], "decision": "compress_if_smaller"
+    }
+    array = zarrext.create_array(str(tmp_path / "a"), shape=SHAPE, chunks=CHUNK, shards=SHAPE,
+                                 dtype="f4", shard_layout="fixed-slot", **kwargs)
+    for flat in range(0, GRID * GRID, 3):
+        array[region(flat)] = value(flat, 0)
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    (info,) = shard_report(array)
+    assert info.layout == "fixed-slot"
+    assert info.file_size == shard.stat().st_size
+    assert info.allocated == shard.stat().st_blocks * 512
+    assert info.allocated < info.file_size / 2  # unused parts of slots are holes
+    out = StringIO()
+    render_shard_table([info], Console(file=out, width=200))
+    assert "on disk" in out.getvalue()
+    from zarrext.sharding.inspect import format_bytes
+
+    assert format_bytes(info.allocated) in out.getvalue()
+
+    zarrext.compact(array)
+    (after,) = shard_report(array)
+    assert after.file_size == after.bytes_used == info.bytes_used
+    assert after.allocated is not None
+    assert after.allocated < info.allocated
+    assert after.allocated <= -(-after.file_size // 4096) * 4096
+    np.testing.assert_array_equal(
+        zarr.open_array(str(tmp_path / "a"))[region(3)], value(3, 0)
+    )

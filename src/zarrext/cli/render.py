@@ -110,15 +110,23 @@ def render_shard_table(
     shown = report if max_rows is None else report[:max_rows]
     usual = usual_writes(report)
     notes = {info.key: writes_text(info) for info in shown if writes_text(info) != usual}
+    # what the file system allocates, when a shard has holes (parts of fixed slots
+    # no chunk fills): a column only then, so dense arrays keep a narrow table
+    on_disk = any(
+        info.allocated is not None and info.allocated < info.file_size for info in shown
+    )
     rows = []
     for info in shown:
         pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
         used = f"{format_bytes(info.bytes_used)} of {format_bytes(info.file_size)} ({pct:.0f}%)"
-        row = [info.key, info.layout, used, f"{info.empty_chunks}/{info.n_chunks}"]
+        row = [info.key, info.layout, used]
+        if on_disk:
+            row.append("" if info.allocated is None else format_bytes(info.allocated))
+        row.append(f"{info.empty_chunks}/{info.n_chunks}")
         row += [masks.get(info.key, "")] if masks is not None else []
         row += [notes.get(info.key, "")] if notes else []
         rows.append(row)
-    names = ["shard", "layout", "bytes used", "empty"]
+    names = ["shard", "layout", "bytes used", *(["on disk"] if on_disk else []), "empty"]
     names += ["masks"] if masks is not None else []
     names += ["note"] if notes else []
     table = Table(box=box.SIMPLE_HEAD)

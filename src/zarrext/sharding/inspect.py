@@ -57,6 +57,10 @@ class ShardInfo:
         matter); False means writes fall back to zarr-python's whole-shard rewrite.
     pending : bool
         A journal of an interrupted write is present (``zarrext check --repair``).
+    allocated : int or None
+        Bytes the file system allocates for a local shard file (``st_blocks * 512``):
+        less than ``file_size`` when parts of fixed slots that no chunk fills are
+        holes; ``zarrext compact`` reclaims the rest. None for other stores.
     """
 
     key: str
@@ -67,9 +71,14 @@ class ShardInfo:
     n_chunks: int
     in_place: bool
     pending: bool = False
+    allocated: int | None = None
 
 
-def _stat_local(shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] | None:
+Stat = tuple[int, int, bytes, bool, int | None]
+"""(stored size, shard size, index bytes, pending, allocated bytes) of one shard."""
+
+
+def _stat_local(shards: ArrayShards, key: str) -> Stat | None:
     path = shards.path(key)
     try:
         fd = os.open(path, os.O_RDONLY)
@@ -77,18 +86,20 @@ def _stat_local(shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] |
         return None
     try:
         fcntl.flock(fd, fcntl.LOCK_SH)
-        size = os.fstat(fd).st_size
+        stat = os.fstat(fd)
+        size, allocated = stat.st_size, stat.st_blocks * 512
         if not shards.bare:
-            return _stat_stored(shards, os.pread(fd, size, 0), writer.journal_pending(path))
+            stored = _stat_stored(shards, os.pread(fd, size, 0), writer.journal_pending(path))
+            return (*stored[:4], allocated)
         isz = shards.geometry.index_size
         start = 0 if shards.geometry.index_location == "start" else max(size - isz, 0)
         raw = os.pread(fd, isz, start)
-        return size, size, raw, writer.journal_pending(path)
+        return size, size, raw, writer.journal_pending(path), allocated
     finally:
         os.close(fd)
 
 
-def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] | None:
+def _stat_store(array: Any, shards: ArrayShards, key: str) -> Stat | None:
     store_path = async_array_of(array).store_path / key
     value = sync(store_path.get(prototype=default_buffer_prototype()))
     if value is None:
@@ -96,19 +107,17 @@ def _stat_store(array: Any, shards: ArrayShards, key: str) -> tuple[int, int, by
     return _stat_stored(shards, value.to_bytes(), False)
 
 
-def _stat_stored(
-    shards: ArrayShards, stored: bytes, pending: bool
-) -> tuple[int, int, bytes, bool]:
+def _stat_stored(shards: ArrayShards, stored: bytes, pending: bool) -> Stat:
     """(stored size, shard size, index bytes, pending) of a whole stored object; the
     codecs after the sharding codec are undone first (an object that does not
     decode gives no index bytes)."""
     try:
         data = shards.shard_bytes(stored)
     except (ValueError, RuntimeError, TypeError):
-        return len(stored), len(stored), b"", pending
+        return len(stored), len(stored), b"", pending, None
     isz = shards.geometry.index_size
     raw = data[:isz] if shards.geometry.index_location == "start" else data[-isz:]
-    return len(stored), len(data), raw, pending
+    return len(stored), len(data), raw, pending, None
 
 
 def shard_report(array: Any) -> list[ShardInfo]:
@@ -127,11 +136,13 @@ def shard_report(array: Any) -> list[ShardInfo]:
         stat = _stat_local(shards, key) if local else _stat_store(array, shards, key)
         if stat is None:
             continue
-        size, shard_size, raw, pending = stat
+        size, shard_size, raw, pending, allocated = stat
         try:
             table = decode_table(shards.codec, geometry.chunks_per_shard, raw)
         except ValueError:
-            out.append(ShardInfo(key, "unknown", 0, size, 0, geometry.n_chunks, False, pending))
+            out.append(ShardInfo(
+                key, "unknown", 0, size, 0, geometry.n_chunks, False, pending, allocated
+            ))
             continue
         present = table[:, 0] != writer.EMPTY
         out.append(
@@ -145,6 +156,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 # codecs after the sharding codec: every write rewrites the shard
                 in_place=local and shards.bare,
                 pending=pending,
+                allocated=allocated,
             )
         )
     return out
@@ -209,8 +221,13 @@ def summary_line(report: list[ShardInfo]) -> str:
     empty = sum(i.empty_chunks for i in report)
     chunks = sum(i.n_chunks for i in report)
     pending = sum(i.pending for i in report)
+    allocated = [i.allocated for i in report if i.allocated is not None]
+    on_disk = ""
+    if allocated and sum(allocated) < size:  # holes: say what they leave on disk
+        on_disk = f" ({format_bytes(sum(allocated))} on disk)"
     return (
         f"... and {len(report)} more shards ({layouts}): "
-        f"{format_bytes(used)} used of {format_bytes(size)}, {empty}/{chunks} empty chunks"
+        f"{format_bytes(used)} used of {format_bytes(size)}{on_disk}, "
+        f"{empty}/{chunks} empty chunks"
         + (f", {pending} with an interrupted write pending" if pending else "")
     )
