@@ -52,8 +52,8 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain
 from zarrext.errors import codec_name
-from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding import writer
+from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
 
