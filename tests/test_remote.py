@@ -75,7 +75,8 @@ def test_remote_shard_reads_match_local(
     np.testing.assert_array_equal(remote, local)
     if selection == np.s_[:] or selection == np.s_[32:96, :]:
         # whole shards: decoded by zarrext's jobs, in the codec threads
-        assert threads and all(t.startswith("zarrext-codec") for t in threads)
+        assert threads
+        assert all(t.startswith("zarrext-codec") for t in threads)
 
 
 def test_remote_shard_decode_error_names_the_shard(s3: dict[str, Any]) -> None:
