@@ -520,6 +520,37 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             else:
                 byte_setter.set_sync(encoded)
 
+    def _writes_remote(self, batch: Batch) -> bool:
+        """Whether ``batch`` writes whole objects (no codec writing parts of one) to a
+        store without synchronous IO: encoded in the codec threads, uploaded on the
+        event loop (:func:`zarrext.remote.write_chunks`)."""
+        return (
+            self.transform is not None
+            and bool(batch)
+            and not self.supports_partial_encode
+            and not _sync_io(batch[0][0], write=True)
+        )
+
+    def _encode_merged(
+        self, item: Any, existing: Buffer | None, *, value: NDBuffer, drop_axes: tuple[int, ...]
+    ) -> Buffer | None:
+        """A chunk's new stored bytes (None: only fill values), from its ``existing``
+        bytes and its part of ``value``, as :meth:`_write_chunk` encodes them (in a
+        codec thread, with the chunk's index set; no arena: the bytes outlive it)."""
+        _, chunk_spec, chunk_selection, out_selection, is_complete = item
+        assert self.transform is not None
+        return merge_and_encode_chunk(
+            existing,
+            value,
+            chunk_spec=chunk_spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            is_complete=is_complete,
+            drop_axes=drop_axes,
+            decode=self.transform.decode_chunk,
+            encode=self.transform.encode_chunk,
+        )
+
     def _shard_jobs(self, batch: Batch) -> bool:
         """Whether ``batch`` reads local shards, each whole shard's read one thread job.
 
@@ -684,6 +715,15 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         batch = list(batch_info)
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
+            return
+        if self._writes_remote(batch):
+            from zarrext.remote import write_chunks
+
+            await write_chunks(
+                batch, [self._in_context(item) for item in batch],
+                functools.partial(self._encode_merged, value=value, drop_axes=drop_axes),
+                codec_pool(codec_workers()),
+            )
             return
         if not self._threaded(batch, write=True):
             await super().write(batch, value, drop_axes)

@@ -148,3 +148,40 @@ async def read_shards(
     return tuple(await _all_or_cancel(
         [one(item, context) for item, context in zip(batch, contexts, strict=True)]
     ))
+
+
+async def write_chunks(
+    batch: Sequence[Any],
+    contexts: Sequence[contextvars.Context],
+    encode: Callable[[Any, Buffer | None], Buffer | None],
+    pool: Executor,
+) -> None:
+    """Write whole or partial chunks: for each, its stored bytes fetched first when
+    the write covers part of it, then ``encode(item, existing)`` (merge and encode)
+    in a codec thread in the chunk's context, then the result uploaded (or the
+    object deleted when the encoder returns None: a chunk of fill values).
+
+    Memory: at most :func:`in_flight_limit` chunks are between their first request
+    and the end of their upload at once, so the bytes held beyond the caller's
+    value are bounded by that many times (a chunk's decoded size + its encoded
+    size, + its stored size for a partial write). Encoding goes on while other
+    chunks upload: a chunk waits only for its own requests.
+    """
+    loop = asyncio.get_running_loop()
+    in_flight = asyncio.Semaphore(in_flight_limit())
+
+    async def one(item: Any, context: contextvars.Context) -> None:
+        byte_setter, chunk_spec, *_, is_complete = item
+        async with in_flight:
+            existing = None
+            if not is_complete:
+                existing = await byte_setter.get(prototype=chunk_spec.prototype)
+            encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
+            if encoded is None:
+                await byte_setter.delete()
+            else:
+                await byte_setter.set(encoded)
+
+    await _all_or_cancel(
+        [one(item, context) for item, context in zip(batch, contexts, strict=True)]
+    )
