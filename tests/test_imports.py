@@ -202,7 +202,8 @@ def test_the_layer_check_sees_imports() -> None:
     # the graph is not empty by mistake: known edges are in it
     graph = _graph(module_level_only=True)
     assert "zarrext.cli.render" in graph
-    assert "zarrext.pipeline" in graph["zarrext.sharding.layout"]
+    assert "zarrext.pipeline" in graph["zarrext.sharding.codec"]
+    assert "zarrext.sharding.codec" in graph["zarrext.sharding.layout"]
     assert "zarrext.sharding" in graph["zarrext.recompression"]  # the package __init__ runs
     assert "zarrext.sharding.layout" in graph["zarrext.api"]
     assert "zarrext.api" in graph["zarrext.sharding.dask"]
@@ -217,6 +218,28 @@ def test_no_import_circles(module_level_only: bool) -> None:
     """No circle among zarrext modules; with ``all``, imports inside functions count too
     (a deferred import hides a circle from Python, not from a reader)."""
     assert _cycles(_graph(module_level_only=module_level_only)) == []
+
+
+def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [start]
+    while todo:
+        for w in graph[todo.pop()] - seen:
+            seen.add(w)
+            todo.append(w)
+    return seen
+
+
+def test_the_pipeline_sits_below_the_sharding_codec() -> None:
+    """The runtime layers go one way: the sharding codec (and the shard layouts and
+    checks built on it) use the pipeline; the pipeline, in no function either, uses
+    none of them (it reads shards through what the codec offers)."""
+    uses = _graph(module_level_only=False)
+    assert "zarrext.pipeline" in uses["zarrext.sharding.codec"]
+    below = _reachable(uses, "zarrext.pipeline")
+    above = {"zarrext.sharding.codec", "zarrext.sharding.layout", "zarrext.sharding.check",
+             "zarrext.sharding", "zarrext.api", "zarrext.sharding.dask"}
+    assert below & above == set()
 
 
 # --- the core install: no extras ------------------------------------------------------

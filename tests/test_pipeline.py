@@ -25,7 +25,8 @@ from zarr.codecs import (
 import zarrext
 from tests.conftest import chunk_files, conditional, on_batched_path, raises_chunk_error
 from zarrext import ConditionalCodec, ShuffleCodec
-from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.sharding.codec import RuntimeShardingCodec
 
 
 class Recorder:

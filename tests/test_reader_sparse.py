@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
-import zarrext.pipeline
+import zarrext.sharding.codec
 from zarrext.sharding import writer
 from zarrext.sharding.reader import index_format, open_shared
 
@@ -76,7 +76,7 @@ def shard_reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch)
     here) or chunk by chunk (inner chunks larger than a piece; forced here by a
     zero bound)."""
     if request.param == "chunk-by-chunk":
-        monkeypatch.setattr(zarrext.pipeline, "SHARD_PIECE_BYTES", 0)
+        monkeypatch.setattr(zarrext.sharding.codec, "SHARD_PIECE_BYTES", 0)
     return str(request.param)
 
 
@@ -268,7 +268,7 @@ def test_whole_shard_read_in_pieces(
     """No read of a whole-shard read is larger than a piece, and all chunks arrive."""
     _, expected = updated_array(tmp_path / "a", "end")
     chunk_bytes = INNER * INNER * 4 + 4  # int32 values and their crc32c
-    monkeypatch.setattr(zarrext.pipeline, "SHARD_PIECE_BYTES", piece_chunks * chunk_bytes)
+    monkeypatch.setattr(zarrext.sharding.codec, "SHARD_PIECE_BYTES", piece_chunks * chunk_bytes)
     sizes: list[int] = []
     preadv = os.preadv
 

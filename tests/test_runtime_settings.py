@@ -25,7 +25,8 @@ from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.codecs.pad import PadCodec
 from zarrext.decisions import NoDecisionWarning, Undecided, resolve_decision
 from zarrext.dtypes.optional import OptionalDType
-from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.layout import LayoutShardingCodec
 
 

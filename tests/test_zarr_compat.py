@@ -23,7 +23,8 @@ from zarr.codecs import BytesCodec, ShardingCodec
 import zarrext
 from zarrext import _zarr_compat as compat
 from zarrext._zarr_compat import REQUIREMENTS, Requirement, ZarrCompatibilityError
-from zarrext.pipeline import RuntimeShardingCodec, ZarrextCodecPipeline
+from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.layout import LayoutShardingCodec
 
 IDS = [f"{req.where}.{req.name}" for _, req in REQUIREMENTS]

@@ -39,7 +39,8 @@ from zarrext.decisions import (
     builtin_name,
     recorded_decision,
 )
-from zarrext.pipeline import RuntimeShardingCodec, build_pipeline
+from zarrext.pipeline import build_pipeline
+from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
 from zarrext.stores import open_store, writes_in_place

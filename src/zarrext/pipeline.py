@@ -26,8 +26,10 @@ In those jobs codecs decode, and encode for a local store, into memory each
 thread keeps (:mod:`zarrext.scratch`): a fresh buffer per chunk would make the
 allocator hand memory back to the system and fault it in again for every chunk.
 
-:class:`RuntimeShardingCodec` is zarr-python's ``ShardingCodec`` with this pipeline
-for its inner chunks: same metadata, same bytes, same reader.
+The runtime sharding codec, zarr-python's ``ShardingCodec`` with this pipeline for
+its inner chunks, is :class:`zarrext.sharding.codec.RuntimeShardingCodec`; this
+module knows it only as a serializer with a synchronous whole-shard reader
+(``reads_sync`` / ``read_local_sync``), so the import goes one way.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
 
 import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
@@ -62,9 +64,7 @@ from zarr.storage import LocalStore, StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 from zarrext._zarr_compat import (
-    chunks_per_shard,
     inner_chunk_spec,
-    sharding_codec_fields,
     store_is_open,
     store_supports_sync_io,
 )
@@ -145,14 +145,6 @@ def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
     return math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
 
 
-# A whole shard is read as its referenced bytes in pieces of up to this size, each
-# decoded while it is still in cache (an inner chunk larger than this is a piece of
-# its own). One read of all of a 64 MiB shard's bytes left them in memory to be
-# read back for decoding: bench_sharding (64 KiB inner chunks, two threads) read
-# 10 % faster in 1 MiB pieces, and as fast in 2-4 MiB ones.
-SHARD_PIECE_BYTES = 1 << 20
-
-
 def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     """A chunk's stored bytes (None if there are none), as ``byte_getter.get_sync``.
 
@@ -203,6 +195,40 @@ def _decode_split_into(
         target["value"][out_selection] = values
         target["valid"][out_selection] = valid
     return {"status": "present"}
+
+
+@runtime_checkable
+class ShardReading(Protocol):
+    """A serializer that reads a local shard in one thread, or decodes a fetched one
+    in jobs for the codec threads: zarrext's runtime sharding
+    codec (:class:`zarrext.sharding.codec.RuntimeShardingCodec`), named here by what
+    the pipeline calls so that this module need not import the sharding package."""
+
+    def reads_sync(self, shard_spec: ArraySpec) -> bool: ...
+
+    def read_local_sync(
+        self,
+        path: Path,
+        selection: SelectorTuple,
+        shard_spec: ArraySpec,
+        *,
+        into: NDBuffer | None = None,
+    ) -> NDBuffer | None: ...
+
+    def shard_out(
+        self, selection: SelectorTuple, shard_spec: ArraySpec, into: NDBuffer | None
+    ) -> tuple[list[Any], NDBuffer, bool, tuple[int, ...] | None]: ...
+
+    def decode_jobs(
+        self,
+        shard_bytes: Buffer,
+        items: list[Any],
+        shard_spec: ArraySpec,
+        out: NDBuffer,
+        *,
+        where: str,
+        groups: int,
+    ) -> list[Callable[[], None]]: ...
 
 
 def _sync_io(holder: object, *, write: bool) -> bool:
@@ -494,6 +520,37 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             else:
                 byte_setter.set_sync(encoded)
 
+    def _writes_remote(self, batch: Batch) -> bool:
+        """Whether ``batch`` writes whole objects (no codec writing parts of one) to a
+        store without synchronous IO: encoded in the codec threads, uploaded on the
+        event loop (:func:`zarrext.remote.write_chunks`)."""
+        return (
+            self.transform is not None
+            and bool(batch)
+            and not self.supports_partial_encode
+            and not _sync_io(batch[0][0], write=True)
+        )
+
+    def _encode_merged(
+        self, item: Any, existing: Buffer | None, *, value: NDBuffer, drop_axes: tuple[int, ...]
+    ) -> Buffer | None:
+        """A chunk's new stored bytes (None: only fill values), from its ``existing``
+        bytes and its part of ``value``, as :meth:`_write_chunk` encodes them (in a
+        codec thread, with the chunk's index set; no arena: the bytes outlive it)."""
+        _, chunk_spec, chunk_selection, out_selection, is_complete = item
+        assert self.transform is not None
+        return merge_and_encode_chunk(
+            existing,
+            value,
+            chunk_spec=chunk_spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            is_complete=is_complete,
+            drop_axes=drop_axes,
+            decode=self.transform.decode_chunk,
+            encode=self.transform.encode_chunk,
+        )
+
     def _shard_jobs(self, batch: Batch) -> bool:
         """Whether ``batch`` reads local shards, each whole shard's read one thread job.
 
@@ -504,7 +561,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         codec = self.array_bytes_codec
         if (
             not batch
-            or not isinstance(codec, RuntimeShardingCodec)
+            or not isinstance(codec, ShardReading)
             or self.array_array_codecs
             or self.bytes_bytes_codecs
         ):
@@ -518,7 +575,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         byte_getter, shard_spec, selection, out_selection, _ = item
         codec = self.array_bytes_codec
-        assert isinstance(codec, RuntimeShardingCodec)
+        assert isinstance(codec, ShardReading)
         path = local_file(byte_getter)
         assert path is not None
         into = None
@@ -556,43 +613,45 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and not _sync_io(batch[0][0], write=False)
         )
 
-    async def _read_fetching(
-        self, batch: Batch, out: NDBuffer, drop_axes: tuple[int, ...]
-    ) -> tuple[GetResult, ...]:
-        """Read ``batch`` from an asynchronous store: fetch on the event loop, decode
-        in the codec threads, each chunk as soon as its bytes arrive.
+    def _remote_shards(self, batch: Batch) -> tuple[Batch, Batch] | None:
+        """``batch`` split into whole shards and the rest, when it reads shards of the
+        runtime sharding codec from a store without synchronous IO (else None).
 
-        Up to ``async.concurrency`` chunks (zarr's setting) are in flight at once,
-        each from its request until it is decoded into ``out``: the bytes held are
-        bounded by that many chunks, and a request goes out as soon as a decode
-        ends. The first error cancels the requests not yet answered and is raised.
+        Whole shards take :func:`zarrext.remote.read_shards`; parts of shards keep
+        zarr-python's path (an index request, then the inner chunks' byte ranges).
         """
-        scatter = self._scatter_into(out)
-        loop = asyncio.get_running_loop()
-        pool = codec_pool(codec_workers())
-        in_flight = asyncio.Semaphore(max(1, int(config.get("async.concurrency") or 1)))
-        # Contexts are made here, before any decode runs (see _run_chunk_jobs).
-        contexts = [self._in_context(item) for item in batch]
+        codec = self.array_bytes_codec
+        if (
+            not batch
+            or not isinstance(codec, ShardReading)
+            or self.array_array_codecs
+            or self.bytes_bytes_codecs
+            or _sync_io(batch[0][0], write=False)
+            or not codec.reads_sync(batch[0][1])
+        ):
+            return None
+        whole = [item for item in batch if item[4]]
+        return whole, [item for item in batch if not item[4]]
 
-        async def one(item: Any, context: contextvars.Context) -> GetResult:
-            byte_getter, chunk_spec = item[0], item[1]
-            async with in_flight:
-                chunk = await byte_getter.get(prototype=chunk_spec.prototype)
-                return await loop.run_in_executor(
-                    pool, context.run, self._decode_fetched, item, chunk, out, drop_axes,
-                    scatter,
-                )
+    async def _read_remote_shards(
+        self, whole: Batch, rest: Batch, out: NDBuffer, drop_axes: tuple[int, ...]
+    ) -> tuple[GetResult, ...]:
+        from zarrext.remote import read_shards
 
-        tasks = [
-            asyncio.ensure_future(one(item, context))
-            for item, context in zip(batch, contexts, strict=True)
-        ]
-        try:
-            return tuple(await asyncio.gather(*tasks))
-        finally:  # failed or cancelled: stop the rest, and collect what they raise
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+        codec: Any = self.array_bytes_codec
+        workers = codec_workers()
+        small = bool(whole) and _chunk_nbytes(inner_chunk_spec(codec, whole[0][1])) < (
+            PARALLEL_READ_MIN_BYTES
+        )
+        shards = read_shards(
+            whole, [self._in_context(item) for item in whole], out, drop_axes,
+            codec=codec, groups=1 if small else workers, pool=codec_pool(workers),
+            on_error=self._raise_decode_error,
+        )
+        if not rest:
+            return await shards
+        got, others = await asyncio.gather(shards, super().read(rest, out, drop_axes))
+        return (*got, *others)
 
     def _decode_fetched(
         self,
@@ -626,7 +685,18 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self._shard_jobs(batch):
             return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
         if self._reads_remote(batch):
-            return await self._read_fetching(batch, out, drop_axes)
+            from zarrext.remote import read_chunks
+
+            scatter = self._scatter_into(out)
+            return await read_chunks(
+                batch, [self._in_context(item) for item in batch],
+                functools.partial(self._decode_fetched, out=out, drop_axes=drop_axes,
+                                  scatter=scatter),
+                codec_pool(codec_workers()),
+            )
+        split = self._remote_shards(batch)
+        if split is not None:
+            return await self._read_remote_shards(*split, out, drop_axes)
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
         return tuple(
@@ -645,6 +715,15 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         batch = list(batch_info)
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
+            return
+        if self._writes_remote(batch):
+            from zarrext.remote import write_chunks
+
+            await write_chunks(
+                batch, [self._in_context(item) for item in batch],
+                functools.partial(self._encode_merged, value=value, drop_axes=drop_axes),
+                codec_pool(codec_workers()),
+            )
             return
         if not self._threaded(batch, write=True):
             await super().write(batch, value, drop_axes)
@@ -754,196 +833,6 @@ async def _through_filters(
         block_spec = codec.resolve_metadata(block_spec)
         spec = codec.resolve_metadata(spec)
     return buffer, sel, spec
-
-
-class RuntimeShardingCodec(ShardingCodec):
-    """``sharding_indexed`` whose inner chunks go through :class:`ZarrextCodecPipeline`.
-
-    Metadata, encoded bytes and equality are those of zarr-python's ``ShardingCodec``.
-    """
-
-    def _fields(self) -> tuple[Any, ...]:
-        return tuple(sharding_codec_fields(self).values())
-
-    def __eq__(self, other: object) -> bool:
-        # The dataclass __eq__ inherited from ShardingCodec requires the exact same
-        # class; runtime settings are not metadata, so compare as the stock codec.
-        if not isinstance(other, ShardingCodec):
-            return NotImplemented
-        return self._fields() == RuntimeShardingCodec._fields(other)  # type: ignore[arg-type]
-
-    def __hash__(self) -> int:
-        return hash(self._fields())
-
-    def __getstate__(self) -> dict[str, Any]:
-        # ShardingCodec pickles its metadata (to_dict), which drops the runtime
-        # decisions of nested conditional codecs; carry the codec objects along.
-        return {**super().__getstate__(), "zarrext_codecs": self.codecs}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        state = dict(state)
-        codecs = state.pop("zarrext_codecs", None)
-        super().__setstate__(state)
-        if codecs is not None:
-            object.__setattr__(self, "codecs", codecs)
-
-    @property
-    def codec_pipeline(self) -> ZarrextCodecPipeline:
-        return ZarrextCodecPipeline.from_codecs(self.codecs)
-
-    def _get_inner_pipeline(self, shard_spec: ArraySpec) -> ZarrextCodecPipeline:
-        cache: dict[ArraySpec, ZarrextCodecPipeline] | None = getattr(
-            self, "_zarrext_inner_pipelines", None
-        )
-        if cache is None:
-            cache = {}
-            object.__setattr__(self, "_zarrext_inner_pipelines", cache)
-        pipeline = cache.get(shard_spec)
-        if pipeline is None:
-            spec = inner_chunk_spec(self, shard_spec)
-            pipeline = self.codec_pipeline.evolve_from_array_spec(spec)
-            cache[shard_spec] = pipeline
-        return pipeline
-
-    @property
-    def _sync_capable(self) -> bool:
-        # The synchronous shard path bypasses the inner pipeline, and with it the
-        # chunk indices; keep this codec on the asynchronous path.
-        return False
-
-    def reads_sync(self, shard_spec: ArraySpec) -> bool:
-        """Whether :meth:`read_local_sync` can read shards of ``shard_spec``."""
-        return self._get_inner_pipeline(shard_spec).transform is not None
-
-    def read_local_sync(
-        self,
-        path: Path,
-        selection: SelectorTuple,
-        shard_spec: ArraySpec,
-        *,
-        into: NDBuffer | None = None,
-    ) -> NDBuffer | None:
-        """``selection`` of the local shard at ``path``, read and decoded in this thread.
-
-        As zarr-python's partial shard decode, with zarrext's reader: one open
-        under a shared lock (:func:`zarrext.sharding.reader.open_shared`), only the
-        bytes the index references read (a whole shard in pieces, see
-        :data:`SHARD_PIECE_BYTES`), and each inner chunk decoded by the inner
-        pipeline with its array-wide index set. None if there is no shard.
-
-        ``into``: where the selection goes (a view of the caller's output with the
-        selection's shape); returned when used, else a new buffer is.
-        """
-        from zarr.core.chunk_grids import ChunkGrid
-        from zarr.core.indexing import get_indexer
-
-        from zarrext.sharding.geometry import EMPTY
-        from zarrext.sharding.reader import index_format, open_shared
-
-        per_shard = tuple(chunks_per_shard(self, shard_spec))
-        fmt = index_format(self, per_shard)
-        handle = open_shared(path, fmt)
-        if handle is None:
-            return None
-        try:
-            pipeline = self._get_inner_pipeline(shard_spec)
-            chunk_spec = inner_chunk_spec(self, shard_spec)
-            indexer = get_indexer(
-                selection,
-                shape=shard_spec.shape,
-                chunk_grid=ChunkGrid.from_sizes(shard_spec.shape, self.chunk_shape),
-            )
-            indexed = list(indexer)
-            whole = len({c for c, *_ in indexed}) == math.prod(per_shard)
-            table = handle.index_table(path.name)
-            buffer = chunk_spec.prototype.buffer
-            if into is not None and tuple(into.shape) == tuple(indexer.shape):
-                out = into
-            else:
-                into = None
-                out = shard_spec.prototype.nd_buffer.empty(
-                    shape=indexer.shape,
-                    dtype=shard_spec.dtype.to_native_dtype(),
-                    order=shard_spec.order,
-                )
-            origin = _inner_origin.get()
-            scatter = pipeline._scatter_into(out)
-            codecs = pipeline.transform.codecs if pipeline.transform is not None else ()
-
-            def decode(item: Any, chunk: Buffer | None) -> None:
-                coords, chunk_selection, out_selection, _ = item
-                index = (
-                    tuple(o + c for o, c in zip(origin, coords, strict=True))
-                    if origin is not None and len(origin) == len(coords) else None
-                )
-                token = _chunk_index.set(index)
-                try:
-                    scatter(
-                        chunk,
-                        out,
-                        chunk_spec=chunk_spec,
-                        chunk_selection=chunk_selection,
-                        out_selection=out_selection,
-                        drop_axes=(),
-                    )
-                except DECODE_ERRORS as e:
-                    # The shard's key is the outer pipeline's to add (_read_shard).
-                    raise ChunkDecodeError.wrapping(e, inner=tuple(coords), codecs=codecs) from e
-                finally:
-                    _chunk_index.reset(token)
-
-            flats = [
-                int(np.ravel_multi_index(coords, per_shard)) if coords else 0
-                for coords, *_ in indexed
-            ]
-            if whole and handle.overlay is None:  # the referenced bytes, in pieces
-                items_of: dict[int, list[Any]] = {}
-                for flat, item in zip(flats, indexed, strict=True):
-                    items_of.setdefault(flat, []).append(item)
-                lengths = table[:, 1].tolist()
-                for raw, members in handle.referenced_pieces(table, SHARD_PIECE_BYTES):
-                    for flat, start in members:
-                        chunk = buffer.from_array_like(raw[start : start + lengths[flat]])
-                        for item in items_of.pop(flat):
-                            decode(item, chunk)
-                for items in items_of.values():  # absent inner chunks: the fill value
-                    for item in items:
-                        decode(item, None)
-            else:
-                for flat, item in zip(flats, indexed, strict=True):
-                    offset, length = (int(v) for v in table[flat])
-                    chunk = None
-                    if offset != EMPTY:
-                        chunk = buffer.from_bytes(handle.read(offset, offset + length))
-                    decode(item, chunk)
-        finally:
-            handle.close()
-        if into is not None:
-            return into
-        if hasattr(indexer, "sel_shape"):
-            return out.reshape(indexer.sel_shape)
-        return out
-
-    async def _decode_partial_single(
-        self, byte_getter: Any, selection: SelectorTuple, shard_spec: ArraySpec
-    ) -> NDBuffer | None:
-        # A local shard is read from one open file under a shared lock, so that
-        # no writer, compact or expand changes it between index and chunk reads
-        # (see zarrext.sharding.reader); other stores take zarr-python's path.
-        from zarrext.sharding.reader import index_format, local_file, open_shared
-
-        path = local_file(byte_getter)
-        if path is None:
-            return await super()._decode_partial_single(byte_getter, selection, shard_spec)
-        # With the index format, a whole-shard read reads only the referenced bytes.
-        index = index_format(self, self._get_chunks_per_shard(shard_spec))
-        handle = await asyncio.to_thread(open_shared, path, index)
-        if handle is None:
-            return None
-        try:
-            return await super()._decode_partial_single(handle, selection, shard_spec)
-        finally:
-            handle.close()
 
 
 def build_pipeline(

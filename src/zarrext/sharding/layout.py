@@ -51,9 +51,9 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
 )
 from zarrext.chain import CodecChain
-from zarrext.pipeline import RuntimeShardingCodec
 from zarrext.sharding import writer
 from zarrext.sharding.bounds import slot_bound
+from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
 

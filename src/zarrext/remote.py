@@ -1,0 +1,187 @@
+"""The codec pipeline's paths for stores without synchronous IO (object stores,
+fsspec, icechunk): requests on the event loop, codec work in the codec threads.
+
+:class:`zarrext.pipeline.ZarrextCodecPipeline` runs a chunk's whole job in a codec
+thread when the store serves synchronous IO. An object store does not: its
+requests are coroutines on zarr's event loop. Here the two are interleaved
+instead. Up to ``async.concurrency`` objects (zarr's setting) are in flight at
+once, each from its request until its codec work is done, and a request goes out
+as soon as one ends:
+
+- :func:`read_chunks`: each chunk fetched, then decoded into the output in a codec
+  thread;
+- :func:`read_shards`: each whole shard fetched with one request, its index read
+  and its inner chunks decoded straight into their place in the output in the
+  codec threads (zarr-python's sharding codec decodes a shard into a buffer of its
+  own on the event loop's side and copies that into the output there, one shard
+  at a time);
+- :func:`write_chunks`: each chunk merged and encoded in a codec thread, then
+  uploaded.
+
+This module knows the pipeline only through the callables it is given, so the
+runtime layers go one way (pipeline -> remote).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from zarr.core.config import config
+
+from zarrext.errors import DECODE_ERRORS
+
+if TYPE_CHECKING:
+    from zarr.abc.codec import GetResult
+    from zarr.core.buffer import Buffer, NDBuffer
+
+
+def in_flight_limit() -> int:
+    """Most objects in flight at once: zarr's ``async.concurrency`` (at least 1)."""
+    return max(1, int(config.get("async.concurrency") or 1))
+
+
+async def _all_or_cancel(coroutines: Sequence[Any]) -> list[Any]:
+    """Await every coroutine as a task; the first error cancels the rest (their
+    requests not yet answered) and is raised once they have ended."""
+    tasks = [asyncio.ensure_future(c) for c in coroutines]
+    try:
+        return list(await asyncio.gather(*tasks))
+    finally:  # failed or cancelled: stop the rest, and collect what they raise
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+
+async def read_chunks(
+    batch: Sequence[Any],
+    contexts: Sequence[contextvars.Context],
+    decode: Callable[[Any, Buffer | None], GetResult],
+    pool: Executor,
+) -> tuple[GetResult, ...]:
+    """Read whole chunks: fetch on the event loop, ``decode(item, bytes)`` in the
+    codec threads (in the chunk's context), each chunk as soon as its bytes arrive.
+
+    Memory: at most :func:`in_flight_limit` chunks' stored bytes are held at once,
+    each from its request until it is decoded into the output.
+    """
+    loop = asyncio.get_running_loop()
+    in_flight = asyncio.Semaphore(in_flight_limit())
+
+    async def one(item: Any, context: contextvars.Context) -> GetResult:
+        byte_getter, chunk_spec = item[0], item[1]
+        async with in_flight:
+            chunk = await byte_getter.get(prototype=chunk_spec.prototype)
+            return await loop.run_in_executor(pool, context.run, decode, item, chunk)
+
+    return tuple(await _all_or_cancel(
+        [one(item, context) for item, context in zip(batch, contexts, strict=True)]
+    ))
+
+
+async def read_shards(
+    batch: Sequence[Any],
+    contexts: Sequence[contextvars.Context],
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    *,
+    codec: Any,
+    groups: int,
+    pool: Executor,
+    on_error: Callable[[BaseException, Any], NoReturn],
+) -> tuple[GetResult, ...]:
+    """Read whole shards (each item's selection is its whole shard) of the runtime
+    sharding codec ``codec``: one request per shard, then its inner chunks decoded
+    in up to ``groups`` jobs in the codec threads, straight into the output where
+    the shard's place in it is a view (else into a buffer of the shard's shape,
+    copied once in a codec thread).
+
+    Memory: at most :func:`in_flight_limit` shards' stored bytes are held at once,
+    each from its request until its last inner chunk is decoded. A decoding error
+    goes to ``on_error(error, byte_getter)``, which raises it named.
+    """
+    loop = asyncio.get_running_loop()
+    in_flight = asyncio.Semaphore(in_flight_limit())
+
+    def plan(item: Any, shard_bytes: Buffer) -> tuple[list[Callable[[], None]], Any]:
+        byte_getter, shard_spec, selection, out_selection, _ = item
+        into = None
+        if not drop_axes and all(isinstance(s, slice) for s in out_selection):
+            into = out[out_selection]  # a view: inner chunks decode straight into it
+        items, target, used_into, sel_shape = codec.shard_out(selection, shard_spec, into)
+        where = getattr(byte_getter, "path", None) or "?"
+        jobs = codec.decode_jobs(
+            shard_bytes, items, shard_spec, target, where=str(where), groups=groups
+        )
+        return jobs, None if used_into else (target, sel_shape)
+
+    def place(item: Any, target: NDBuffer, sel_shape: tuple[int, ...] | None) -> None:
+        shard = target if sel_shape is None else target.reshape(sel_shape)
+        if drop_axes:
+            shard = shard.squeeze(axis=drop_axes)
+        out[item[3]] = shard
+
+    def fill(item: Any) -> None:
+        out[item[3]] = item[1].fill_value
+
+    async def one(item: Any, context: contextvars.Context) -> GetResult:
+        byte_getter, shard_spec = item[0], item[1]
+        async with in_flight:
+            shard_bytes = await byte_getter.get(prototype=shard_spec.prototype)
+            if shard_bytes is None:
+                await loop.run_in_executor(pool, fill, item)
+                return {"status": "missing"}
+            try:
+                jobs, copy = await loop.run_in_executor(
+                    pool, context.run, plan, item, shard_bytes
+                )
+                await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
+            except DECODE_ERRORS as e:
+                on_error(e, byte_getter)
+            if copy is not None:
+                await loop.run_in_executor(pool, place, item, *copy)
+            return {"status": "present"}
+
+    return tuple(await _all_or_cancel(
+        [one(item, context) for item, context in zip(batch, contexts, strict=True)]
+    ))
+
+
+async def write_chunks(
+    batch: Sequence[Any],
+    contexts: Sequence[contextvars.Context],
+    encode: Callable[[Any, Buffer | None], Buffer | None],
+    pool: Executor,
+) -> None:
+    """Write whole or partial chunks: for each, its stored bytes fetched first when
+    the write covers part of it, then ``encode(item, existing)`` (merge and encode)
+    in a codec thread in the chunk's context, then the result uploaded (or the
+    object deleted when the encoder returns None: a chunk of fill values).
+
+    Memory: at most :func:`in_flight_limit` chunks are between their first request
+    and the end of their upload at once, so the bytes held beyond the caller's
+    value are bounded by that many times (a chunk's decoded size + its encoded
+    size, + its stored size for a partial write). Encoding goes on while other
+    chunks upload: a chunk waits only for its own requests.
+    """
+    loop = asyncio.get_running_loop()
+    in_flight = asyncio.Semaphore(in_flight_limit())
+
+    async def one(item: Any, context: contextvars.Context) -> None:
+        byte_setter, chunk_spec, *_, is_complete = item
+        async with in_flight:
+            existing = None
+            if not is_complete:
+                existing = await byte_setter.get(prototype=chunk_spec.prototype)
+            encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
+            if encoded is None:
+                await byte_setter.delete()
+            else:
+                await byte_setter.set(encoded)
+
+    await _all_or_cancel(
+        [one(item, context) for item, context in zip(batch, contexts, strict=True)]
+    )
