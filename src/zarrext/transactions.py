@@ -24,6 +24,7 @@ the next snapshot): the shard layouts ``fixed-slot`` and ``append`` and
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -242,15 +243,20 @@ def job_message(job: str, settings: Mapping[str, Any]) -> str:
 
     >>> job_message("recompress", {"decision": "compress_if_smaller", "dry_run": False})
     'zarrext recompress --decision compress_if_smaller'
+    >>> job_message("quantize", {"out": "my q", "array": ["clim/temp", "clim/pr"]})
+    "zarrext quantize --out 'my q' --array clim/temp --array clim/pr"
     """
-    words = [f"zarrext {job}"]
+    words = ["zarrext", job]
     for name, value in settings.items():
         option = "--" + name.replace("_", "-")
         if value is True:
             words.append(option)
+        elif isinstance(value, list | tuple):  # a repeated option, once per value
+            for each in value:
+                words += [option, str(each)]
         elif value is not None and value is not False:
-            words.append(f"{option} {value}")
-    return " ".join(words)
+            words += [option, str(value)]
+    return shlex.join(words)
 
 
 def commit(session: Session, message: str, *, where: str = "repository", **metadata: Any) -> str:
