@@ -645,7 +645,7 @@ def test_existing_output_on_s3_is_never_replaced(
     before = _bucket_objects(s3)
     # replacing it would put new chunks at the old chunks' keys one by one: a kill
     # between two of them would leave neither the old output nor the new one
-    with pytest.raises(OutputConflictError, match="never replaced.*write to a new prefix"):
+    with pytest.raises(OutputConflictError, match=r"never replaced.*write to a new prefix"):
         quantize.copy_quantized(url, out, max_abs_error=0.01, overwrite=overwrite,
                                 storage_options=s3["options"])
     code, _, err = run(

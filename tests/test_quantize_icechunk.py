@@ -78,7 +78,8 @@ def test_icechunk_path_refusals_are_one_line_and_commit_nothing(
     before = str(repo_.lookup_branch("main"))
     code, _, err = _quantize(run, path, *args, "--out", "q")
     assert code == 2
-    assert len(err.strip().splitlines()) == 1 and said in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert said in err
     assert str(repo_.lookup_branch("main")) == before
 
 
@@ -87,7 +88,8 @@ def test_icechunk_path_needs_a_repository(run: Run, tmp_path: Path) -> None:
     code, _, err = run("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01",
                        "--icechunk-path", "a", "--out", tmp_path / "q.zarr")
     assert code == 2
-    assert "add --icechunk-branch" in err and len(err.strip().splitlines()) == 1
+    assert "add --icechunk-branch" in err
+    assert len(err.strip().splitlines()) == 1
     assert not (tmp_path / "q.zarr").exists()
 
 

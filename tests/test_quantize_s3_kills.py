@@ -65,7 +65,7 @@ def _killed(proc: subprocess.Popen[str]) -> bool:
 
 def _source(s3: dict[str, Any], name: str, scale: float) -> str:
     url = f"{s3['url']}/{name}"
-    y, x = np.mgrid[0:256, 0:256]
+    y, x = np.mgrid[0:128, 0:128]
     data = (scale * np.sin(x / 37.0) * np.cos(y / 23.0) + 280).astype("f4")
     data[:5, :5] = np.nan
     zarr.create_array(url, shape=data.shape, chunks=(16, 16), dtype="f4", fill_value=np.nan,
@@ -107,8 +107,9 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
     old_proc = _quantize(s3, _source(s3, "old-src.zarr", 5.0), out)
     assert old_proc.wait() == 0
     old, old_objects = _opened(out, s3), _objects(fs, out)
-    assert old is not None and not np.array_equal(old, new, equal_nan=True)
-    for _ in range(4):
+    assert old is not None
+    assert not np.array_equal(old, new, equal_nan=True)
+    for _ in range(3):
         proc = _quantize(s3, source, out)
         time.sleep(rnd.uniform(0, whole))
         _killed(proc)
@@ -119,7 +120,8 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
     _, err = rerun.communicate()
     assert rerun.returncode == 1
     assert len(err.strip().splitlines()) == 1, err
-    assert "never replaced" in err and "write to a new prefix" in err
+    assert "never replaced" in err
+    assert "write to a new prefix" in err
     assert _objects(fs, out) == old_objects
 
     # 2. A new output (--overwrite given, as a script keeps it): killed at random
@@ -127,7 +129,7 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
     # nothing or the complete new output opens; every rerun completes.
     out = f"{s3['url']}/new.zarr"
     in_write = 0
-    for cycle in range(12):
+    for cycle in range(8):
         proc = _quantize(s3, source, out)
         if cycle % 2:  # from the moment the job starts writing
             while proc.poll() is None and not fs.exists(f"{out}/{UNFINISHED}"):
@@ -142,15 +144,16 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
         values = _opened(out, s3)
         if values is not None:
             np.testing.assert_array_equal(values, new)
-        if rnd.random() < 0.3 and cycle < 11:
+        if rnd.random() < 0.3 and cycle < 7:
             continue  # the next run starts from this one's leftovers
         rerun = _quantize(s3, source, out)
         _, err = rerun.communicate()
         if values is None:
             assert rerun.returncode == 0, err
         else:  # the killed run had finished: its output stays, the rerun says so
-            assert rerun.returncode == 1 and "already exists" in err, err
+            assert rerun.returncode == 1, err
+            assert "already exists" in err
         np.testing.assert_array_equal(_opened(out, s3), new)
         _no_leftovers(fs, s3)
         fs.rm(out.removeprefix("s3://"), recursive=True)  # the next cycle writes anew
-    assert in_write >= 3  # kills did land while objects were being written
+    assert in_write >= 2  # kills did land while objects were being written

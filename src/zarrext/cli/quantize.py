@@ -166,7 +166,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--array",
                 help="With a group: quantize only this array (a path in the group; "
-                "repeat for more). Default: every floating-point array.",
+                "repeat for more). Default: every floating-point array. The rest of the "
+                "group is copied as it is: to copy less, give a subgroup's path (in an "
+                "icechunk repository, --icechunk-path).",
             ),
         ] = None,
         allow_larger: Annotated[
