@@ -113,3 +113,14 @@ def test_job_message_writes_lists_as_repeated_options() -> None:
                                        "allow_larger": False, "out": None})
     assert message == "zarrext quantize --array clim/temp --array 'a b' --overwrite"
     assert shlex.split(message)[2:] == ["--array", "clim/temp", "--array", "a b", "--overwrite"]
+
+
+def test_a_path_inside_a_repository_is_named_in_the_refusal(
+    run: Run, repo: tuple[Any, Path]
+) -> None:
+    _, path = repo
+    code, _, err = _quantize(run, path / "clim", "--out", "q")
+    assert code != 0
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"inside the repository {path}" in err
+    assert "--icechunk-path clim" in err
