@@ -198,7 +198,7 @@ def register(app: typer.Typer) -> None:
             str | None,
             typer.Option(
                 "--icechunk-path",
-                metavar="GROUP_OR_ARRAY",
+                metavar="NODE",
                 help="With --icechunk-branch: quantize this group or array of the "
                 "repository (a path inside it, e.g. clim or clim/temp), not its root.",
             ),
