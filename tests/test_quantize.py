@@ -622,3 +622,81 @@ def test_group_copy_on_s3_publishes_the_root_last(s3: dict[str, Any]) -> None:
     _check_bound(data, copy["t"][:], 0.01)
     np.testing.assert_array_equal(copy["n"][:], np.arange(4))
     assert set(copy.metadata.consolidated_metadata.metadata) == {"t", "n"}
+
+
+def _bucket_objects(s3: dict[str, Any]) -> dict[str, bytes]:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    bucket = s3["url"].removeprefix("s3://")
+    return {k: fs.cat_file(k) for k in fs.find(bucket)}
+
+
+@pytest.mark.parametrize("overwrite", [False, True])
+def test_existing_output_on_s3_is_never_replaced(
+    s3: dict[str, Any], run: Any, overwrite: bool
+) -> None:
+    from zarrext.outputs import OutputConflictError
+
+    data = _smooth()
+    url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
+    quantize.copy_quantized(url, out, max_abs_error=0.5, storage_options=s3["options"])
+    old = zarr.open_array(out, storage_options=s3["options"])[:]
+    before = _bucket_objects(s3)
+    # replacing it would put new chunks at the old chunks' keys one by one: a kill
+    # between two of them would leave neither the old output nor the new one
+    with pytest.raises(OutputConflictError, match=r"never replaced.*write to a new prefix"):
+        quantize.copy_quantized(url, out, max_abs_error=0.01, overwrite=overwrite,
+                                storage_options=s3["options"])
+    code, _, err = run(
+        "quantize", url, "--max-abs-error", "0.01", "--out", out,
+        *(["--overwrite"] if overwrite else []), "--storage-options", json.dumps(s3["options"]),
+    )
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1
+    assert ("overwrite or not" in err) == overwrite
+    assert _bucket_objects(s3) == before  # every object as it was, nothing beside it
+    np.testing.assert_array_equal(zarr.open_array(out, storage_options=s3["options"])[:], old)
+
+
+def test_a_complete_output_with_the_marker_left_keeps_only_the_output(
+    s3: dict[str, Any],
+) -> None:
+    """Killed after its root zarr.json landed, before the marker went: a rerun
+    deletes the marker (the job's own) and keeps the complete output."""
+    import s3fs
+
+    from zarrext.outputs import UNFINISHED, OutputConflictError
+
+    data = _smooth()
+    url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
+    quantize.copy_quantized(url, out, max_abs_error=0.01, storage_options=s3["options"])
+    before = _bucket_objects(s3)
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    fs.pipe(f"{out}/{UNFINISHED}", b"zarrext is writing here")
+    with pytest.raises(OutputConflictError, match="already exists"):
+        quantize.copy_quantized(url, out, max_abs_error=0.01, storage_options=s3["options"])
+    assert _bucket_objects(s3) == before
+    _check_bound(data, zarr.open_array(out, storage_options=s3["options"])[:], 0.01)
+
+
+def test_leftovers_of_an_interrupted_replacement_are_named_not_deleted(
+    s3: dict[str, Any],
+) -> None:
+    """What an earlier zarrext's killed replacement left (the output without its
+    zarr.json, the temporary copy beside it): named in the refusal, both kept."""
+    import s3fs
+
+    from zarrext.outputs import STAGING_MARKER, OutputConflictError
+
+    data = _smooth()
+    url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
+    temp = f"{s3['url']}/.q.zarr{STAGING_MARKER}0123456789ab"
+    quantize.copy_quantized(url, temp, max_abs_error=0.01, storage_options=s3["options"])
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    fs.pipe(f"{out}/c/0/0", fs.cat(f"{temp}/c/0/0"))
+    before = _bucket_objects(s3)
+    with pytest.raises(OutputConflictError, match=f"interrupted replacement.*{temp}"):
+        quantize.copy_quantized(url, out, max_abs_error=0.01, overwrite=True,
+                                storage_options=s3["options"])
+    assert _bucket_objects(s3) == before

@@ -2,26 +2,31 @@
 
 A job that writes a new array (``zarrext quantize --out``) must never leave
 something that opens as a finished array when it is interrupted (Ctrl-C, an
-error, kill -9). How depends on what the store can do:
+error, kill -9), and a job replacing an output must leave the old one readable
+until the new one is complete. How depends on what the store can do:
 
 - a local directory or zip archive is built under a temporary sibling name and
-  renamed into place when complete;
+  renamed into place when complete; the old output, if the caller asked to
+  replace one, is renamed aside just before and then removed;
 - on an object store (no rename) a new output is written where it will stay,
   each chunk once, through a :class:`MetadataLastStore`: its ``zarr.json``
   documents are held in memory and written only when the job succeeds, the
   arrays' first and the root's last. Until the root's ``zarr.json`` lands,
   nothing opens at the output. An object :data:`UNFINISHED` written first and
   deleted last says the objects there are the job's own: a rerun replaces such
-  leftovers of a killed job without ``overwrite``, and never touches anything
+  leftovers of a killed job without ``overwrite`` (or, when the root's
+  ``zarr.json`` had landed, only deletes the marker), and never touches anything
   else;
-- replacing an existing output on an object store (``overwrite``) builds the new
-  one under a temporary sibling prefix and copies it over only when complete, so
-  a failed replacement keeps the old output (each chunk is written twice there);
+- an existing output on an object store is never replaced, ``overwrite`` or not
+  (:class:`OutputConflictError`, naming what to do instead). Without a rename,
+  a replacement has to put the new objects at the old ones' keys one by one: a
+  chunk key of the new output is the same key as the old output's, so between
+  the first such write and the last the prefix holds a mix that is neither
+  output (and deleting the old output first leaves nothing that opens), and a
+  kill there loses both. Write to a new prefix and point readers to it, or
+  delete the old output first;
 - in an icechunk session the job writes in place: readers see nothing of it
   until the caller commits, and a failed job's changes are never committed.
-
-The old output, if the caller asked to replace one, is moved aside (local) or
-deleted (object store, ``zarr.json`` first) before the new one lands.
 """
 
 from __future__ import annotations
@@ -312,8 +317,9 @@ def staged_output(
     ------
     OutputConflictError
         If ``output`` exists and ``overwrite`` is false, or it exists and is not a
-        Zarr array or group (never replaced, whatever ``overwrite`` says). Leftovers
-        of a killed job of zarrext's own (:data:`UNFINISHED`) are replaced.
+        Zarr array or group (never replaced, whatever ``overwrite`` says), or it
+        exists on an object store (never replaced there either). Leftovers of a
+        killed job of zarrext's own (:data:`UNFINISHED`) are replaced.
     """
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="w", storage_options=storage_options)
@@ -390,26 +396,58 @@ async def _delete_all(store: Store, last: str | None = None) -> None:
         await store.delete(last)
 
 
+def _replacement_leftovers(output: Store) -> str | None:
+    """The temporary copy an earlier zarrext's interrupted replacement left beside
+    ``output`` (``.NAME.zarrext-tmp-*``), or None: named in the refusal, not deleted."""
+    root = _remote(output)[1]  # type: ignore[index]
+    parent, _, name = root.rpartition("/")
+    if not parent:
+        return None
+    with contextlib.suppress(Exception):
+        siblings = stores.remote_store_at(_unwrapped(output), parent)
+        for child in sync(_listed_dir(siblings)):
+            if child.startswith(f".{name}{STAGING_MARKER}"):
+                return f"{parent}/{child}"
+    return None
+
+
+async def _listed_dir(store: Store) -> list[str]:
+    return [k async for k in store.list_dir("")]
+
+
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
     remote = _remote(output)
     assert remote is not None
     where = f"{remote[0]}://{remote[1]}"
-    old_keys = sync(_keys(output))
-    if old_keys and "zarr.json" not in old_keys and UNFINISHED in old_keys:
-        # A killed job's own leftovers (its marker says so): nothing that opens.
-        sync(_delete_all(output, last=UNFINISHED))
-        old_keys = []
+    old_keys = set(sync(_keys(output)))
+    if UNFINISHED in old_keys:
+        if "zarr.json" in old_keys:
+            # Killed after its root zarr.json (written last) landed: the output is
+            # complete, only the job's marker is left over.
+            sync(output.delete(UNFINISHED))
+            old_keys.discard(UNFINISHED)
+        else:
+            # A killed job's own leftovers (its marker says so): nothing that opens.
+            sync(_delete_all(output, last=UNFINISHED))
+            old_keys = set()
     if old_keys:
-        if not overwrite:
-            raise OutputConflictError(f"{where} already exists (pass --overwrite to replace it)")
         if "zarr.json" not in old_keys:
+            leftover = _replacement_leftovers(output)
             raise OutputConflictError(
                 f"{where} exists and is not a Zarr array or group; refusing to replace it"
+                + (
+                    f" (it looks like an interrupted replacement, its temporary copy "
+                    f"{remote[0]}://{leftover} beside it: delete both to write there again)"
+                    if leftover else ""
+                )
             )
-        with _copied_remote(output) as temp:
-            yield temp
-        return
+        raise OutputConflictError(
+            f"{where} already exists, and an output on an object store is never replaced"
+            f"{', overwrite or not' if overwrite else ''} (the old one could not stay "
+            "readable until the new one is complete): write to a new prefix and point "
+            f"readers to it, or delete {where} first"
+        )
     with _written_in_place(output) as target:
         yield target
 
@@ -431,31 +469,3 @@ def _written_in_place(output: Store) -> Iterator[Store]:
         raise
     sync(target.publish())
     sync(output.delete(UNFINISHED))
-
-
-@contextlib.contextmanager
-def _copied_remote(output: Store) -> Iterator[Store]:
-    """Replace an existing object-store output: built aside, copied over when complete."""
-    root = _remote(output)[1]  # type: ignore[index]
-    parent, _, name = root.rpartition("/")
-    temp = stores.remote_store_at(
-        _unwrapped(output), f"{parent}/.{name}{STAGING_MARKER}{uuid.uuid4().hex[:12]}"
-    )
-    try:
-        yield temp
-    except BaseException:
-        with contextlib.suppress(Exception):
-            sync(temp.delete_dir(""))
-        raise
-    # the old output stops opening first, then goes
-    sync(output.delete("zarr.json"))
-    sync(output.delete_dir(""))
-    prototype = default_buffer_prototype()
-    keys = sync(_keys(temp))
-    # zarr.json files last, the root's at the very end: until it lands, nothing opens.
-    keys.sort(key=lambda k: (k.endswith("zarr.json"), -k.count("/"), k))
-    for key in keys:
-        value = sync(temp.get(key, prototype))
-        if value is not None:
-            sync(output.set(key, value))
-    sync(temp.delete_dir(""))

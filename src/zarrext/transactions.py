@@ -24,6 +24,7 @@ the next snapshot): the shard layouts ``fixed-slot`` and ``append`` and
 from __future__ import annotations
 
 import os
+import shlex
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -187,11 +188,30 @@ def open_repository(
             f"{os.fspath(location)}: cannot reach the icechunk repository ({_first_line(e)})"
         ) from e
     if not found:
+        inside = _repository_above(location)
         raise RepositoryError(
-            f"{os.fspath(location)}: no icechunk repository here; give the directory or URL "
-            "the repository was created at (icechunk.Repository.create)"
+            f"{os.fspath(location)}: no icechunk repository here; "
+            + (
+                f"it is the path {inside[1]} inside the repository {inside[0]}: give that "
+                f"as PATH (quantize takes --icechunk-path {inside[1]})"
+                if inside else "give the directory or URL the repository was created at "
+                "(icechunk.Repository.create)"
+            )
         )
     return icechunk.Repository.open(storage)
+
+
+def _repository_above(location: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """(repository, path inside it) when a local ``location`` lies inside a repository."""
+    local = local_path(os.fspath(location))
+    if local is None:
+        return None
+    path = Path(local).absolute()
+    for parent in path.parents:
+        # An icechunk repository's root holds a `repo` object and `snapshots/`.
+        if (parent / "repo").is_file() and (parent / "snapshots").is_dir():
+            return str(parent), path.relative_to(parent).as_posix()
+    return None
 
 
 def _unknown_ref(repo: Repository, error: Exception, what: str, where: str) -> RepositoryError:
@@ -242,15 +262,20 @@ def job_message(job: str, settings: Mapping[str, Any]) -> str:
 
     >>> job_message("recompress", {"decision": "compress_if_smaller", "dry_run": False})
     'zarrext recompress --decision compress_if_smaller'
+    >>> job_message("quantize", {"out": "my q", "array": ["clim/temp", "clim/pr"]})
+    "zarrext quantize --out 'my q' --array clim/temp --array clim/pr"
     """
-    words = [f"zarrext {job}"]
+    words = ["zarrext", job]
     for name, value in settings.items():
         option = "--" + name.replace("_", "-")
         if value is True:
             words.append(option)
+        elif isinstance(value, list | tuple):  # a repeated option, once per value
+            for each in value:
+                words += [option, str(each)]
         elif value is not None and value is not False:
-            words.append(f"{option} {value}")
-    return " ".join(words)
+            words += [option, str(value)]
+    return shlex.join(words)
 
 
 def commit(session: Session, message: str, *, where: str = "repository", **metadata: Any) -> str:

@@ -115,11 +115,28 @@ def _group_table(reports: list[Any], title: str, bound: float) -> Table:
     return table
 
 
+def _open_in_repository(path: SessionPath, inside: str) -> zarr.Array | zarr.Group:
+    """The group or array at ``inside`` in the repository's session, or one line."""
+    from zarr.errors import NodeNotFoundError
+    from zarr.storage import StorePath
+
+    where = inside.strip("/")
+    try:
+        node = zarr.open(StorePath(path.store, where), mode="r")
+    except (NodeNotFoundError, FileNotFoundError):
+        fail(f"--icechunk-path {where or '/'}: no Zarr array or group there in {path}", 2)
+    if node.metadata.zarr_format != 3:
+        fail(f"{path}/{where}: Zarr format 2 nodes are not supported by zarrext")
+    return node
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @in_icechunk(
         "quantize",
-        settings=("max_abs_error", "out", "array", "allow_larger", "overwrite"),
+        settings=(
+            "icechunk_path", "max_abs_error", "out", "array", "allow_larger", "overwrite"
+        ),
         writes=lambda arguments: True,
     )
     def quantize(
@@ -149,7 +166,9 @@ def register(app: typer.Typer) -> None:
             typer.Option(
                 "--array",
                 help="With a group: quantize only this array (a path in the group; "
-                "repeat for more). Default: every floating-point array.",
+                "repeat for more). Default: every floating-point array. The rest of the "
+                "group is copied as it is: to copy less, give a subgroup's path (in an "
+                "icechunk repository, --icechunk-path).",
             ),
         ] = None,
         allow_larger: Annotated[
@@ -161,7 +180,11 @@ def register(app: typer.Typer) -> None:
             ),
         ] = False,
         overwrite: Annotated[
-            bool, typer.Option(help="Replace an existing array or group at --out.")
+            bool,
+            typer.Option(
+                help="Replace an existing array or group at --out (a directory or .zip). "
+                "An output on an object store is never replaced: write to a new prefix.",
+            ),
         ] = False,
         as_json: Annotated[
             bool, typer.Option("--json", help="Print the plan and the result as JSON.")
@@ -171,6 +194,15 @@ def register(app: typer.Typer) -> None:
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
+        icechunk_path: Annotated[
+            str | None,
+            typer.Option(
+                "--icechunk-path",
+                metavar="NODE",
+                help="With --icechunk-branch: quantize this group or array of the "
+                "repository (a path inside it, e.g. clim or clim/temp), not its root.",
+            ),
+        ] = None,
     ) -> None:
         """Copy float arrays stored as integers (scale_offset + cast_value) within a bound.
 
@@ -181,9 +213,13 @@ def register(app: typer.Typer) -> None:
         consolidated again.
 
         On an object store a new --out is written once, its zarr.json last (nothing
-        opens there until the copy is complete). With --icechunk-branch, PATH is a
+        opens there until the copy is complete), and an existing one is never
+        replaced, even with --overwrite (it would not stay readable until the new
+        one is complete): write to a new prefix. A rerun after a killed run
+        replaces what that run left. With --icechunk-branch, PATH is a
         repository and --out a path inside it; the copy is one commit (a group
-        copy then leaves --out itself out).
+        copy then leaves --out itself out). The copy is of the repository's root
+        group, or of the group or array named by --icechunk-path: only that.
         """
         from zarr.storage import StorePath
 
@@ -192,7 +228,14 @@ def register(app: typer.Typer) -> None:
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
-        node = open_node(path, storage_options=storage_options)
+        if icechunk_path is not None and not isinstance(path, SessionPath):
+            fail("--icechunk-path names a group or array in an icechunk repository: "
+                 "add --icechunk-branch (elsewhere, give the group's or array's own path)", 2)
+        node = (
+            _open_in_repository(path, icechunk_path)
+            if isinstance(path, SessionPath) and icechunk_path is not None
+            else open_node(path, storage_options=storage_options)
+        )
         if isinstance(node, zarr.Group):
             try:
                 jobs.floating_arrays(node, array)
@@ -200,7 +243,8 @@ def register(app: typer.Typer) -> None:
                 fail(str(e) if array is None else f"--array: {e}", 1 if array is None else 2)
         elif array:
             fail(f"--array names arrays of a group, and {path} is an array", 2)
-        source = node.store_path.store
+        # In a repository the node may be a group or array below its root: a StorePath.
+        source: object = node.store_path if isinstance(path, SessionPath) else node.store_path.store
         output: object = out
         if isinstance(path, SessionPath):  # --out is a path inside the repository
             output = StorePath(path.store, out.strip("/"))

@@ -494,7 +494,9 @@ def copy_quantized(
         The bound every finite value must meet.
     overwrite : bool
         Replace an existing Zarr array at ``output`` (a path that is not a Zarr
-        node is never replaced).
+        node is never replaced, nor an output on an object store: there a
+        replacement could not keep the old output readable until the new one is
+        complete, so write to a new prefix instead).
     allow_larger : bool
         Keep a copy whose chunks take more bytes than the source's (by default
         it is discarded and :class:`LargerOutputError` raised).
@@ -527,7 +529,7 @@ def copy_quantized(
         If the copy would be larger than the source and not ``allow_larger``.
     OutputConflictError
         If ``output`` is, is inside, or contains ``source``, or exists (without
-        ``overwrite``).
+        ``overwrite``, or on an object store).
     """
     from zarrext.api import open_array
     from zarrext.outputs import check_disjoint
