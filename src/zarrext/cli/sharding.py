@@ -98,23 +98,23 @@ def register(app: typer.Typer) -> None:
                 )
             return
         require_writable(path, "expand" if expand else "compact")
-        arrays = []
-        for array in _sharded_arrays(path, "r+", storage_options):
-            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
-            if refusal is None:
-                arrays.append(array)
-            else:
-                console.print(f"{array.path or '/'}: left as it is: {refusal}", highlight=False,
-                              soft_wrap=True)
-        if not arrays:
-            console.print(f"no sharded arrays under {path}")
-        elif not isinstance(path, SessionPath):  # icechunk readers see snapshots: no race
-            console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
-        verb = "expanding" if expand else "compacting"
-
         if expand and scheduler is not None:
             fail("--scheduler: expand runs on this machine (fixed slots are for a local "
                  "directory, written in place); leave out --scheduler", code=2)
+        arrays = []
+        left = 0
+        for array in _sharded_arrays(path, "r+", storage_options):
+            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
+            if refusal is not None and not expand:  # nothing to compact there: no error
+                left += 1
+                console.print(f"{array.path or '/'}: left as it is: {refusal}",
+                              highlight=False, soft_wrap=True)
+            else:  # expand refuses such an array with one line, as any error of the job
+                arrays.append(array)
+        if not arrays and not left:
+            console.print(f"no sharded arrays under {path}")
+        verb = "expanding" if expand else "compacting"
+        form = "in fixed slots" if expand else "dense"
 
         def one(array: zarr.Array) -> RewriteReport:
             with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
@@ -122,16 +122,31 @@ def register(app: typer.Typer) -> None:
                     return run_expand(array, workers=workers, progress=progress)
                 return run_compact(array, workers=workers, progress=progress, client=client)
 
+        rewritten = 0
         with dask_client(scheduler, "compact") as client:
             for array, report in run_each(
                 arrays, one, path=path,
                 verb="expand" if expand else "compact",
                 on_interrupt="each shard is replaced whole; rerun the same command to finish",
             ):
-                console.print(
-                    f"{array.path or '/'}: {report.shards} shards, "
-                    f"{format_bytes(report.bytes_before)} -> {format_bytes(report.bytes_after)}"
+                name = array.path or "/"
+                rewritten += report.rewritten
+                if not report.rewritten:
+                    console.print(f"{name}: {report.shards} shards, all already {form}: "
+                                  "left as they are", highlight=False)
+                    continue
+                what = (
+                    f"{report.shards} shards, {report.rewritten} rewritten ({report.unchanged} "
+                    f"already {form}, left as they are)" if report.unchanged
+                    else f"{report.shards} shards rewritten"
                 )
+                console.print(
+                    f"{name}: {what}, {format_bytes(report.bytes_before)} -> "
+                    f"{format_bytes(report.bytes_after)}", highlight=False,
+                )
+        # after the run: a job that failed or rewrote nothing had no readers to warn
+        if rewritten and not isinstance(path, SessionPath):  # icechunk: readers see snapshots
+            console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
 
     @app.command(name="expand")
     @in_icechunk("expand", writes=lambda a: True)
