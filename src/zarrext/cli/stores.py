@@ -477,26 +477,33 @@ def register(app: typer.Typer) -> None:
             iter_arrays(path, mode="r" if dry_run else "r+", storage_options=storage_options)
         )
         console = Console(quiet=quiet or as_json)
+        damaged: list[Any] = []
         if dry_run:
             plans = []
             for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
                     continue
-                # Decodes and re-encodes in memory what the run would: a chunk the
-                # run cannot decode fails here, with the same error.
-                plan = run(array, decision=decision, workers=workers, dry_run=True)
+                # Decodes and re-encodes in memory what the run would: the chunks
+                # the run would leave as they are (damaged) are named here first.
+                plan = run(array, decision=decision, workers=workers, dry_run=True,
+                           on_damage="report")
+                damaged += plan.damaged
                 plans.append({"path": array.path or "/", "chunks": plan.chunks,
                               "objects": plan.objects, "stored_bytes": plan.bytes_before,
-                              "bytes_after": plan.bytes_after})
+                              "bytes_after": plan.bytes_after,
+                              "damaged": _damaged_json(plan.damaged)})
+                left = f"; {len(plan.damaged)} damaged chunk(s) would be left as stored" if (
+                    plan.damaged) else ""
                 console.print(
                     f"would recompress {array.path or '/'}: {plan.chunks} chunks in "
                     f"{plan.objects} objects, {plan.bytes_before:,} -> "
-                    f"{plan.bytes_after:,} bytes", highlight=False,
+                    f"{plan.bytes_after:,} bytes{left}", highlight=False, soft_wrap=True,
                 )
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "dry_run": True, "arrays": plans}))
             if not plans:
                 fail(f"no array with a conditional codec under {path}")
+            _fail_on_damage(damaged, path, dry_run=True)
             return
         reports = []
         with dask_client(scheduler, "recompress") as client:
@@ -514,7 +521,7 @@ def register(app: typer.Typer) -> None:
                     eligible,
                     lambda a: _recompress_one(
                         a, run, decision=decision, client=client, workers=workers,
-                        quiet=quiet,
+                        quiet=quiet, on_damage="report",
                     ),
                     path=path, verb="recompress",
                     # each chunk is replaced whole, so a half-done array reads correctly
@@ -523,12 +530,47 @@ def register(app: typer.Typer) -> None:
                 ):
                     reports.append(_recompress_json(report))
                     console.print(recompress_table(report))
+                    damaged += report.damaged
             except CliError as e:  # some arrays skipped: report the others first
                 skipped = e
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "arrays": reports}))
+            _fail_on_damage(damaged, path, dry_run=False, then=skipped)
             if skipped is not None:
                 raise skipped
+
+
+def _fail_on_damage(
+    damaged: list[Any], path: str, *, dry_run: bool, then: CliError | None = None
+) -> None:
+    """Name every damaged chunk on stderr, one a line, then fail with a summary."""
+    import sys
+
+    from zarrext.cli._common import named_by_path
+
+    if not damaged:
+        return
+    for error in damaged:
+        print(f"zarrext: damaged: {named_by_path(error, path)}", file=sys.stderr)
+    n = len(damaged)
+    if dry_run:
+        summary = (f"recompress would leave {n} damaged chunk(s) under {path} as stored "
+                   "(named above) and rewrite the others")
+    else:
+        summary = (f"recompress left {n} damaged chunk(s) under {path} as stored (named "
+                   "above); every other chunk was rewritten. Restore or rewrite them "
+                   "(zarrext check --deep lists them too)")
+    if then is not None:
+        summary += f"; {then}"
+    fail(summary)
+
+
+def _damaged_json(damaged: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"array": e.array or "/", "key": e.key, "inner": None if e.inner is None else list(e.inner),
+         "codec": e.codec, "reason": e.reason}
+        for e in damaged
+    ]
 
 
 def _recompress_one(array: Any, run: Any, *, quiet: bool, **options: Any) -> Any:
@@ -549,6 +591,7 @@ def _recompress_json(report: Any) -> dict[str, Any]:
         "masks_before": {report.mask_text(m): n for m, n in sorted(report.masks_before.items())},
         "masks_after": {report.mask_text(m): n for m, n in sorted(report.masks_after.items())},
         "seconds": report.seconds,
+        "damaged": _damaged_json(report.damaged),
     }
 
 
