@@ -35,16 +35,37 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
     ]
 
 
+def checked_text(array: Any, *, sharded: bool, deep: bool) -> str:
+    """What a check of ``array`` that found nothing looked at, and what it did not:
+    ``every chunk validates`` only where every chunk was decoded."""
+    from zarr.storage import LocalStore
+
+    from zarrext.inspection import stored_chunk_keys
+
+    n = sum(1 for _ in stored_chunk_keys(array))
+    noun = "shard" if sharded else "chunk"
+    if deep:
+        return f"every {noun} validates: {n} {noun}s read, every chunk in them decoded"
+    leftovers = (", no interrupted writes left behind"
+                 if isinstance(array.store_path.store, LocalStore) else "")
+    if sharded:
+        done = f"every shard validates: {n} shard indexes read, chunks' byte ranges checked"
+    else:
+        done = f"{n} chunks listed"
+    return f"{done}{leftovers}; chunk contents not decoded (--deep decodes them)"
+
+
 def _print_findings(
-    name: str, findings: list[Any], *, sharded: bool, unverified: str | None = None
+    name: str, findings: list[Any], *, sharded: bool, unverified: str | None = None,
+    checked: str = "",
 ) -> None:
     """Each key once, then per problem what it is and what --repair did or can do;
     with ``unverified`` (a deep check of chunks without checksums), why chunks that
-    decode are not known to be good."""
+    decode are not known to be good; with no findings, ``checked``: what was checked."""
     if unverified is not None:
         typer.echo(f"{name}: cannot verify the chunks that decode: {unverified}")
     elif not findings:
-        typer.echo(f"{name}: every {'shard' if sharded else 'chunk'} validates")
+        typer.echo(f"{name}: {checked}")
     for finding in findings:
         typer.echo(f"{name} {finding.key}:")
         for problem in finding.details:
@@ -206,9 +227,11 @@ def register(app: typer.Typer) -> None:
             report.append(entry)
             unrepaired += sum(1 for f in findings if not f.ok or not repair)
             if not as_json:
-                _print_findings(name, findings, sharded=(
-                    sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
-                ), unverified=unverified)
+                sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
+                checked = "" if findings or unverified is not None else checked_text(
+                    array, sharded=sharded, deep=deep)
+                _print_findings(name, findings, sharded=sharded, unverified=unverified,
+                                checked=checked)
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
         elif not arrays:

@@ -83,6 +83,8 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
     table.add_column("raw bytes", justify="right")
     table.add_column("ratio", justify="right")
     table.add_column("masks (chunks)")
+    if inv.damaged:
+        table.add_column("damaged", justify="right", style="bold red")
     masks = ", ".join(f"{inv.mask_text(m)}: {n}" for m, n in sorted(inv.mask_counts.items()))
     ratio = size_change(inv.raw_bytes, inv.stored_bytes)
     table.add_row(
@@ -92,6 +94,7 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
         f"{inv.raw_bytes:,}",
         ratio,
         masks if inv.placement is not None else "(no conditional codec)",
+        *([str(len(inv.damaged))] if inv.damaged else []),
     )
     if inv.mask_counts:
         table.caption = "masks: " + ", ".join(f"{k} {v}" for k, v in mask_names(inv).items())
@@ -132,6 +135,7 @@ def _inventory_json(
         "decision": decision,
         "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
         "mask_names": mask_names(inv),
+        "damaged": _damaged_json(inv.damaged),
         "shards": None if shards is None else [
             {
                 **shard_json(info),
@@ -401,8 +405,10 @@ def register(app: typer.Typer) -> None:
         inventories = []
         documents = []
         shard_shapes = {}
+        damaged: list[Any] = []
         for array in iter_arrays(path, storage_options=storage_options):
-            inv = inventory(array)
+            inv = inventory(array, on_damage="mark")  # the table, damaged chunks marked
+            damaged += inv.damaged
             inventories.append(inv)
             report = sharded_report(array)
             per_shard = chunks_per_shard(array)
@@ -413,6 +419,11 @@ def register(app: typer.Typer) -> None:
                 documents.append(_inventory_json(inv, report, decision))
                 continue
             console.print(inventory_table(inv, path))
+            if inv.damaged:
+                console.print(
+                    f"damaged: {len(inv.damaged)} chunk(s) whose header does not decode "
+                    "(no mask counted; named on stderr)", highlight=False, soft_wrap=True,
+                )
             if inv.placement is not None:
                 console.print(
                     f"decision for zarrext's writers: {decision}" if decision is not None
@@ -445,6 +456,10 @@ def register(app: typer.Typer) -> None:
             if plot is not None and inventories:
                 document["plot"] = {"file": str(plot), "arrays": shown}
             typer.echo(json.dumps(document))
+        if damaged:
+            _name_damaged(damaged, path)
+            fail(f"{len(damaged)} damaged chunk(s) under {path} (named above); zarrext "
+                 "check --deep decodes every chunk")
 
     @app.command()
     @in_icechunk("recompress", settings=("decision",), writes=lambda a: not a["dry_run"])
@@ -544,14 +559,9 @@ def _fail_on_damage(
     damaged: list[Any], path: str, *, dry_run: bool, then: CliError | None = None
 ) -> None:
     """Name every damaged chunk on stderr, one a line, then fail with a summary."""
-    import sys
-
-    from zarrext.cli._common import named_by_path
-
     if not damaged:
         return
-    for error in damaged:
-        print(f"zarrext: damaged: {named_by_path(error, path)}", file=sys.stderr)
+    _name_damaged(damaged, path)
     n = len(damaged)
     if dry_run:
         summary = (f"recompress would leave {n} damaged chunk(s) under {path} as stored "
@@ -563,6 +573,16 @@ def _fail_on_damage(
     if then is not None:
         summary += f"; {then}"
     fail(summary)
+
+
+def _name_damaged(damaged: list[Any], path: str) -> None:
+    """One ``zarrext: damaged:`` line per damaged chunk on stderr, named from ``path``."""
+    import sys
+
+    from zarrext.cli._common import named_by_path
+
+    for error in damaged:
+        print(f"zarrext: damaged: {named_by_path(error, path)}", file=sys.stderr)
 
 
 def _damaged_json(damaged: list[Any]) -> list[dict[str, Any]]:
