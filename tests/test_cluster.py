@@ -262,6 +262,7 @@ def test_compact_on_a_cluster_against_s3(
     assert zarrext.check(back, deep=True) == []
     again = zarrext.compact(back, client=client)  # idempotent: dense stays dense
     assert again.bytes_before == again.bytes_after == report.bytes_after
+    assert again.unchanged == 4  # and is not written again
 
 
 def test_check_deep_on_a_cluster_names_the_damaged_object(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 
@@ -95,13 +96,54 @@ def test_a_damaged_chunk_is_named_by_every_job(run, tmp_path: Path, command: str
     chunk.write_bytes(bytes(damaged))
     extra = {"quantize": ["--max-abs-error", "0.01", "--out", str(tmp_path / "q.zarr")],
              "recompress": [], "inspect": []}[command]
-    code, _, err = run(command, path / "temp", *extra)
-    assert code != 0
+    code, out, err = run(command, path / "temp", *extra)
+    assert code == 1
     lines = [line for line in err.splitlines() if line.strip()]
-    assert len(lines) == 1, err
+    # quantize stops at it; inspect and recompress go on, name it, then sum up
+    assert len(lines) == (1 if command == "quantize" else 2), err
     assert "c/1/0" in lines[0]
     assert f"array '{path / 'temp'}'" in lines[0]  # the path the user gave
+    assert "b'" not in lines[0]  # the checksums in hex, not as Python bytes
     assert not (tmp_path / "q.zarr").exists()
+    if command == "inspect":  # the table is shown, the damaged chunk counted in it
+        assert "damaged" in out.split("└")[0]  # a column of the table
+        assert "damaged: 1 chunk(s)" in out
+        code, out, _ = run("inspect", path / "temp", "--json")
+        assert code == 1
+        (array,) = json.loads(out)["arrays"]
+        assert array["stored_chunks"] == 4
+        assert sum(array["mask_counts"].values()) == 3  # the others' masks, counted
+        assert [(d["key"], d["codec"]) for d in array["damaged"]] == [("c/1/0", "crc32c")]
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_inventory_marks_damaged_chunks_on_request(tmp_path: Path, sharded: bool) -> None:
+    from zarrext.errors import ChunkDecodeError
+
+    z = zarrext.create_array(
+        str(tmp_path / "a.zarr"), shape=(16, 16), chunks=(8, 8), dtype="float32",
+        shards=(16, 8) if sharded else None,
+        compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)]), Crc32cCodec()],
+        decision="compress_if_smaller",
+    )
+    z[...] = np.linspace(0, 1, 256, dtype="float32").reshape(16, 16)
+    key = "c/0/0" if sharded else "c/1/0"
+    path = tmp_path / "a.zarr" / key
+    raw = bytearray(path.read_bytes())
+    # a chunk file's crc32c at its end; in a shard, inner chunk (1, 0)'s: the one
+    # just before the index (64 + 4 bytes at the end)
+    raw[-1 - (68 if sharded else 0)] ^= 0xFF
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ChunkDecodeError):
+        inventory(z)
+    inv = inventory(z, on_damage="mark")
+    assert len(inv.chunks) == 4
+    (error,) = inv.damaged
+    assert (error.key, error.inner) == (key, (1, 0) if sharded else None)
+    (bad,) = [c for c in inv.chunks if c.damaged]
+    assert bad.index == (1, 0)
+    assert bad.mask is None
+    assert sum(inv.mask_counts.values()) == 3
 
 
 def test_inventory_of_a_transposed_sharded_array_lists_every_inner_chunk(tmp_path: Path) -> None:

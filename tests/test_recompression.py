@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import imagecodecs
 import numpy as np
 import pytest
 import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+from zarr.core.buffer import default_buffer_prototype
 
 import zarrext
 from zarrext.recompression import recompress
@@ -210,31 +212,134 @@ def _damage_chunk(path: Path) -> None:
     path.write_bytes(bytes(data))
 
 
-@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
-def test_damaged_chunk_named_by_run_and_dry_run_alike(tmp_path: Path, sharded: bool) -> None:
-    from zarrext.errors import ChunkDecodeError
-
-    store = zarr.storage.LocalStore(tmp_path)
+def _damaged_store(store: Any, sharded: bool) -> np.ndarray:
+    """``arr`` (4 x 4 chunks, or 2 x 4 shards of two inner chunks) with one byte
+    flipped in chunk (1, 1): in ``c/1/1``, or inner chunk (1, 0) of shard ``c/0/1``."""
+    data = mixed_data((64, 64))
     zarrext.create_array(
-        store, name="arr", shape=(32, 32), chunks=(16, 16), dtype="float32",
+        store, name="arr", shape=(64, 64), chunks=(16, 16), dtype="float32",
         shards=(32, 16) if sharded else None, serializer=BytesCodec(),
         compressors=[zarrext.ConditionalCodec(SHUFFLE_ZSTD), Crc32cCodec()],
         decision="never_apply",
-    )[:] = mixed_data((32, 32))
-    _damage_chunk(tmp_path / "arr" / "c" / "0" / "1")
+    )[:] = data
+    return data
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_recompress_goes_on_past_a_damaged_chunk_and_names_it(
+    tmp_path: Path, sharded: bool
+) -> None:
+    from zarrext.errors import ChunkDecodeError, DamagedChunksError
+
+    store = zarr.storage.LocalStore(tmp_path)
+    data = _damaged_store(store, sharded)
+    key = "c/0/1" if sharded else "c/1/1"
+    if sharded:  # flip a byte in the middle of inner chunk (1, 0): chunk (1, 1)
+        from zarrext.inspection import shard_entries, storage_block
+
+        shard = tmp_path / "arr" / key
+        raw = bytearray(shard.read_bytes())
+        sharding = storage_block(zarr.open_array(store, path="arr").metadata)[1]
+        assert sharding is not None
+        entries = dict(shard_entries(sharding, default_buffer_prototype().buffer.from_bytes(
+            bytes(raw)), (2, 1), key))
+        start, stop = entries[(1, 0)]
+        raw[(start + stop) // 2] ^= 0xFF
+        shard.write_bytes(bytes(raw))
+        damaged_bytes = bytes(raw[start:stop])
+    else:
+        _damage_chunk(tmp_path / "arr" / key)
+        damaged_bytes = (tmp_path / "arr" / key).read_bytes()
     before = chunk_files(tmp_path / "arr")
     errors = []
     for dry_run in (True, False):
-        with pytest.raises(ChunkDecodeError) as raised:
+        with pytest.raises(DamagedChunksError) as raised:
             recompress(zarr.open_array(store, path="arr", mode="r+"), dry_run=dry_run)
         errors.append(raised.value)
+        if dry_run:
+            assert chunk_files(tmp_path / "arr") == before  # a dry run writes nothing
     dry, real = errors
-    assert (dry.array, dry.key, dry.codec, dry.inner) == (
-        "arr", "arr/c/0/1", "crc32c", (1, 0) if sharded else None)
-    assert str(dry) == str(real)
-    assert "checksum" in str(dry.__cause__)
-    if not sharded:  # the shard is replaced in one piece: nothing of it was written
-        assert chunk_files(tmp_path / "arr")["c/0/1"] == before["c/0/1"]
+    for error in (dry, real):
+        assert isinstance(error, ChunkDecodeError)  # what callers caught before
+        (only,) = error.damaged
+        assert (only.array, only.key, only.codec, only.inner) == (
+            "arr", f"arr/{key}", "crc32c", (1, 0) if sharded else None)
+        assert "checksum" in str(only.__cause__)
+        assert f"chunk 'arr/{key}'" in str(error)
+        # every other chunk was (or would be) re-encoded: 15 of 16
+        assert error.report.chunks == 15
+        assert error.report.masks_after == Counter({0b11: 11, 0: 4})  # noise stays raw
+    after = chunk_files(tmp_path / "arr")
+    # byte-identical: a chunk file as it was; an inner chunk's bytes in its shard
+    # (whose other chunk, a noise chunk, stays raw: the shard comes out the same)
+    assert damaged_bytes in after[key] if sharded else after[key] == damaged_bytes
+    # rewritten: every object holding a smooth chunk that was not damaged (the noise
+    # chunks of row 0 stay raw, rewritten to the same bytes)
+    smooth = ({f"c/0/{j}" for j in (0, 2, 3)} | {f"c/1/{j}" for j in range(4)} if sharded
+              else {f"c/{i}/{j}" for i in (1, 2, 3) for j in range(4)} - {key})
+    assert {k for k in after if after[k] != before[k]} == smooth
+    back = zarr.open_array(store, path="arr", mode="r")
+    expected = data.view(np.uint32)
+    for i in range(4):
+        for j in range(4):
+            block = (slice(16 * i, 16 * i + 16), slice(16 * j, 16 * j + 16))
+            if (i, j) != (1, 1):
+                assert np.array_equal(back[block].view(np.uint32), expected[block]), (i, j)
+    # a second run finds the same damaged chunk, still damaged the same way
+    report = recompress(zarr.open_array(store, path="arr", mode="r+"), on_damage="report")
+    assert [(e.key, e.inner) for e in report.damaged] == [
+        (f"arr/{key}", (1, 0) if sharded else None)]
+
+
+def test_recompress_on_damage_report_returns_the_report(tmp_path: Path) -> None:
+    store = zarr.storage.LocalStore(tmp_path)
+    _damaged_store(store, False)
+    _damage_chunk(tmp_path / "arr" / "c" / "1" / "1")
+    _damage_chunk(tmp_path / "arr" / "c" / "3" / "0")
+    report = recompress(zarr.open_array(store, path="arr", mode="r+"), on_damage="report")
+    assert [e.key for e in report.damaged] == ["arr/c/1/1", "arr/c/3/0"]
+    assert report.chunks == 14
+    with pytest.raises(ValueError, match="on_damage must be"):
+        recompress(zarr.open_array(store, path="arr", mode="r+"), on_damage="skip")  # type: ignore[arg-type]
+
+
+def test_recompress_on_s3_goes_on_past_a_damaged_chunk(run, s3: dict[str, Any]) -> None:
+    import json
+
+    import s3fs
+
+    from zarrext.errors import DamagedChunksError
+
+    url = f"{s3['url']}/a.zarr"
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    data = _damaged_store(zarr.storage.FsspecStore.from_url(
+        s3["url"], storage_options=s3["options"]), sharded=False)
+    url = f"{s3['url']}/arr"
+    raw = bytearray(fs.cat(f"{url}/c/1/1"))
+    raw[len(raw) // 2] ^= 0xFF
+    fs.pipe(f"{url}/c/1/1", bytes(raw))
+    so = ("--storage-options", json.dumps(s3["options"]))
+    code, out, err = run("recompress", url, "--dry-run", *so)
+    assert code == 1
+    assert "would recompress /: 15 chunks in 16 objects" in out
+    assert "1 damaged chunk(s) would be left as stored" in out
+    assert fs.cat(f"{url}/c/2/0")[0] == 0  # still raw: nothing written
+    code, out, err = run("recompress", url, *so)
+    assert code == 1
+    lines = err.strip().splitlines()
+    assert len(lines) == 2, err
+    assert lines[0].startswith("zarrext: damaged: ")
+    assert "chunk 'c/1/1'" in lines[0]
+    assert "crc32c" in lines[0]
+    assert "Stored: 0x" in lines[0]  # hex, not Python bytes
+    assert "left 1 damaged chunk(s)" in lines[1]
+    assert fs.cat(f"{url}/c/1/1") == bytes(raw)  # byte-identical
+    assert {fs.cat(f"{url}/c/{i}/{j}")[0] for i in (1, 2, 3) for j in range(4)
+            if (i, j) != (1, 1)} == {0b11}  # the smooth chunks (row 0 is noise)
+    with pytest.raises(DamagedChunksError):
+        zarrext.recompress(url, storage_options=s3["options"])
+    back = zarr.open_array(url, mode="r", storage_options=s3["options"])
+    assert np.array_equal(back[:16].view(np.uint32), data[:16].view(np.uint32))
 
 
 def test_dry_run_reports_what_the_run_does_and_writes_nothing(tmp_path: Path) -> None:
@@ -249,14 +354,24 @@ def test_dry_run_reports_what_the_run_does_and_writes_nothing(tmp_path: Path) ->
     assert plan.bytes_after < plan.bytes_before
 
 
-def test_cli_dry_run_fails_on_a_damaged_chunk_as_the_run(run, tmp_path: Path) -> None:
+def test_cli_names_damaged_chunks_in_dry_run_and_run_alike(run, tmp_path: Path) -> None:
     ingest(tmp_path / "a.zarr", mixed_data())
     _damage_chunk(tmp_path / "a.zarr" / "c" / "1" / "2")
+    _damage_chunk(tmp_path / "a.zarr" / "c" / "3" / "0")
+    damaged = {k: v for k, v in chunk_files(tmp_path / "a.zarr").items()
+               if k in ("c/1/2", "c/3/0")}
     outcomes = [run("recompress", tmp_path / "a.zarr", *extra) for extra in (["--dry-run"], [])]
-    for code, out, err in outcomes:
+    for code, _out, err in outcomes:
         assert code == 1
-        assert "would recompress" not in out
-        assert len(err.strip().splitlines()) == 1
-        assert "chunk 'c/1/2'" in err
-        assert "crc32c" in err
-    assert outcomes[0][2] == outcomes[1][2]
+        lines = err.strip().splitlines()
+        assert len(lines) == 3, err  # each damaged chunk, then the summary
+        assert "chunk 'c/1/2'" in lines[0]
+        assert "chunk 'c/3/0'" in lines[1]
+        assert all("crc32c" in line and "b'" not in line for line in lines[:2])
+        assert "2 damaged chunk(s)" in lines[2]
+    assert outcomes[0][2].splitlines()[:2] == outcomes[1][2].splitlines()[:2]
+    assert "would recompress /: 14 chunks in 16 objects" in outcomes[0][1]
+    assert "damaged, left as stored" in outcomes[1][1]
+    after = chunk_files(tmp_path / "a.zarr")
+    assert {k: after[k] for k in damaged} == damaged
+    assert sum(b[0] == 0b11 for b in after.values()) == 10  # 12 smooth chunks, 2 damaged

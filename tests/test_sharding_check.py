@@ -270,7 +270,8 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
         f"  problem: index checksum error: the 68-byte index at byte {size - 68} "
         "does not match its checksum",
         "    --repair cannot fix this: restore the shard from a copy",
-        "b: every shard validates",
+        "b: every shard validates: 4 shard indexes read, chunks' byte ranges checked, no "
+        "interrupted writes left behind; chunk contents not decoded (--deep decodes them)",
     ]
     code, out = run("check", str(path))
     assert code == 1
@@ -311,7 +312,7 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
     assert finding["problems"][0]["repaired"] is True
     code, out = run("check", str(path))
     assert code == 0
-    assert out.splitlines() == ["a: every shard validates", "b: every shard validates"]
+    assert out.splitlines() == [f"{name}{problems[-1][1:]}" for name in "ab"]
 
 
 def test_findings_sorted_by_key_numbers_as_numbers(tmp_path: Path) -> None:
@@ -372,3 +373,30 @@ def test_deep_says_which_chunks_it_cannot_verify(
         assert "validates" not in result.output
     as_json = CliRunner().invoke(app, ["check", str(tmp_path / "a"), "--deep", "--json"])
     assert json.loads(as_json.output)["arrays"][0]["unverified"] == reason
+
+
+def test_cli_check_says_what_it_checked_and_that_deep_decodes(run, tmp_path: Path) -> None:
+    from zarr.codecs import Crc32cCodec
+
+    array = zarr.create_array(str(tmp_path / "a"), shape=(8,), chunks=(4,), dtype="i4",
+                              compressors=[Crc32cCodec()])
+    array[:] = 1
+    chunk = tmp_path / "a" / "c" / "1"
+    raw = bytearray(chunk.read_bytes())
+    raw[0] ^= 0xFF  # a damaged value: only decoding finds it
+    chunk.write_bytes(bytes(raw))
+    code, out, _ = run("check", tmp_path / "a")
+    assert code == 0
+    assert out.splitlines() == [
+        "/: 2 chunks listed, no interrupted writes left behind; chunk contents not "
+        "decoded (--deep decodes them)"
+    ]
+    code, out, _ = run("check", tmp_path / "a", "--deep")
+    assert code == 1
+    assert "c/1" in out
+    assert "Stored: 0x" in out  # the checksums in hex
+    chunk.write_bytes(bytes(raw[:0]) + bytes([raw[0] ^ 0xFF]) + bytes(raw[1:]))
+    code, out, _ = run("check", tmp_path / "a", "--deep")
+    assert code == 0
+    assert out.splitlines() == ["/: every chunk validates: 2 chunks read, every chunk in them "
+                                "decoded"]

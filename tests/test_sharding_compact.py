@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -317,3 +320,135 @@ def test_compacting_a_compact_shard_writes_nothing(tmp_path: Path) -> None:
     assert shard.stat().st_mtime_ns == stat.st_mtime_ns  # not even rewritten in place
     assert shard.read_bytes() == data
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+
+
+def _stamps(root: Path) -> dict[str, tuple[bytes, int, int]]:
+    """Every shard file's bytes, inode and mtime: equal means not even rewritten."""
+    return {
+        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_ino, p.stat().st_mtime_ns)
+        for p in sorted((root / "c").rglob("*")) if p.is_file()
+    }
+
+
+def _zarr_python_shards(
+    location: Any, compressors: Any = "zstd", **kwargs: Any
+) -> tuple[zarr.Array, np.ndarray]:
+    """Shards fresh from zarr-python: dense, inner chunks in Morton order."""
+    array = zarr.create_array(
+        location, shape=(64, 64), chunks=(8, 8), shards=(32, 32), dtype="f4",
+        compressors=[ZstdCodec(level=1)] if compressors == "zstd" else compressors, **kwargs,
+    )
+    data = np.random.default_rng(5).normal(size=(64, 64)).astype("f4")
+    data[40:] = 0  # inner chunks holding the fill value: absent, not empty entries
+    array[:] = data
+    return array, data
+
+
+def test_compact_leaves_dense_shards_from_zarr_python_untouched(tmp_path: Path) -> None:
+    array, data = _zarr_python_shards(str(tmp_path / "a"))
+    before = _stamps(tmp_path / "a")
+    report = zarrext.compact(array)
+    assert (report.shards, report.unchanged, report.rewritten) == (4, 4, 0)
+    assert report.bytes_before == report.bytes_after == sum(len(b) for b, _, _ in
+                                                            before.values())
+    assert _stamps(tmp_path / "a") == before
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], data)
+
+
+def test_compact_and_expand_rewrite_only_what_needs_it(tmp_path: Path) -> None:
+    array, expected = _zarr_python_shards(str(tmp_path / "a"), compressors=None)
+    zarrext.expand(array)
+    slotted = _stamps(tmp_path / "a")
+    again = zarrext.expand(array)  # every chunk already in its slot
+    assert (again.shards, again.unchanged) == (4, 4)
+    assert _stamps(tmp_path / "a") == slotted
+    # back to dense; then one shard updated by appending: only that one needs compacting
+    first = zarrext.compact(array)
+    # the top shards hold every chunk: their slots (no compressor) are back to back
+    # already; the bottom ones have empty slots
+    assert (first.shards, first.rewritten, first.unchanged) == (4, 2, 2)
+    writer = zarrext.open_array(str(tmp_path / "a"), shard_layout="append")
+    writer[:8, :8] = 7  # appended to shard c/0/0: the old copy stays as a hole
+    expected[:8, :8] = 7
+    dense = _stamps(tmp_path / "a")
+    second = zarrext.compact(array)
+    assert (second.shards, second.rewritten, second.unchanged) == (4, 1, 3)
+    after = _stamps(tmp_path / "a")
+    assert {k for k in after if after[k] != dense[k]} == {"c/0/0"}
+    np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
+
+
+def test_cli_compact_with_nothing_to_do_changes_nothing(run, tmp_path: Path) -> None:
+    from zarrext.sharding.compact import READER_NOTE
+
+    _zarr_python_shards(str(tmp_path / "a"))
+    before = _stamps(tmp_path / "a")
+    code, out, err = run("compact", tmp_path / "a")
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["/: 4 shards, all already dense: left as they are"]
+    assert READER_NOTE not in out  # nothing was rewritten: no readers to warn
+    assert _stamps(tmp_path / "a") == before
+
+
+def test_cli_compact_of_whole_encoded_shards_says_one_thing(run, tmp_path: Path) -> None:
+    array = zarr.create_array(
+        str(tmp_path / "a"), shape=(64, 64), chunks=(32, 32), dtype="f4",
+        serializer=ShardingCodec(chunk_shape=(8, 8)), compressors=[ZstdCodec()],
+    )
+    array[:] = 1.5
+    before = _stamps(tmp_path / "a")
+    code, out, err = run("compact", tmp_path / "a")
+    assert code == 0, err
+    (line,) = out.splitlines()
+    assert line.startswith("/: left as it is: 'zstd' after sharding_indexed")
+    assert "no sharded arrays" not in out
+    code, out, err = run("expand", tmp_path / "a")
+    assert code == 1
+    assert out == ""  # neither "left as it is" nor the readers' note: one error line
+    (line,) = [x for x in err.splitlines() if x.startswith("zarrext")]
+    assert "no in-place layout can write such shards" in line
+    assert _stamps(tmp_path / "a") == before
+
+
+def test_cli_expand_prints_the_readers_note_only_when_it_succeeds(run, tmp_path: Path) -> None:
+    from zarrext.sharding.compact import READER_NOTE
+
+    _zarr_python_shards(str(tmp_path / "a"))  # zstd: no slot bound, expand must fail
+    code, out, err = run("expand", tmp_path / "a")
+    assert code == 1
+    assert READER_NOTE not in out + err
+    assert "has no bound on its encoded size" in err
+    zarr.create_array(str(tmp_path / "b"), shape=(8, 8), chunks=(2, 2), shards=(4, 4),
+                      dtype="f4", compressors=None)[:2, :2] = 1.5
+    code, out, err = run("expand", tmp_path / "b")
+    assert code == 0, err
+    assert out.splitlines()[-1] == f"note: {READER_NOTE}"
+
+
+def test_compact_on_s3_leaves_dense_objects_unwritten(run, s3: dict[str, Any]) -> None:
+    import s3fs
+
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    bucket = s3["url"].removeprefix("s3://")
+    # every PUT makes a version: a count that would show a rewrite to the same bytes
+    fs.call_s3("put_bucket_versioning", Bucket=bucket,
+               VersioningConfiguration={"Status": "Enabled"})
+    url = f"{s3['url']}/a.zarr"
+    array, data = _zarr_python_shards(url, storage_options=s3["options"])
+
+    def versions() -> dict[str, int]:
+        listed = fs.call_s3("list_object_versions", Bucket=bucket, Prefix="a.zarr/c/")
+        return dict(Counter(v["Key"] for v in listed["Versions"]))
+
+    before = versions()
+    assert len(before) == 4
+    assert set(before.values()) == {1}
+    report = zarrext.compact(array)
+    assert (report.shards, report.unchanged) == (4, 4)
+    code, out, err = run("compact", url, "--storage-options", json.dumps(s3["options"]))
+    assert code == 0, err
+    assert "all already dense: left as they are" in out
+    assert versions() == before
+    np.testing.assert_array_equal(
+        zarr.open_array(url, mode="r", storage_options=s3["options"])[:], data
+    )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from io import StringIO
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from zarr.codecs import BytesCodec, ShardingCodec
 import zarrext
 from zarrext.cli.render import render_shard_table
 from zarrext.sharding import ShardLayoutError, shard_report
+from zarrext.sharding.inspect import writes_text
 
 RAW = 8 * 8 * 4
 ISZ = 16 * 16 + 4
@@ -61,14 +63,16 @@ def test_read_only_and_corrupt(tmp_path: Path) -> None:
     shard.write_bytes(b"\x00" * shard.stat().st_size)  # index checksum now fails
     report = shard_report(zarr.open_array(str(tmp_path / "a"), mode="r"))
     assert [i.layout for i in report] == ["fixed-slot", "unknown"]
-    # opened read-only, still a local fixed-slot shard: the report reads the shard
+    # opened read-only, still a local fixed-slot shard: writers opened with a
+    # layout could write it in place; this handle has none, so its writes would not
     assert report[0].in_place
     assert not report[1].in_place
     out = StringIO()
-    render_shard_table(report, Console(file=out, width=200))
+    render_shard_table(report, Console(file=out, width=250))
     text = out.getvalue()
-    assert "in place (each chunk in its slot)" in text
-    assert "whole-shard rewrite" not in text
+    assert "in place (each chunk in its slot)" not in text
+    assert "whole-shard rewrite (zarr-python, zarrext.open_array without shard_layout); " \
+        "in place when opened with shard_layout='fixed-slot'" in text
     assert "index unreadable" in text
 
 
@@ -117,10 +121,30 @@ def test_inspect_read_only_local_fixed_slot_is_in_place(tmp_path: Path) -> None:
     env = {"COLUMNS": "250"}
     result = CliRunner().invoke(app, ["inspect", str(tmp_path / "a")], env=env)
     assert result.exit_code == 0, result.output
-    assert "in place (each chunk in its slot)" in result.output
-    assert "whole-shard rewrite" not in result.output
+    # inspect opens without a layout: it says what plain writes do, and the option
+    assert "whole-shard rewrite" in result.output
+    assert "in place when opened with shard_layout='fixed-slot'" in result.output
     result = CliRunner().invoke(app, ["inspect", str(tmp_path / "d")], env=env)
-    assert "in place (appended; zarrext expand puts chunks in slots)" in result.output
+    assert "in place when opened with shard_layout='append'" in result.output
+
+
+def test_inspect_says_a_write_without_a_layout_rewrites_the_shard(run, tmp_path: Path) -> None:
+    """zarrext.open_array without shard_layout replaces the whole shard file on a
+    write (a new inode, a new size); inspect must not call that 'in place'."""
+    _create(tmp_path / "d", None)[:, :] = 1  # zarr-python's dense shards
+    shard = tmp_path / "d" / "c" / "0" / "0"
+    inode = shard.stat().st_ino
+    zarrext.open_array(str(tmp_path / "d"))[:8, :8] = 2
+    assert shard.stat().st_ino != inode  # replaced, not written in place
+    code, out, err = run("inspect", tmp_path / "d", "--json")
+    assert code == 0, err
+    writes = {s["writes"] for s in json.loads(out)["arrays"][0]["shards"]}
+    assert writes == {"whole-shard rewrite (zarr-python, zarrext.open_array without "
+                      "shard_layout); in place when opened with shard_layout='append'"}
+    # through an array opened with a layout, the report says what its writes do
+    appender = zarrext.open_array(str(tmp_path / "d"), shard_layout="append")
+    assert {writes_text(i) for i in shard_report(appender)} == {
+        "in place (appended; zarrext expand puts chunks in slots)"}
 
 
 def test_shard_rows_capped_with_a_summary(tmp_path: Path) -> None:

@@ -64,6 +64,21 @@ def local_repo(tmp_path: Path) -> tuple[Any, str, Path]:
     return repo, first, tmp_path / "repo"
 
 
+def loosen_shard(repo: Any) -> None:
+    """Commit ``sh/c/0/0`` with spare bytes between its chunks and its index (at the
+    end): still valid, no longer dense, so ``compact`` has that shard to rewrite."""
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    session = repo.writable_session("main")
+    prototype = default_buffer_prototype()
+    data = sync(session.store.get("sh/c/0/0", prototype)).to_bytes()
+    index = 4 * 4 * 16 + 4  # 4x4 inner chunks, 16 bytes each, and the crc32c
+    loose = data[:-index] + b"\xab" * 64 + data[-index:]
+    sync(session.store.set("sh/c/0/0", prototype.buffer.from_bytes(loose)))
+    session.commit("spare bytes in a shard")
+
+
 def masks(store: Any, path: str = "a") -> Counter[int]:
     return zarrext.inventory(zarrext.open_array(store, path=path, mode="r")).mask_counts
 
@@ -198,17 +213,23 @@ def test_compact_commits_whole_shards_and_in_place_layouts_are_refused(
     local_repo: tuple[Any, str, Path],
 ) -> None:
     repo, _first, _ = local_repo
+    loosen_shard(repo)
     with transaction(repo, "main", "compact") as done:
         sh = zarrext.open_array(done.store, path="sh", mode="r+")
-        assert zarrext.compact(sh).shards == 4
+        report = zarrext.compact(sh)
+        assert (report.shards, report.rewritten) == (4, 1)
         with pytest.raises(ShardLayoutError, match="IcechunkStore cannot"):
             zarrext.expand(sh)
         with pytest.raises(ShardLayoutError, match=r"fixed-slot.*IcechunkStore"):
             zarrext.open_array(done.store, path="sh", mode="r+", shard_layout="fixed-slot")
-    assert done.snapshot_id is not None
+    assert done.snapshot_id == tip(repo)
     np.testing.assert_array_equal(
         zarr.open_array(read_session(repo).store, path="sh")[:], DATA
     )
+    with transaction(repo, "main", "compact") as again:  # nothing left to do
+        assert zarrext.compact(zarrext.open_array(again.store, path="sh")).rewritten == 0
+    assert again.snapshot_id is None
+    assert tip(repo) == done.snapshot_id
 
 
 def test_quantize_into_the_session_refuses_existing_outputs(
@@ -339,9 +360,10 @@ def test_cli_compact_commits_without_the_plain_readers_warning(
     run: Run, local_repo: tuple[Any, str, Path]
 ) -> None:
     repo, first, path = local_repo
+    loosen_shard(repo)
     code, out, err = run("compact", path, "--icechunk-branch", "main")
     assert code == 0, err
-    assert "sh: 4 shards" in out
+    assert "sh: 4 shards, 1 rewritten" in out
     assert "note:" not in out  # readers of a repository see snapshots, never a race
     assert next(iter(repo.ancestry(branch="main"))).message == "zarrext compact"
     np.testing.assert_array_equal(zarr.open_array(read_session(repo).store, path="sh")[:], DATA)
@@ -350,7 +372,13 @@ def test_cli_compact_commits_without_the_plain_readers_warning(
     assert "IcechunkStore cannot do" in err
     assert len(list(repo.ancestry(branch="main"))) == len(
         list(repo.ancestry(snapshot_id=first))
-    ) + 1  # compact's snapshot; expand committed nothing
+    ) + 2  # the loosened shard's and compact's snapshots; expand committed nothing
+    code, out, err = run("compact", path, "--icechunk-branch", "main")
+    assert code == 0, err
+    assert "sh: 4 shards, all already dense: left as they are" in out
+    assert len(list(repo.ancestry(branch="main"))) == len(
+        list(repo.ancestry(snapshot_id=first))
+    ) + 2  # nothing to do: nothing committed
 
 
 def test_cli_read_commands_on_a_branch(run: Run, local_repo: tuple[Any, str, Path]) -> None:

@@ -11,7 +11,9 @@ This module imports nothing of zarrext: codecs, runtime and jobs all use it.
 
 from __future__ import annotations
 
+import ast
 import gzip
+import re
 import struct
 import types
 import zlib
@@ -22,9 +24,12 @@ from typing import Any
 __all__ = [
     "DECODE_ERRORS",
     "ChunkDecodeError",
+    "DamagedChunksError",
     "FillValueError",
     "codec_name",
+    "error_text",
     "failing_codecs",
+    "hex_bytes",
     "naming_chunk",
 ]
 
@@ -136,12 +141,86 @@ class ChunkDecodeError(ValueError):
             ", ".join(codec_name(c) for c in codecs) or None
         )
         if found or not codecs:
-            reason = f"{type(error).__name__}: {error}"
+            reason = error_text(error)
         else:
-            reason = f"{type(error).__name__}: {error} (in the codec chain)"
+            reason = f"{error_text(error)} (in the codec chain)"
         wrapped = cls(reason, array=array, key=key, codec=codec, inner=inner)
         wrapped.__cause__ = error
         return wrapped
+
+
+class DamagedChunksError(ChunkDecodeError):
+    """A job went on past chunks it could not decode and left each as it was stored.
+
+    A :class:`ChunkDecodeError` (a ``ValueError``) about the first of them, so that
+    code catching that keeps working; :attr:`damaged` names every one.
+
+    Attributes
+    ----------
+    damaged : list of ChunkDecodeError
+        Every chunk left as it was, in store order.
+    report : object
+        What the job did to the other chunks (e.g. a
+        :class:`~zarrext.recompression.RecompressReport`).
+    """
+
+    SHOWN = 5  # damaged chunks named in the message; the rest are counted
+
+    def __init__(self, what: str, damaged: list[ChunkDecodeError], report: Any) -> None:
+        if not damaged:
+            raise ValueError("DamagedChunksError needs at least one damaged chunk")
+        self.what = what
+        self.damaged = list(damaged)
+        self.report = report
+        first = self.damaged[0]
+        super().__init__(first.reason, array=first.array, key=first.key, codec=first.codec,
+                         inner=first.inner)
+        self.__cause__ = first.__cause__
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (DamagedChunksError, (self.what, self.damaged, self.report))
+
+    def _message(self) -> str:
+        n = len(self.damaged)
+        shown = "; ".join(str(e) for e in self.damaged[: self.SHOWN])
+        more = f"; and {n - self.SHOWN} more (see .damaged)" if n > self.SHOWN else ""
+        return f"{self.what} {n} damaged chunk(s) as stored: {shown}{more}"
+
+
+_BYTES_LITERAL = re.compile(r"""(?<![\w'"])b('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""")
+MAX_HEX_BYTES = 32  # longer byte strings are cut, their length said
+
+
+def hex_bytes(text: str) -> str:
+    r"""``text`` with each Python bytes literal in it written as hex.
+
+    Codecs put ``repr(bytes)`` in their errors (zarr's crc32c: ``Stored:
+    b'@\x07\xef;'``), which reads as noise; a checksum reads as a number.
+
+    >>> hex_bytes("Stored: b'@\\x07\\xef;'. Computed: b'\\x00\\x01\\x02\\x03'.")
+    'Stored: 0x4007ef3b. Computed: 0x00010203.'
+    >>> hex_bytes("header b'ZARR\\x00\\x01\\x02\\x03\\x04'")
+    'header 5a 41 52 52 00 01 02 03 04 (9 bytes)'
+    """
+
+    def as_hex(match: re.Match[str]) -> str:
+        try:
+            value = ast.literal_eval(match.group(0))
+        except (ValueError, SyntaxError):
+            return match.group(0)
+        if not isinstance(value, bytes):
+            return match.group(0)
+        if len(value) <= 8:
+            return "0x" + value.hex() if value else "0x (no bytes)"
+        shown = value[:MAX_HEX_BYTES].hex(" ")
+        return f"{shown}{' ...' if len(value) > MAX_HEX_BYTES else ''} ({len(value)} bytes)"
+
+    return _BYTES_LITERAL.sub(as_hex, text)
+
+
+def error_text(error: BaseException) -> str:
+    """``"Type: message"`` of a codec's error, its bytes written as hex (:func:`hex_bytes`)."""
+    return f"{type(error).__name__}: {hex_bytes(str(error))}"
 
 
 @contextmanager

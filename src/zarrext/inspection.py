@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from math import prod
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import zarr
@@ -33,7 +33,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
-from zarrext.errors import naming_chunk
+from zarrext.errors import ChunkDecodeError, naming_chunk
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
@@ -84,7 +84,10 @@ class StoredChunk:
     raw_nbytes : int
         Size of the chunk's values in memory.
     mask : int or None
-        The conditional header's mask, ``None`` without a conditional codec.
+        The conditional header's mask, ``None`` without a conditional codec (or
+        when the chunk is damaged).
+    damaged : bool
+        Its header could not be read (``inventory(on_damage="mark")``).
     """
 
     index: tuple[int, ...]
@@ -92,6 +95,7 @@ class StoredChunk:
     nbytes: int
     raw_nbytes: int
     mask: int | None
+    damaged: bool = False
 
 
 @dataclass
@@ -105,6 +109,8 @@ class ArrayInventory:
     placement: ConditionalPlacement | None
     chunks: list[StoredChunk] = field(default_factory=list)
     store_keys: int = 0
+    damaged: list[ChunkDecodeError] = field(default_factory=list)
+    """Chunks (or whole shards) that did not decode, with ``on_damage="mark"``."""
 
     @property
     def stored_bytes(self) -> int:
@@ -187,7 +193,12 @@ def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
 
-def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
+def inventory(
+    array: zarr.Array,
+    *,
+    read_masks: bool = True,
+    on_damage: Literal["raise", "mark"] = "raise",
+) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
     Parameters
@@ -195,6 +206,11 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     array : zarr.Array
     read_masks : bool
         Read each chunk's conditional header (needs the chunk's bytes).
+    on_damage : {"raise", "mark"}
+        A chunk whose header does not decode (or a shard whose index does not):
+        ``"raise"`` a :class:`~zarrext.errors.ChunkDecodeError`; ``"mark"``: go
+        on, list the chunk with ``damaged=True`` and no mask (a shard that cannot
+        be read lists no chunks) and add the error to the inventory's ``damaged``.
     """
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
@@ -225,6 +241,22 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     inner_spec = _spec(chunk_shape, metadata)
     raw_nbytes = _raw_nbytes(chunk_shape, metadata)
 
+    def mask_of(data: Buffer, index: tuple[int, ...], key: str,
+                inner: tuple[int, ...] | None) -> int | None:
+        """The chunk's mask; None when it is damaged and ``on_damage="mark"``."""
+        assert placement is not None
+        token = _chunk_index.set(index)
+        try:
+            with naming_chunk(array=array.path, key=key, codecs=placement.after, inner=inner):
+                return _mask_of(placement, data, inner_spec)
+        except ChunkDecodeError as e:
+            if on_damage == "raise":
+                raise
+            result.damaged.append(e)
+            return None
+        finally:
+            _chunk_index.reset(token)
+
     def add(coords: tuple[int, ...], key: str, got: Any) -> None:
         """Add the chunks of one stored object (``got``: its bytes, or its size when
         only sizes are asked for)."""
@@ -233,14 +265,11 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         if sharding is None:
             size = got if isinstance(got, int) else len(got)
             mask = None
+            damaged = False
             if placement is not None and read_masks:
-                token = _chunk_index.set(coords)
-                try:
-                    with naming_chunk(array=array.path, key=key, codecs=placement.after):
-                        mask = _mask_of(placement, got, inner_spec)
-                finally:
-                    _chunk_index.reset(token)
-            result.chunks.append(StoredChunk(coords, key, size, raw_nbytes, mask))
+                mask = mask_of(got, coords, key, None)
+                damaged = mask is None
+            result.chunks.append(StoredChunk(coords, key, size, raw_nbytes, mask, damaged))
             return
         shard = got
         if chain.bytes_bytes:
@@ -255,15 +284,13 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
             if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
                 continue
             mask = None
+            damaged = False
             if placement is not None and placement.sharding is sharding and read_masks:
-                token = _chunk_index.set(index)
-                try:
-                    with naming_chunk(array=array.path, key=key, codecs=placement.after,
-                                      inner=local):
-                        mask = _mask_of(placement, shard[start:stop], inner_spec)
-                finally:
-                    _chunk_index.reset(token)
-            result.chunks.append(StoredChunk(index, key, stop - start, raw_nbytes, mask))
+                mask = mask_of(shard[start:stop], index, key, local)
+                damaged = mask is None
+            result.chunks.append(
+                StoredChunk(index, key, stop - start, raw_nbytes, mask, damaged)
+            )
 
     per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
     keys = list(stored_chunk_keys(array))
@@ -273,7 +300,18 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
         fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
         for (coords, key), got in zip(part, fetched, strict=True):
             result.store_keys += 1
-            add(coords, key, got)
+            try:
+                add(coords, key, got)
+            except ChunkDecodeError as e:  # a shard's outer codecs
+                if on_damage == "raise":
+                    raise
+                result.damaged.append(e)
+            except ValueError as e:  # a shard index that does not decode
+                if on_damage == "raise" or sharding is None:
+                    raise
+                error = ChunkDecodeError.wrapping(e, array=array.path, key=key,
+                                                  codecs=(sharding,))
+                result.damaged.append(error)
     return result
 
 

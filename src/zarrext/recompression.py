@@ -39,7 +39,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import zarr
@@ -54,13 +54,12 @@ from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_t
 from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
 from zarrext.decisions import DecisionLike, format_mask
-from zarrext.errors import naming_chunk
+from zarrext.errors import ChunkDecodeError, DamagedChunksError, naming_chunk
 from zarrext.inspection import (
     ConditionalPlacement,
     _mask_of,
     conditional_placement,
     inventory,
-    shard_entries,
     storage_block,
     stored_chunk_keys,
 )
@@ -68,7 +67,7 @@ from zarrext.progress import ProgressLike, progress_callback
 from zarrext.sharding import writer
 from zarrext.sharding.compact import packed_shard
 from zarrext.sharding.layout import geometry_of, shard_spec_of
-from zarrext.sharding.state import state_of_bytes
+from zarrext.sharding.state import ShardCorruptError, state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
 from zarrext.store_refs import ArrayRef, array_ref
 
@@ -93,6 +92,10 @@ class RecompressReport:
     seconds : float
     n_codecs : int
         Nested codecs of the conditional codec: the width masks are printed with.
+    damaged : list of ChunkDecodeError
+        Chunks that did not decode, each left exactly as it was stored (an inner
+        chunk keeps its bytes in its rewritten shard; a shard whose index does not
+        decode is left whole), in store order. Not counted in ``chunks`` or bytes.
     """
 
     path: str
@@ -104,6 +107,7 @@ class RecompressReport:
     masks_after: Counter[int] = field(default_factory=Counter)
     seconds: float = 0.0
     n_codecs: int = 0
+    damaged: list[ChunkDecodeError] = field(default_factory=list)
 
     def mask_text(self, mask: int) -> str:
         """``mask`` in zarrext's one notation (:func:`zarrext.decisions.format_mask`)."""
@@ -154,6 +158,7 @@ class _Stats:
     bytes_after: int = 0
     masks_before: Counter[int] = field(default_factory=Counter)
     masks_after: Counter[int] = field(default_factory=Counter)
+    damaged: list[ChunkDecodeError] = field(default_factory=list)
 
     def add(self, other: _Stats) -> None:
         self.chunks += other.chunks
@@ -161,6 +166,7 @@ class _Stats:
         self.bytes_after += other.bytes_after
         self.masks_before.update(other.masks_before)
         self.masks_after.update(other.masks_after)
+        self.damaged.extend(other.damaged)
 
 
 class _Rewriter:
@@ -249,7 +255,11 @@ class _Rewriter:
         def one(flat: int, data: Buffer) -> Buffer:
             inner = tuple(int(i) for i in np.unravel_index(flat, per_shard)) if per_shard else ()
             index = tuple(o + i for o, i in zip(origin, inner, strict=True))
-            return self._reencode(index, data, stats, key, inner)
+            try:
+                return self._reencode(index, data, stats, key, inner)
+            except ChunkDecodeError as e:  # kept byte for byte in the rewritten shard
+                stats.damaged.append(e)
+                return data
 
         return one
 
@@ -284,8 +294,22 @@ class _Rewriter:
         """Re-encode the stored object at grid position ``coords``.
 
         ``write=False`` (a dry run): decode and re-encode every chunk the run
-        would, in memory, and write nothing.
+        would, in memory, and write nothing. A chunk that does not decode is left
+        as it is and added to ``stats.damaged`` (an unsharded chunk, or a shard
+        that cannot be read, is not written at all).
         """
+        try:
+            self._rewrite(coords, stats, write)
+        except ChunkDecodeError as e:
+            stats.damaged.append(e)
+        except ShardCorruptError as e:  # the shard's index: none of its chunks is readable
+            relative = self.metadata.encode_chunk_key(coords)
+            key = f"{self.runtime.path}/{relative}" if self.runtime.path else relative
+            error = ChunkDecodeError.wrapping(e, array=self.runtime.path, key=key,
+                                              codecs=(self.sharding,))
+            stats.damaged.append(error)
+
+    def _rewrite(self, coords: tuple[int, ...], stats: _Stats, write: bool) -> None:
         if self.mode == "zarr":
             region = _region(coords, self.block, self.runtime.shape)
             data = self.runtime[region]  # decoding errors name the chunk (the pipeline)
@@ -304,18 +328,12 @@ class _Rewriter:
             else:
                 _reencode_unlocked(path, lambda data: self._reencode(coords, data, stats, key))
             return
-        one = self._inner_reencoder(coords, stats, key)
+        if not write:  # read as a whole object, re-encoded in memory
+            self._rewrite_object(coords, relative, key, stats, write)
+            return
         assert self.sharding is not None
-        per_shard = self.geometry.chunks_per_shard
-        if write:
-            transcode_shard(path, self.sharding, self.geometry, one)
-            return
-        shard = _read_file(path)
-        if shard is None:
-            return
-        for local, (start, stop) in shard_entries(self.sharding, shard, per_shard, key):
-            one(int(np.ravel_multi_index(local, per_shard)) if per_shard else 0,
-                shard[start:stop])
+        transcode_shard(path, self.sharding, self.geometry,
+                        self._inner_reencoder(coords, stats, key))
 
 
 def _rewrite_chunk_file(path: Path, reencode: Callable[[Buffer], Buffer]) -> None:
@@ -410,6 +428,7 @@ def recompress(
     progress: ProgressLike = None,
     dry_run: bool = False,
     storage_options: Mapping[str, Any] | None = None,
+    on_damage: Literal["raise", "report"] = "raise",
 ) -> RecompressReport:
     """Rewrite every stored chunk of ``array`` in place with a new conditional decision.
 
@@ -442,11 +461,21 @@ def recompress(
         ``None``: nothing.
     dry_run : bool
         Decode and re-encode every stored chunk as the run would, in memory, and
-        write nothing: the report says what the run would do, and a chunk the run
-        could not decode fails the dry run the same way. Runs in this process
-        (``client`` is not used).
+        write nothing: the report says what the run would do, and names the
+        chunks it would leave as they are (damaged ones), as the run does. Runs
+        in this process (``client`` is not used).
     storage_options : mapping, optional
         For a URL given as ``array`` (endpoint, credentials...).
+    on_damage : {"raise", "report"}
+        What happens once every chunk was tried, when some did not decode.
+        Either way the run does not stop at a damaged chunk: it rewrites every
+        other one and leaves each damaged chunk exactly as it was stored (an inner
+        chunk keeps its bytes inside its rewritten shard; a shard whose index does
+        not decode is not written), so nothing of what could still be recovered
+        is lost. ``"raise"`` (the default: damage is never silent) then raises
+        :class:`~zarrext.errors.DamagedChunksError` naming every damaged chunk,
+        with the report as its ``report``; ``"report"`` returns the report, its
+        ``damaged`` listing them.
 
     Returns
     -------
@@ -454,10 +483,13 @@ def recompress(
 
     Raises
     ------
-    ChunkDecodeError
-        A stored chunk cannot be decoded (a ``ValueError``); it names the array,
-        the chunk's key and the codec. Chunks rewritten before it stay rewritten
-        (each is replaced whole, so the array reads correctly).
+    DamagedChunksError
+        With ``on_damage="raise"``, after the run, when chunks did not decode: a
+        :class:`~zarrext.errors.ChunkDecodeError` (a ``ValueError``) about the
+        first, its ``damaged`` naming every one (array, key, inner chunk, codec)
+        and its ``report`` what was done to the others.
+    ValueError
+        ``on_damage`` is none of the above; the array has no conditional codec.
     TypeError
         ``progress`` is none of the above.
     """
@@ -469,6 +501,8 @@ def recompress(
         if location is not None:
             array = open_store(location, mode=mode, storage_options=storage_options)
         array = zarr.open_array(array, mode=mode)
+    if on_damage not in ("raise", "report"):
+        raise ValueError(f"on_damage must be 'raise' or 'report', not {on_damage!r}")
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
     placement = conditional_placement(array.metadata)  # type: ignore[arg-type]
@@ -515,9 +549,9 @@ def recompress(
         after = before if dry_run else inventory(array)
         stats = _Stats(
             len(after.chunks), before.stored_bytes, after.stored_bytes,
-            before.mask_counts, after.mask_counts,
+            before.mask_counts, after.mask_counts, stats.damaged,
         )
-    return RecompressReport(
+    report = RecompressReport(
         path=array.path,
         chunks=stats.chunks,
         objects=len(units),
@@ -527,4 +561,17 @@ def recompress(
         masks_after=stats.masks_after,
         seconds=time.perf_counter() - start_time,
         n_codecs=len(placement.codec.codecs),
+        damaged=sorted(stats.damaged, key=_damage_order),
     )
+    if report.damaged and on_damage == "raise":
+        what = f"recompress{' --dry-run' if dry_run else ''} of array {array.path or '/'!r}"
+        raise DamagedChunksError(what, report.damaged, report)
+    return report
+
+
+def _damage_order(error: ChunkDecodeError) -> tuple[Any, ...]:
+    """Store order of damaged chunks: by key, numbers as numbers, then inner chunk."""
+    parts = tuple(
+        (0, int(p), "") if p.isdigit() else (1, 0, p) for p in (error.key or "").split("/")
+    )
+    return parts, error.inner or ()

@@ -85,6 +85,9 @@ def recompress_table(report: RecompressReport) -> Table:
             str(report.masks_before.get(mask, 0)),
             str(report.masks_after.get(mask, 0)),
         )
+    if report.damaged:  # not counted above: left as stored, named on stderr
+        n = str(len(report.damaged))
+        table.add_row("damaged, left as stored", n, n)
     change = size_change(report.bytes_before, report.bytes_after)
     table.caption = f"{change} in {report.seconds:.2f} s"
     return table

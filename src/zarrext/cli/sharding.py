@@ -35,16 +35,37 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
     ]
 
 
+def checked_text(array: Any, *, sharded: bool, deep: bool) -> str:
+    """What a check of ``array`` that found nothing looked at, and what it did not:
+    ``every chunk validates`` only where every chunk was decoded."""
+    from zarr.storage import LocalStore
+
+    from zarrext.inspection import stored_chunk_keys
+
+    n = sum(1 for _ in stored_chunk_keys(array))
+    noun = "shard" if sharded else "chunk"
+    if deep:
+        return f"every {noun} validates: {n} {noun}s read, every chunk in them decoded"
+    leftovers = (", no interrupted writes left behind"
+                 if isinstance(array.store_path.store, LocalStore) else "")
+    if sharded:
+        done = f"every shard validates: {n} shard indexes read, chunks' byte ranges checked"
+    else:
+        done = f"{n} chunks listed"
+    return f"{done}{leftovers}; chunk contents not decoded (--deep decodes them)"
+
+
 def _print_findings(
-    name: str, findings: list[Any], *, sharded: bool, unverified: str | None = None
+    name: str, findings: list[Any], *, sharded: bool, unverified: str | None = None,
+    checked: str = "",
 ) -> None:
     """Each key once, then per problem what it is and what --repair did or can do;
     with ``unverified`` (a deep check of chunks without checksums), why chunks that
-    decode are not known to be good."""
+    decode are not known to be good; with no findings, ``checked``: what was checked."""
     if unverified is not None:
         typer.echo(f"{name}: cannot verify the chunks that decode: {unverified}")
     elif not findings:
-        typer.echo(f"{name}: every {'shard' if sharded else 'chunk'} validates")
+        typer.echo(f"{name}: {checked}")
     for finding in findings:
         typer.echo(f"{name} {finding.key}:")
         for problem in finding.details:
@@ -98,23 +119,23 @@ def register(app: typer.Typer) -> None:
                 )
             return
         require_writable(path, "expand" if expand else "compact")
-        arrays = []
-        for array in _sharded_arrays(path, "r+", storage_options):
-            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
-            if refusal is None:
-                arrays.append(array)
-            else:
-                console.print(f"{array.path or '/'}: left as it is: {refusal}", highlight=False,
-                              soft_wrap=True)
-        if not arrays:
-            console.print(f"no sharded arrays under {path}")
-        elif not isinstance(path, SessionPath):  # icechunk readers see snapshots: no race
-            console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
-        verb = "expanding" if expand else "compacting"
-
         if expand and scheduler is not None:
             fail("--scheduler: expand runs on this machine (fixed slots are for a local "
                  "directory, written in place); leave out --scheduler", code=2)
+        arrays = []
+        left = 0
+        for array in _sharded_arrays(path, "r+", storage_options):
+            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
+            if refusal is not None and not expand:  # nothing to compact there: no error
+                left += 1
+                console.print(f"{array.path or '/'}: left as it is: {refusal}",
+                              highlight=False, soft_wrap=True)
+            else:  # expand refuses such an array with one line, as any error of the job
+                arrays.append(array)
+        if not arrays and not left:
+            console.print(f"no sharded arrays under {path}")
+        verb = "expanding" if expand else "compacting"
+        form = "in fixed slots" if expand else "dense"
 
         def one(array: zarr.Array) -> RewriteReport:
             with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
@@ -122,16 +143,31 @@ def register(app: typer.Typer) -> None:
                     return run_expand(array, workers=workers, progress=progress)
                 return run_compact(array, workers=workers, progress=progress, client=client)
 
+        rewritten = 0
         with dask_client(scheduler, "compact") as client:
             for array, report in run_each(
                 arrays, one, path=path,
                 verb="expand" if expand else "compact",
                 on_interrupt="each shard is replaced whole; rerun the same command to finish",
             ):
-                console.print(
-                    f"{array.path or '/'}: {report.shards} shards, "
-                    f"{format_bytes(report.bytes_before)} -> {format_bytes(report.bytes_after)}"
+                name = array.path or "/"
+                rewritten += report.rewritten
+                if not report.rewritten:
+                    console.print(f"{name}: {report.shards} shards, all already {form}: "
+                                  "left as they are", highlight=False)
+                    continue
+                what = (
+                    f"{report.shards} shards, {report.rewritten} rewritten ({report.unchanged} "
+                    f"already {form}, left as they are)" if report.unchanged
+                    else f"{report.shards} shards rewritten"
                 )
+                console.print(
+                    f"{name}: {what}, {format_bytes(report.bytes_before)} -> "
+                    f"{format_bytes(report.bytes_after)}", highlight=False,
+                )
+        # after the run: a job that failed or rewrote nothing had no readers to warn
+        if rewritten and not isinstance(path, SessionPath):  # icechunk: readers see snapshots
+            console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
 
     @app.command(name="expand")
     @in_icechunk("expand", writes=lambda a: True)
@@ -191,9 +227,11 @@ def register(app: typer.Typer) -> None:
             report.append(entry)
             unrepaired += sum(1 for f in findings if not f.ok or not repair)
             if not as_json:
-                _print_findings(name, findings, sharded=(
-                    sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
-                ), unverified=unverified)
+                sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
+                checked = "" if findings or unverified is not None else checked_text(
+                    array, sharded=sharded, deep=deep)
+                _print_findings(name, findings, sharded=sharded, unverified=unverified,
+                                checked=checked)
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
         elif not arrays:

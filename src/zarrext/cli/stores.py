@@ -83,6 +83,8 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
     table.add_column("raw bytes", justify="right")
     table.add_column("ratio", justify="right")
     table.add_column("masks (chunks)")
+    if inv.damaged:
+        table.add_column("damaged", justify="right", style="bold red")
     masks = ", ".join(f"{inv.mask_text(m)}: {n}" for m, n in sorted(inv.mask_counts.items()))
     ratio = size_change(inv.raw_bytes, inv.stored_bytes)
     table.add_row(
@@ -92,6 +94,7 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
         f"{inv.raw_bytes:,}",
         ratio,
         masks if inv.placement is not None else "(no conditional codec)",
+        *([str(len(inv.damaged))] if inv.damaged else []),
     )
     if inv.mask_counts:
         table.caption = "masks: " + ", ".join(f"{k} {v}" for k, v in mask_names(inv).items())
@@ -132,6 +135,7 @@ def _inventory_json(
         "decision": decision,
         "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
         "mask_names": mask_names(inv),
+        "damaged": _damaged_json(inv.damaged),
         "shards": None if shards is None else [
             {
                 **shard_json(info),
@@ -401,8 +405,10 @@ def register(app: typer.Typer) -> None:
         inventories = []
         documents = []
         shard_shapes = {}
+        damaged: list[Any] = []
         for array in iter_arrays(path, storage_options=storage_options):
-            inv = inventory(array)
+            inv = inventory(array, on_damage="mark")  # the table, damaged chunks marked
+            damaged += inv.damaged
             inventories.append(inv)
             report = sharded_report(array)
             per_shard = chunks_per_shard(array)
@@ -413,6 +419,11 @@ def register(app: typer.Typer) -> None:
                 documents.append(_inventory_json(inv, report, decision))
                 continue
             console.print(inventory_table(inv, path))
+            if inv.damaged:
+                console.print(
+                    f"damaged: {len(inv.damaged)} chunk(s) whose header does not decode "
+                    "(no mask counted; named on stderr)", highlight=False, soft_wrap=True,
+                )
             if inv.placement is not None:
                 console.print(
                     f"decision for zarrext's writers: {decision}" if decision is not None
@@ -445,6 +456,10 @@ def register(app: typer.Typer) -> None:
             if plot is not None and inventories:
                 document["plot"] = {"file": str(plot), "arrays": shown}
             typer.echo(json.dumps(document))
+        if damaged:
+            _name_damaged(damaged, path)
+            fail(f"{len(damaged)} damaged chunk(s) under {path} (named above); zarrext "
+                 "check --deep decodes every chunk")
 
     @app.command()
     @in_icechunk("recompress", settings=("decision",), writes=lambda a: not a["dry_run"])
@@ -477,26 +492,33 @@ def register(app: typer.Typer) -> None:
             iter_arrays(path, mode="r" if dry_run else "r+", storage_options=storage_options)
         )
         console = Console(quiet=quiet or as_json)
+        damaged: list[Any] = []
         if dry_run:
             plans = []
             for array in arrays:
                 if conditional_placement(array.metadata) is None:  # type: ignore[arg-type]
                     continue
-                # Decodes and re-encodes in memory what the run would: a chunk the
-                # run cannot decode fails here, with the same error.
-                plan = run(array, decision=decision, workers=workers, dry_run=True)
+                # Decodes and re-encodes in memory what the run would: the chunks
+                # the run would leave as they are (damaged) are named here first.
+                plan = run(array, decision=decision, workers=workers, dry_run=True,
+                           on_damage="report")
+                damaged += plan.damaged
                 plans.append({"path": array.path or "/", "chunks": plan.chunks,
                               "objects": plan.objects, "stored_bytes": plan.bytes_before,
-                              "bytes_after": plan.bytes_after})
+                              "bytes_after": plan.bytes_after,
+                              "damaged": _damaged_json(plan.damaged)})
+                left = f"; {len(plan.damaged)} damaged chunk(s) would be left as stored" if (
+                    plan.damaged) else ""
                 console.print(
                     f"would recompress {array.path or '/'}: {plan.chunks} chunks in "
                     f"{plan.objects} objects, {plan.bytes_before:,} -> "
-                    f"{plan.bytes_after:,} bytes", highlight=False,
+                    f"{plan.bytes_after:,} bytes{left}", highlight=False, soft_wrap=True,
                 )
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "dry_run": True, "arrays": plans}))
             if not plans:
                 fail(f"no array with a conditional codec under {path}")
+            _fail_on_damage(damaged, path, dry_run=True)
             return
         reports = []
         with dask_client(scheduler, "recompress") as client:
@@ -514,7 +536,7 @@ def register(app: typer.Typer) -> None:
                     eligible,
                     lambda a: _recompress_one(
                         a, run, decision=decision, client=client, workers=workers,
-                        quiet=quiet,
+                        quiet=quiet, on_damage="report",
                     ),
                     path=path, verb="recompress",
                     # each chunk is replaced whole, so a half-done array reads correctly
@@ -523,12 +545,52 @@ def register(app: typer.Typer) -> None:
                 ):
                     reports.append(_recompress_json(report))
                     console.print(recompress_table(report))
+                    damaged += report.damaged
             except CliError as e:  # some arrays skipped: report the others first
                 skipped = e
             if as_json:
                 typer.echo(json.dumps({"store": str(path), "arrays": reports}))
+            _fail_on_damage(damaged, path, dry_run=False, then=skipped)
             if skipped is not None:
                 raise skipped
+
+
+def _fail_on_damage(
+    damaged: list[Any], path: str, *, dry_run: bool, then: CliError | None = None
+) -> None:
+    """Name every damaged chunk on stderr, one a line, then fail with a summary."""
+    if not damaged:
+        return
+    _name_damaged(damaged, path)
+    n = len(damaged)
+    if dry_run:
+        summary = (f"recompress would leave {n} damaged chunk(s) under {path} as stored "
+                   "(named above) and rewrite the others")
+    else:
+        summary = (f"recompress left {n} damaged chunk(s) under {path} as stored (named "
+                   "above); every other chunk was rewritten. Restore or rewrite them "
+                   "(zarrext check --deep lists them too)")
+    if then is not None:
+        summary += f"; {then}"
+    fail(summary)
+
+
+def _name_damaged(damaged: list[Any], path: str) -> None:
+    """One ``zarrext: damaged:`` line per damaged chunk on stderr, named from ``path``."""
+    import sys
+
+    from zarrext.cli._common import named_by_path
+
+    for error in damaged:
+        print(f"zarrext: damaged: {named_by_path(error, path)}", file=sys.stderr)
+
+
+def _damaged_json(damaged: list[Any]) -> list[dict[str, Any]]:
+    return [
+        {"array": e.array or "/", "key": e.key, "inner": None if e.inner is None else list(e.inner),
+         "codec": e.codec, "reason": e.reason}
+        for e in damaged
+    ]
 
 
 def _recompress_one(array: Any, run: Any, *, quiet: bool, **options: Any) -> Any:
@@ -549,6 +611,7 @@ def _recompress_json(report: Any) -> dict[str, Any]:
         "masks_before": {report.mask_text(m): n for m, n in sorted(report.masks_before.items())},
         "masks_after": {report.mask_text(m): n for m, n in sorted(report.masks_after.items())},
         "seconds": report.seconds,
+        "damaged": _damaged_json(report.damaged),
     }
 
 

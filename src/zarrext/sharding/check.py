@@ -56,6 +56,7 @@ from zarrext._context import _chunk_index
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.cluster import batches, concurrency, on_client, on_threads
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.errors import error_text, hex_bytes
 from zarrext.progress import ProgressCallback
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
@@ -358,7 +359,7 @@ class _Decoder:
             if tuple(decoded.shape) != tuple(self.spec.shape):
                 return f"decodes to shape {tuple(decoded.shape)}, not {tuple(self.spec.shape)}"
         except _DECODE_ERRORS as e:
-            return f"{type(e).__name__}: {e}"
+            return error_text(e)
         finally:
             _chunk_index.reset(token)
         return None
@@ -459,7 +460,7 @@ def _index_problem(
         else:
             result.problem(
                 "index_unreadable",
-                f"index does not decode: {' '.join(str(e).split())}",
+                f"index does not decode: {' '.join(hex_bytes(str(e)).split())}",
                 advice=RESTORE,
             )
         return None
@@ -843,7 +844,7 @@ def _check_stored_shard(
         result.problem(
             "undecodable_object",
             f"does not decode through {shards.chain.outer_names()} (the codecs after "
-            f"sharding_indexed): {type(e).__name__}: {e}",
+            f"sharding_indexed): {error_text(e)}",
             advice=REWRITE,
         )
         return

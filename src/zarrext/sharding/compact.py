@@ -51,14 +51,23 @@ class RewriteReport:
     Attributes
     ----------
     shards : int
-        Shards processed (a shard already in the wanted form is left as it is).
+        Shards processed, those left as they were included.
     bytes_before, bytes_after : int
         Total size of those shard files before and after.
+    unchanged : int
+        Shards already in the wanted form (dense, or every chunk in its slot): left
+        untouched, not even rewritten to the same bytes (same file, same mtime).
     """
 
     shards: int
     bytes_before: int
     bytes_after: int
+    unchanged: int = 0
+
+    @property
+    def rewritten(self) -> int:
+        """Shards the run rewrote."""
+        return self.shards - self.unchanged
 
 
 def _copy_range(src: int, dst: int, length: int, src_off: int, dst_off: int) -> None:
@@ -110,6 +119,43 @@ def _plan(
     return table, end
 
 
+def _in_form(
+    state: writer.ShardState, geometry: ShardGeometry, mode: str, table: np.ndarray, end: int
+) -> bool:
+    """Whether the shard already is what the rewrite would make of it.
+
+    Dense: its chunks fill the bytes between the index and the data end back to
+    back, in any order (zarr-python writes them in Morton order, the planned
+    table in C order: the same density, so no reason to rewrite), and the index
+    lies where a dense shard has it. Fixed-slot: every chunk where the plan puts it.
+    """
+    index_size = geometry.index_size
+    index_at_end = geometry.index_location == "end"
+    present = np.flatnonzero(state.present())
+    if mode == "dense":
+        starts = state.table[present, 0].astype(np.int64)
+        lengths = state.table[present, 1].astype(np.int64)
+        order = np.argsort(starts, kind="stable")
+        starts, lengths = starts[order], lengths[order]
+        ends = starts + lengths
+        data_end = geometry.data_start + int(lengths.sum())
+        back_to_back = bool(
+            starts.size == 0
+            or (starts[0] == geometry.data_start and np.array_equal(starts[1:], ends[:-1]))
+        )
+        index_offset = data_end if index_at_end else 0
+        return (
+            back_to_back
+            and state.index_offset == index_offset
+            and state.size == data_end + (index_size if index_at_end else 0)
+        )
+    return (
+        np.array_equal(state.table, table)
+        and state.index_offset == (end if index_at_end else 0)
+        and state.size == end + (index_size if index_at_end else 0)
+    )
+
+
 def _packed(
     data: bytes, shards: ArrayShards, key: str, mode: str
 ) -> bytes:
@@ -150,8 +196,11 @@ def packed_shard(
     return bytes(out)
 
 
-def _rewrite_object(array: Any, shards: ArrayShards, key: str) -> tuple[int, int] | None:
-    """Compact one shard object of a store that takes whole objects only."""
+def _rewrite_object(
+    array: Any, shards: ArrayShards, key: str
+) -> tuple[int, int, bool] | None:
+    """Compact one shard object of a store that takes whole objects only:
+    (size before, size after, rewritten), or None when it is gone."""
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
@@ -160,10 +209,13 @@ def _rewrite_object(array: Any, shards: ArrayShards, key: str) -> tuple[int, int
     if buffer is None:
         return None
     data = buffer.to_bytes()
+    geometry = shards.geometry
+    state = state_of_bytes(data, shards.codec, geometry, key)
+    if _in_form(state, geometry, "dense", *_plan(state, geometry, "dense")):
+        return len(data), len(data), False  # already dense: the object stays as it is
     packed = _packed(data, shards, key, "dense")
-    if packed != data:
-        sync(store_path.set(default_buffer_prototype().buffer.from_bytes(packed)))
-    return len(data), len(packed)
+    sync(store_path.set(default_buffer_prototype().buffer.from_bytes(packed)))
+    return len(data), len(packed), True
 
 
 def _compact_in_place(
@@ -208,7 +260,9 @@ def _compact_in_place(
     return True
 
 
-def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None:
+def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int, bool] | None:
+    """Rewrite one shard file under its lock: (size before, size after, rewritten),
+    or None when it is gone."""
     path = shards.path(key)
     geometry = shards.geometry
     with writer.locked_shard(path) as fd:
@@ -216,6 +270,8 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
             return None
         state = writer.load_state(fd, shards.codec, geometry, key)
         table, end = _plan(state, geometry, mode)
+        if _in_form(state, geometry, mode, table, end):
+            return state.size, state.size, False  # nothing to do: the file stays as it is
         index = writer.encode_index(shards.codec, geometry, table)
         total = end + (len(index) if geometry.index_location == "end" else 0)
         moves = [
@@ -223,7 +279,7 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
             for f in np.flatnonzero(state.present())
         ]
         if mode == "dense" and _compact_in_place(fd, path, state, moves, end, index, geometry):
-            return state.size, total
+            return state.size, total, True
         tmp = writer.temp_path(path)
         out = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
@@ -241,7 +297,7 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int] | None
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
-        return state.size, total
+        return state.size, total, True
 
 
 def _run(
@@ -275,16 +331,17 @@ def _run(
         keys = [k for k in shards.keys if prefix + k in stored]
     else:
         keys = [k for k in shards.keys if shards.path(k).exists()]
-    before = after = done = finished = 0
+    before = after = done = finished = unchanged = 0
     if workers is None:
         # local files: bounded by the disk; an object store: by request latency
         local = min(8, (os.cpu_count() or 1) * 2)
         workers = local if shards.directory is not None else concurrency()
 
-    def count(result: tuple[int, int] | None) -> None:
-        nonlocal before, after, done, finished
+    def count(result: tuple[int, int, bool] | None) -> None:
+        nonlocal before, after, done, finished, unchanged
         if result is not None:
             before, after, done = before + result[0], after + result[1], done + 1
+            unchanged += not result[2]
         finished += 1
 
     if progress is not None:
@@ -306,12 +363,12 @@ def _run(
             count(result)
             if progress is not None:
                 progress(finished, len(keys))
-    return RewriteReport(done, before, after)
+    return RewriteReport(done, before, after, unchanged)
 
 
 def _rewrite_one(
     array: Any, shards: ArrayShards, key: str, mode: str
-) -> tuple[int, int] | None:
+) -> tuple[int, int, bool] | None:
     """Rewrite one shard: a whole object, or a file under its lock."""
     if shards.directory is None:
         return _rewrite_object(array, shards, key)
@@ -320,7 +377,7 @@ def _rewrite_one(
 
 def _compact_on_worker(
     ref: ArrayRef, mode: str, threads: int, keys: list[str]
-) -> list[tuple[int, int] | None]:
+) -> list[tuple[int, int, bool] | None]:
     """One Dask task: rewrite the shards ``keys`` of the array ``ref`` describes.
 
     Idempotent: a shard rewritten again comes out the same, so a task rerun after

@@ -52,15 +52,21 @@ class ShardInfo:
     n_chunks : int
         Inner chunks per shard.
     in_place : bool
-        Whether zarrext writers write inner chunks of this shard in place: it is a
-        local file with a readable index (how the array was opened does not
-        matter); False means writes fall back to zarr-python's whole-shard rewrite.
+        Whether zarrext writers *can* write inner chunks of this shard in place: a
+        local file with a readable index and nothing after the sharding codec.
+        They do only when the array is opened with a ``shard_layout``
+        (``opened_layout``); otherwise every write rewrites the whole shard.
     pending : bool
         A journal of an interrupted write is present (``zarrext check --repair``).
     allocated : int or None
         Bytes the file system allocates for a local shard file (``st_blocks * 512``):
         less than ``file_size`` when parts of fixed slots that no chunk fills are
         holes; ``zarrext compact`` reclaims the rest. None for other stores.
+    opened_layout : str or None
+        The ``shard_layout`` of the array object the report was made from (writes
+        through it go in place), ``None`` when it was opened without one: then
+        writes, zarr-python's and ``zarrext.open_array``'s alike, rewrite whole
+        shards.
     """
 
     key: str
@@ -72,6 +78,7 @@ class ShardInfo:
     in_place: bool
     pending: bool = False
     allocated: int | None = None
+    opened_layout: str | None = None
 
 
 Stat = tuple[int, int, bytes, bool, int | None]
@@ -131,6 +138,8 @@ def shard_report(array: Any) -> list[ShardInfo]:
     shards = shards_of(array)
     geometry = shards.geometry
     local = shards.directory is not None
+    opened = next((c.shard_layout for c in array.metadata.codecs
+                   if getattr(c, "shard_layout", None) is not None), None)
     out: list[ShardInfo] = []
     for key in shards.keys:
         stat = _stat_local(shards, key) if local else _stat_store(array, shards, key)
@@ -157,6 +166,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 in_place=local and shards.bare,
                 pending=pending,
                 allocated=allocated,
+                opened_layout=opened,
             )
         )
     return out
@@ -172,7 +182,8 @@ def format_bytes(n: int) -> str:
     return f"{n} B"
 
 
-# How zarrext writers write into a shard of each layout, when it is a local file.
+# How zarrext writers opened with a shard_layout write into a shard of each layout,
+# when it is a local file.
 IN_PLACE = {
     "fixed-slot": "in place (each chunk in its slot)",
     "append": "in place (appended)",
@@ -186,8 +197,14 @@ def writes_text(info: ShardInfo) -> str:
     """How a write reaches this shard, from its file and its own index."""
     if info.layout == "unknown":
         writes = "unknown (index unreadable: run zarrext check)"
-    elif info.in_place:
+    elif info.in_place and info.opened_layout is not None:
         writes = IN_PLACE[info.layout]
+    elif info.in_place:  # what the write does depends on how the array is opened
+        layout = "fixed-slot" if info.layout == "fixed-slot" else "append"
+        writes = (
+            "whole-shard rewrite (zarr-python, zarrext.open_array without shard_layout); "
+            f"in place when opened with shard_layout={layout!r}"
+        )
     else:
         writes = "whole-shard rewrite (store cannot write in place)"
     if info.pending:
