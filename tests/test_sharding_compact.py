@@ -413,11 +413,14 @@ def test_cli_compact_of_whole_encoded_shards_says_one_thing(run, tmp_path: Path)
 def test_cli_expand_prints_the_readers_note_only_when_it_succeeds(run, tmp_path: Path) -> None:
     from zarrext.sharding.compact import READER_NOTE
 
-    _zarr_python_shards(str(tmp_path / "a"))  # zstd: no slot bound, expand must fail
+    from zarr.codecs.numcodecs import BZ2
+
+    # bz2: a compressor zarrext knows no slot bound for, so expand must fail
+    _zarr_python_shards(str(tmp_path / "a"), compressors=BZ2(level=1))
     code, out, err = run("expand", tmp_path / "a")
     assert code == 1
     assert READER_NOTE not in out + err
-    assert "has no bound on its encoded size" in err
+    assert "no bound" in err
     zarr.create_array(str(tmp_path / "b"), shape=(8, 8), chunks=(2, 2), shards=(4, 4),
                       dtype="f4", compressors=None)[:2, :2] = 1.5
     code, out, err = run("expand", tmp_path / "b")
