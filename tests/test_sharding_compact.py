@@ -411,9 +411,9 @@ def test_cli_compact_of_whole_encoded_shards_says_one_thing(run, tmp_path: Path)
 
 
 def test_cli_expand_prints_the_readers_note_only_when_it_succeeds(run, tmp_path: Path) -> None:
-    from zarrext.sharding.compact import READER_NOTE
-
     from zarr.codecs.numcodecs import BZ2
+
+    from zarrext.sharding.compact import READER_NOTE
 
     # bz2: a compressor zarrext knows no slot bound for, so expand must fail
     _zarr_python_shards(str(tmp_path / "a"), compressors=BZ2(level=1))
