@@ -17,13 +17,16 @@ from rich.table import Table
 from zarrext.cli._common import (
     SCHEDULER,
     STORAGE_OPTIONS,
+    ExitCode,
     SessionPath,
     dask_client,
     fail,
+    failure,
     in_icechunk,
     named_by_path,
     one_line,
     open_node,
+    valid_storage_options,
 )
 from zarrext.inspection import size_change
 
@@ -115,6 +118,26 @@ def _group_table(reports: list[Any], title: str, bound: float) -> Table:
     return table
 
 
+def _options_of(
+    path: str, out: str, storage_options: str | None, out_storage_options: str | None
+) -> tuple[str | None, str | None]:
+    """The storage options of PATH and of --out: ``--storage-options`` are for the
+    command's URLs (PATH's; --out's too, unless ``--out-storage-options`` are given)."""
+    from zarrext.stores import local_path
+
+    in_repository = isinstance(path, SessionPath)  # --out is a path inside it
+    path_is_url = not in_repository and local_path(path) is None
+    out_is_url = not in_repository and local_path(out) is None
+    if out_storage_options is not None and not out_is_url:
+        fail(f"--out-storage-options are for an --out URL, and {out} is not one",
+             ExitCode.USAGE)
+    if not out_is_url:
+        return storage_options, None  # PATH's (refused for a local PATH when it is opened)
+    if out_storage_options is not None:
+        return storage_options, out_storage_options
+    return (storage_options if path_is_url else None), storage_options
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
     @in_icechunk(
@@ -170,6 +193,15 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        out_storage_options: Annotated[
+            str | None,
+            typer.Option(
+                "--out-storage-options", callback=valid_storage_options,
+                help="JSON object of options for an --out URL's store (as "
+                "--storage-options). Default: --storage-options when --out is a URL; "
+                "with a local PATH, --storage-options are --out's alone.",
+            ),
+        ] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
     ) -> None:
         """Copy float arrays stored as integers (scale_offset + cast_value) within a bound.
@@ -192,14 +224,17 @@ def register(app: typer.Typer) -> None:
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
-        node = open_node(path, storage_options=storage_options)
+        source_options, output_options = _options_of(path, out, storage_options,
+                                                     out_storage_options)
+        node = open_node(path, storage_options=source_options)
         if isinstance(node, zarr.Group):
             try:
                 jobs.floating_arrays(node, array)
             except ValueError as e:
-                fail(str(e) if array is None else f"--array: {e}", 1 if array is None else 2)
+                # what the group holds, as for `quantize GROUP/ARRAY`: the job refuses
+                fail(str(e) if array is None else f"--array: {e}", ExitCode.FAILED)
         elif array:
-            fail(f"--array names arrays of a group, and {path} is an array", 2)
+            fail(f"--array names arrays of a group, and {path} is an array", ExitCode.USAGE)
         source = node.store_path.store
         output: object = out
         if isinstance(path, SessionPath):  # --out is a path inside the repository
@@ -207,7 +242,7 @@ def register(app: typer.Typer) -> None:
         console = Console(quiet=as_json or quiet)
         options: dict[str, Any] = {
             "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
-            "storage_options": parse_storage_options(storage_options),
+            "storage_options": parse_storage_options(output_options),
         }
         with dask_client(scheduler, "quantize") as client, _bars(console) as progress:
             try:
@@ -225,7 +260,7 @@ def register(app: typer.Typer) -> None:
                         )
                     ]
             except (TypeError, ValueError, FileNotFoundError) as e:
-                fail(one_line(named_by_path(e, path)))
+                fail(*failure(named_by_path(e, path), [path, out]))
             except KeyboardInterrupt as e:
                 fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
         title = f"{path} -> {out} (quantized)"

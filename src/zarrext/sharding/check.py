@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
@@ -331,6 +332,15 @@ def _cut_index_end(tail: bytes, size: int) -> int | None:
     return None
 
 
+def _stock(codec: ShardingCodec) -> ShardingCodec:
+    """``codec`` as zarr-python's own ``ShardingCodec``, nested ones too: a check only
+    decodes, and zarrext's runtime sharding codec (of :func:`zarrext.open_array`) keeps
+    nested shards off the synchronous path that decodes one inner chunk."""
+    if type(codec) is ShardingCodec:
+        return codec
+    return ShardingCodec.from_dict(codec.to_dict())
+
+
 class _Decoder:
     """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
 
@@ -342,7 +352,7 @@ class _Decoder:
         self.shards = shards
         if shards is not None:
             self.spec = inner_chunk_spec(shards.codec, shards.shard_spec)
-            self.transform = inner_chunk_transform(shards.codec, shards.shard_spec)
+            self.transform = inner_chunk_transform(_stock(shards.codec), shards.shard_spec)
         else:
             self.spec = shard_spec_of(metadata)
             pipeline = build_pipeline(metadata, array.path)
