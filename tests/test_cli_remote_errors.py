@@ -172,3 +172,17 @@ def test_exit_codes_by_kind(run: Run, tmp_path: Path) -> None:
         code, _, err = run(*args)
         assert code == expected, (args, err)
         one_line_error(err)
+
+
+@pytest.mark.parametrize("option", ["--icechunk-branch", "--icechunk-snapshot"])
+def test_empty_icechunk_name_is_refused(run: Run, tmp_path: Path, option: str) -> None:
+    # issue 26 item 7: `--icechunk-branch ''` quietly read `main`
+    icechunk = pytest.importorskip("icechunk")
+    repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(tmp_path / "r")))
+    session = repo.writable_session("main")
+    _float_array(session.store)
+    session.commit("data")
+    code, out, err = run("info", tmp_path / "r", option, "")
+    assert code == 2
+    assert "an empty name" in one_line_error(err)
+    assert out == ""

@@ -9,7 +9,7 @@ the header's mask is validated.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -187,15 +187,24 @@ def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
 
-def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
+def inventory(
+    array: zarr.Array | Any,
+    *,
+    read_masks: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
     Parameters
     ----------
-    array : zarr.Array
+    array : zarr.Array, str or StoreLike
+        The array, or its path or URL (opened read-only with ``storage_options``).
     read_masks : bool
         Read each chunk's conditional header (needs the chunk's bytes).
     """
+    from zarrext.stores import open_job_array
+
+    array = open_job_array(array, mode="r", storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")

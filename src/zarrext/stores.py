@@ -47,6 +47,7 @@ __all__ = [
     "local_directory",
     "local_path",
     "obstore_options",
+    "open_job_array",
     "open_store",
     "parse_storage_options",
     "remote_location",
@@ -480,6 +481,21 @@ def open_store(
             elif store is not None:
                 return store
     return _open_fsspec(text, storage_options, read_only, unknown)
+
+
+def open_job_array(
+    target: Any, *, mode: str = "r", storage_options: Mapping[str, Any] | None = None
+) -> Any:
+    """The array a job works on: a ``zarr.Array`` as it is; a local path, zip archive
+    or URL opened with :func:`open_store` (and ``storage_options``); another store or
+    ``StorePath`` with ``zarr.open_array``. ``mode`` is ``"r"`` or ``"r+"``."""
+    import zarr
+
+    if isinstance(target, zarr.Array):
+        return target
+    if isinstance(target, str | os.PathLike):
+        target = open_store(os.fspath(target), mode=mode, storage_options=storage_options)
+    return zarr.open_array(target, mode=mode)
 
 
 def _open_fsspec(

@@ -171,9 +171,17 @@ DECISION = typer.Option(
 """The ``--decision`` option: one of ``zarrext.decisions.BUILTIN_DECISIONS`` (else exit 2)."""
 
 
+def _named(value: str | None) -> str | None:
+    # An empty name is no branch or snapshot (icechunk would read `main`): usage, exit 2.
+    if value is not None and not value.strip():
+        raise typer.BadParameter("an empty name; give a branch (e.g. main) or snapshot id")
+    return value
+
+
 ICECHUNK_BRANCH = typer.Option(
     "--icechunk-branch",
     metavar="BRANCH",
+    callback=_named,
     help="PATH is an icechunk repository (a directory, s3:// or gs:// URL): read the tip of "
     "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH.",
 )
@@ -182,6 +190,7 @@ ICECHUNK_BRANCH = typer.Option(
 ICECHUNK_SNAPSHOT = typer.Option(
     "--icechunk-snapshot",
     metavar="ID",
+    callback=_named,
     help="PATH is an icechunk repository: read the snapshot ID (commands that only read).",
 )
 """``--icechunk-snapshot``: read an earlier snapshot of a repository."""

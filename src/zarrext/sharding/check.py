@@ -41,7 +41,7 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,7 @@ from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
+from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
 
@@ -648,13 +649,15 @@ def check(
     stale_after: float = STALE_AFTER,
     client: Any = None,
     progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> list[ShardCheck]:
     """Validate the stored chunks (or shards) of an array.
 
     Parameters
     ----------
-    array : zarr.Array
-        A Zarr format 3 array, sharded or not, in a local directory (everything
+    array : zarr.Array, str or StoreLike
+        A Zarr format 3 array (or its path or URL, opened with ``storage_options``;
+        for writing with ``repair``), sharded or not, in a local directory (everything
         below) or a store of whole objects (each object read once and parsed, or
         decoded with ``deep``; nothing to repair there).
     repair : bool
@@ -688,6 +691,7 @@ def check(
     ShardLayoutError
         When the array is not a Zarr format 3 array in a local directory.
     """
+    array = open_job_array(array, mode="r+" if repair else "r", storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
