@@ -213,3 +213,27 @@ def test_inspect_shows_the_recorded_decision(run: Run, tmp_path: Path) -> None:
     assert "decision for zarrext's writers: compress_if_smaller" in out
     code, out, err = run("inspect", tmp_path / "s.zarr" / "none")
     assert "no decision recorded" in out
+
+
+def test_every_job_takes_a_path_as_an_array(tmp_path: Path) -> None:
+    # issue 27 item 10: compact and expand took only arrays ('str' object has no
+    # attribute 'metadata'), recompress a path too; issue 26 item 7: write_dask of a
+    # NumPy array ('numpy.ndarray' object has no attribute 'chunks')
+    pytest.importorskip("dask")
+    from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+
+    path = str(tmp_path / "s.zarr")
+    zarrext.create_array(
+        path, shape=(16, 16), chunks=(8, 8), dtype="uint16",
+        serializer=ShardingCodec(chunk_shape=(4, 4), codecs=[
+            BytesCodec(), zarrext.ConditionalCodec([ZstdCodec()]), Crc32cCodec()]),
+        compressors=None,
+    )
+    data = np.arange(256, dtype="uint16").reshape(16, 16)
+    assert zarrext.write_dask(data, path) == data.nbytes
+    assert zarrext.compact(path).shards == 4
+    assert zarrext.expand(path).shards == 4
+    assert zarrext.check(path, deep=True) == []
+    assert zarrext.inventory(path).store_keys == 4
+    assert zarrext.recompress(path).chunks == 16
+    np.testing.assert_array_equal(zarr.open_array(path, mode="r")[:], data)

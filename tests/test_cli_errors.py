@@ -146,7 +146,7 @@ def test_unreachable_scheduler_fails_fast(run: Run, tmp_path: Path) -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     code, _, err = run("recompress", tmp_path / "c.zarr", "--scheduler", f"tcp://127.0.0.1:{port}")
-    assert code == 1
+    assert code == 3
     assert "cannot reach the dask scheduler" in one_line_error(err)
 
 

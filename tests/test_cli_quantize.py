@@ -242,13 +242,17 @@ def test_quantize_group_array_option_picks_arrays(run: Run, tmp_path: Path) -> N
     ],
     ids=["unknown", "integer"],
 )
-def test_quantize_group_bad_array_is_a_usage_error(
+def test_quantize_group_bad_array_is_refused_as_its_path_is(
     run: Run, tmp_path: Path, args: list[str], message: str
 ) -> None:
+    # `quantize GROUP --array NAME` and `quantize GROUP/NAME` are one refusal: one
+    # exit code (the job refuses what it found, ExitCode.FAILED), not a usage error.
     _dataset_group(tmp_path / "g.zarr", consolidated=False)
     code, out, err = run("quantize", tmp_path / "g.zarr", "--max-abs-error", "0.1",
                          "--out", tmp_path / "q.zarr", *args)
-    assert code == 2
+    as_path, _, _ = run("quantize", tmp_path / "g.zarr" / args[1], "--max-abs-error", "0.1",
+                        "--out", tmp_path / "q.zarr")
+    assert code == as_path == 1
     assert message in err
     assert err.count("\n") == 1
     assert out == ""

@@ -400,3 +400,26 @@ def test_cli_check_says_what_it_checked_and_that_deep_decodes(run, tmp_path: Pat
     assert code == 0
     assert out.splitlines() == ["/: every chunk validates: 2 chunks read, every chunk in them "
                                 "decoded"]
+
+
+def test_deep_check_of_nested_shards_opened_by_zarrext(tmp_path: Path) -> None:
+    # issue 26 item 6: zarrext.open_array's runtime sharding codec kept nested shards
+    # off the synchronous inner-chunk decoder (TypeError: SupportsSyncCodec)
+    import warnings
+
+    from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
+
+    path = str(tmp_path / "nested.zarr")
+    inner = ShardingCodec(chunk_shape=(2, 2), codecs=[BytesCodec(), Crc32cCodec()])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # zarr: nested sharding disables partial reads
+        array = zarr.create_array(path, shape=(16, 16), chunks=(8, 8), dtype="uint16",
+                                  serializer=ShardingCodec(chunk_shape=(4, 4), codecs=[inner]))
+        array[:] = np.arange(256, dtype="uint16").reshape(16, 16)
+        assert zarrext.check(zarrext.open_array(path, mode="r"), deep=True) == []
+        shard = tmp_path / "nested.zarr" / "c" / "0" / "0"
+        damaged = bytearray(shard.read_bytes())
+        damaged[5] ^= 0xFF  # a byte of the first inner shard's first chunk
+        shard.write_bytes(bytes(damaged))
+        problems = zarrext.check(zarrext.open_array(path, mode="r"), deep=True)
+    assert [p.key for p in problems] == ["c/0/0"]

@@ -9,7 +9,7 @@ the header's mask is validated.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Literal
@@ -194,16 +194,18 @@ def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
 
 
 def inventory(
-    array: zarr.Array,
+    array: zarr.Array | Any,
     *,
     read_masks: bool = True,
     on_damage: Literal["raise", "mark"] = "raise",
+    storage_options: Mapping[str, Any] | None = None,
 ) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
     Parameters
     ----------
-    array : zarr.Array
+    array : zarr.Array, str or StoreLike
+        The array, or its path or URL (opened read-only with ``storage_options``).
     read_masks : bool
         Read each chunk's conditional header (needs the chunk's bytes).
     on_damage : {"raise", "mark"}
@@ -212,6 +214,9 @@ def inventory(
         on, list the chunk with ``damaged=True`` and no mask (a shard that cannot
         be read lists no chunks) and add the error to the inventory's ``damaged``.
     """
+    from zarrext.stores import open_job_array
+
+    array = open_job_array(array, mode="r", storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")

@@ -493,19 +493,14 @@ def recompress(
     TypeError
         ``progress`` is none of the above.
     """
-    if not isinstance(array, zarr.Array):
-        from zarrext.stores import open_store
+    from zarrext.stores import open_job_array
 
-        mode = "r" if dry_run else "r+"
-        location = os.fspath(array) if isinstance(array, str | os.PathLike) else None
-        if location is not None:
-            array = open_store(location, mode=mode, storage_options=storage_options)
-        array = zarr.open_array(array, mode=mode)
+    array = open_job_array(array, mode="r" if dry_run else "r+", storage_options=storage_options)
     if on_damage not in ("raise", "report"):
         raise ValueError(f"on_damage must be 'raise' or 'report', not {on_damage!r}")
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
-    placement = conditional_placement(array.metadata)  # type: ignore[arg-type]
+    placement = conditional_placement(array.metadata)
     if placement is None:
         raise ValueError(f"array {array.path!r} has no conditional codec to recompress")
     units = [coords for coords, _ in stored_chunk_keys(array)]

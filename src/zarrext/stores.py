@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+import re
+import socket
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,16 +40,19 @@ from zarr.storage import LocalStore, ZipStore
 __all__ = [
     "OBSTORE_SCHEMES",
     "ObstoreOptions",
+    "StoreAccessError",
     "StoreOpenError",
     "is_url",
     "list_keys",
     "local_directory",
     "local_path",
     "obstore_options",
+    "open_job_array",
     "open_store",
     "parse_storage_options",
     "remote_location",
     "remote_store_at",
+    "store_error",
     "writes_in_place",
 ]
 
@@ -80,6 +85,148 @@ _AZURE_KEYS = {"sas_token": "sas_key"}
 
 class StoreOpenError(ValueError):
     """A location that cannot be opened as a store (bad URL, missing backend, options)."""
+
+
+class StoreAccessError(OSError):
+    """A store that cannot be reached or refuses a request (network, credentials, a
+    missing bucket): its message names the location, what failed and what to do.
+
+    Attributes
+    ----------
+    location : str
+        The store's URL or path, as the user gave it.
+    """
+
+    def __init__(self, message: str, location: str) -> None:
+        super().__init__(message)
+        self.location = location
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.location))
+
+
+# What obstore's GenericError (one type for most failures) says, by the words in its
+# message: (pattern, what went wrong, what to do).
+_GENERIC_OBSTORE = (
+    (re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I),
+     "the bucket or container does not exist", "check the URL, or create it first"),
+    (re.compile(r"169\.254\.169\.254|metadata\.google\.internal|credential|token request",
+                re.I),
+     "no credentials found (the cloud's instance metadata service was asked)",
+     "give keys in --storage-options or the environment (e.g. AWS_ACCESS_KEY_ID), "
+     "or anon: true for a public bucket"),
+    (re.compile(r"Unable to recognise URL|Unable to parse|invalid url", re.I),
+     "not a URL of an object store", "give scheme://bucket/path"),
+    (re.compile(r"must be specified", re.I),
+     "the store's configuration is incomplete",
+     "give the missing setting in --storage-options (e.g. account_name for Azure)"),
+    (re.compile(r"AccessDenied|Forbidden|InvalidAccessKeyId|SignatureDoesNotMatch", re.I),
+     "access denied", "check the credentials and their permissions"),
+    (re.compile(r"error sending request|kind: Connect|connection refused|dns error", re.I),
+     "cannot connect", "check the endpoint and that the service runs"),
+    (re.compile(r"timed? ?out", re.I),
+     "the request timed out", "check the endpoint and the network"),
+)
+
+
+def _obstore_reason(error: Exception) -> tuple[str, str] | None:
+    """(what went wrong, what to do) for one of obstore's errors; None for others."""
+    try:
+        from obstore import exceptions as ox
+    except ImportError:
+        return None
+    if not isinstance(error, ox.BaseError):
+        return None
+    by_type: tuple[tuple[type[Exception], str, str], ...] = (
+        (ox.NotFoundError, "not found", "check the URL"),
+        (ox.PermissionDeniedError, "permission denied", "check the credentials' permissions"),
+        (ox.UnauthenticatedError, "not authenticated", "check the credentials"),
+        (ox.UnknownConfigurationKeyError, "an unknown storage option",
+         "see obstore's configuration keys for this store"),
+        (ox.InvalidPathError, "an invalid path", "check the URL"),
+        (ox.NotSupportedError, "an operation this store does not support",
+         "use another kind of store"),
+        (ox.AlreadyExistsError, "the object already exists", "rerun, or remove it first"),
+        (ox.PreconditionError, "an object changed during the request", "rerun"),
+    )
+    for kind, what, todo in by_type:
+        if isinstance(error, kind):
+            return what, todo
+    text = str(error).split("Debug source:")[0]
+    for pattern, what, todo in _GENERIC_OBSTORE:
+        if pattern.search(text):
+            return what, todo
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    return (code.group(1) if code else " ".join(text.split())[:200]), (
+        "check the URL, --storage-options and credentials"
+    )
+
+
+def _os_reason(error: OSError) -> tuple[str, str]:
+    """(what went wrong, what to do) for an ``OSError`` of a remote file system."""
+    if isinstance(error, ConnectionRefusedError):
+        return "connection refused", "check the host, the port and that the service runs"
+    if isinstance(error, socket.gaierror):
+        return "unknown host", "check the host name"
+    if isinstance(error, TimeoutError):
+        return "timed out", "check the host and the network"
+    if isinstance(error, ConnectionError):
+        return "the connection failed", "check the host and the network"
+    if isinstance(error, PermissionError):
+        return "permission denied", "check the credentials and their permissions"
+    if isinstance(error, FileNotFoundError):
+        return "not found", "check the URL"
+    said = error.strerror or str(error) or type(error).__name__
+    return " ".join(said.split()), "check the URL, --storage-options and credentials"
+
+
+def store_error(
+    error: BaseException, locations: Iterable[str | os.PathLike[str] | None]
+) -> StoreAccessError | None:
+    """``error`` (obstore's, or an ``OSError`` of a remote file system) as a
+    :class:`StoreAccessError` naming which of ``locations`` it concerns; None when
+    it is neither, or every location is local (a local path's ``OSError`` names
+    its file itself).
+
+    The location is the one whose bucket (host) and path appear in the error's
+    text (obstore names the request it made), else the only URL among them.
+    """
+    if isinstance(error, StoreAccessError):
+        return error
+    urls = [os.fspath(x) for x in locations if x is not None and local_path(x) is None]
+    if not urls:
+        return None
+    reason = _obstore_reason(error) if isinstance(error, Exception) else None
+    if reason is None:
+        if not isinstance(error, OSError) or getattr(error, "filename", None):
+            return None
+        reason = _os_reason(error)
+    location = _named_in(str(error), urls)
+    if location is None:
+        if len(set(urls)) > 1:
+            return None
+        location = urls[0]
+    what, todo = reason
+    error_type = type(error).__name__
+    return StoreAccessError(f"{location}: {what} ({error_type}); {todo}", location)
+
+
+def _named_in(text: str, urls: list[str]) -> str | None:
+    """The URL of ``urls`` whose bucket and path ``text`` names most of."""
+    from urllib.parse import quote
+
+    def score(url: str) -> int:
+        rest = url.partition("://")[2].strip("/")
+        bucket, _, prefix = rest.partition("/")
+        found = int(bool(bucket) and bucket in text)
+        if found and prefix and (prefix in text or quote(prefix, safe="") in text):
+            found += 1
+        return found
+
+    scores = {url: score(url) for url in urls}
+    best = max(scores.values())
+    winners = [url for url, n in scores.items() if n == best]
+    return winners[0] if best and len(winners) == 1 else None
 
 
 def is_url(location: str) -> bool:
@@ -240,11 +387,20 @@ def obstore_options(
     return ObstoreOptions(config, client, retry)
 
 
-def _open_obstore(text: str, options: ObstoreOptions, read_only: bool) -> Store | None:
-    """The URL as zarr's ``ObjectStore``; None if obstore is not installed or does
-    not know one of the options' keys (fsspec may)."""
+@dataclass(frozen=True)
+class _UnknownKey:
+    """obstore's refusal of a storage option's key (fsspec may know it)."""
+
+    key: str
+
+
+def _open_obstore(
+    text: str, options: ObstoreOptions, read_only: bool
+) -> Store | _UnknownKey | None:
+    """The URL as zarr's ``ObjectStore``; None if obstore is not installed, the key
+    obstore does not know when it refuses one of the options (fsspec may know it)."""
     try:
-        from obstore.exceptions import UnknownConfigurationKeyError
+        from obstore.exceptions import BaseError, UnknownConfigurationKeyError
         from obstore.store import from_url
         from zarr.storage import ObjectStore
     except ImportError:
@@ -256,10 +412,14 @@ def _open_obstore(text: str, options: ObstoreOptions, read_only: bool) -> Store 
             client_options=options.client_options or None,  # type: ignore[arg-type]
             retry_config=options.retry_config,  # type: ignore[arg-type]
         )
-    except UnknownConfigurationKeyError:
-        return None
+    except UnknownConfigurationKeyError as e:
+        named = re.search(r"key: '([^']*)'", str(e)) or re.search(r'key: "([^"]*)"', str(e))
+        return _UnknownKey(named.group(1) if named else "?")
     except (ValueError, TypeError) as e:  # a value obstore refuses ("Invalid key" too)
         raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
+    except BaseError as e:  # an unrecognised URL, a configuration missing a setting
+        what, todo = _obstore_reason(e) or (str(e), "check the URL")
+        raise StoreOpenError(f"{text}: cannot open this URL as a store: {what}; {todo}") from e
     return ObjectStore(store, read_only=read_only)
 
 
@@ -311,24 +471,69 @@ def open_store(
             return ZipStore(local, mode="r" if read_only else "a")
         return LocalStore(local, read_only=read_only)
     scheme = text.partition("://")[0].lower()
+    unknown: str | None = None
     if scheme in OBSTORE_SCHEMES:
         options = obstore_options(scheme, storage_options)
         if options is not None:
             store = _open_obstore(text, options, read_only)
-            if store is not None:
+            if isinstance(store, _UnknownKey):
+                unknown = store.key
+            elif store is not None:
                 return store
-    return _open_fsspec(text, storage_options, read_only)
+    return _open_fsspec(text, storage_options, read_only, unknown)
+
+
+def open_job_array(
+    target: Any, *, mode: str = "r", storage_options: Mapping[str, Any] | None = None
+) -> Any:
+    """The array a job works on: a ``zarr.Array`` as it is; a local path, zip archive
+    or URL opened with :func:`open_store` (and ``storage_options``); another store or
+    ``StorePath`` with ``zarr.open_array``. ``mode`` is ``"r"`` or ``"r+"``."""
+    import zarr
+
+    if isinstance(target, zarr.Array):
+        return target
+    if isinstance(target, str | os.PathLike):
+        target = open_store(os.fspath(target), mode=mode, storage_options=storage_options)
+    return zarr.open_array(target, mode=mode)
 
 
 def _open_fsspec(
-    text: str, storage_options: Mapping[str, Any] | None, read_only: bool
+    text: str,
+    storage_options: Mapping[str, Any] | None,
+    read_only: bool,
+    unknown: str | None = None,
 ) -> Store:
+    """The URL as zarr's ``FsspecStore``; ``unknown`` is the storage option's key
+    that obstore refused (named when fsspec refuses the options too)."""
     from zarr.storage import FsspecStore
 
+    if unknown is not None:
+        # fsspec would fail only at the first request, naming the first key its HTTP
+        # session does not take (often a valid one of obstore's): say which keys now.
+        scheme = text.partition("://")[0]
+        if not _fsspec_takes(scheme, unknown):
+            raise StoreOpenError(
+                f"{text}: unknown storage option {unknown!r} (neither obstore's {scheme}:// "
+                "store nor fsspec's file system takes it); remove or correct it"
+            )
+        foreign = [k for k in storage_options or {} if not _fsspec_takes(scheme, k)]
+        if foreign:
+            raise StoreOpenError(
+                f"{text}: storage options mix two libraries' names: obstore does not take "
+                f"{unknown!r}, fsspec's {scheme}:// file system does not take "
+                f"{', '.join(map(repr, foreign))}; use one library's names"
+            )
     try:
         return FsspecStore.from_url(
             text, storage_options=dict(storage_options or {}), read_only=read_only
         )
+    except TypeError as e:  # storage options the file system does not take
+        raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
+    except (StoreOpenError, FileNotFoundError):
+        raise
+    except OSError as e:  # a file system that connects when made (ftp://, sftp://...)
+        raise store_error(e, [text]) or e from e
     except ImportError as e:  # a known protocol whose package is missing (gcsfs, ...)
         scheme = text.partition("://")[0]
         if (e.name or "").split(".")[0] == "fsspec":
@@ -339,8 +544,25 @@ def _open_fsspec(
     except ValueError as e:  # fsspec: "Protocol not known"
         scheme = text.partition("://")[0]
         raise StoreOpenError(f"{text}: no file system for {scheme}:// ({e})") from e
-    except TypeError as e:  # storage options the file system does not take
-        raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
+
+
+def _fsspec_takes(scheme: str, key: str) -> bool:
+    """Whether fsspec's file system for ``scheme`` names ``key`` among its options
+    (True when the file system cannot be found: fsspec then says what is missing)."""
+    import inspect
+
+    try:
+        import fsspec
+
+        kind = fsspec.get_filesystem_class(scheme)
+    except (ImportError, ValueError):
+        return True
+    named = set(_FSSPEC_CACHE_KEYS) | {"asynchronous", "loop"}
+    for cls in kind.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            named |= set(inspect.signature(init).parameters)
+    return key in named
 
 
 def remote_location(store: Store) -> tuple[str, str] | None:

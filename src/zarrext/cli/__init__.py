@@ -21,11 +21,19 @@ from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from zarr.errors import BaseZarrError
 
 from zarrext._extras import MissingExtraError
-from zarrext.cli._common import CliError, named_by_path, one_line
+from zarrext.cli._common import (
+    EXIT_CODES_HELP,
+    CliError,
+    ExitCode,
+    failure,
+    named_by_path,
+    one_line,
+)
 
 app = typer.Typer(
     name="zarrext",
     help="Jobs on whole Zarr format 3 stores (see each command's --help).",
+    epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -47,6 +55,15 @@ EXPECTED_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+def _remote_errors() -> tuple[type[BaseException], ...]:
+    # obstore's errors are no OSError: a remote store's failure is expected too.
+    try:
+        from obstore.exceptions import BaseError
+    except ImportError:
+        return ()
+    return (BaseError,)
+
+
 def _show_tracebacks() -> bool:
     return os.environ.get("ZARREXT_TRACEBACK", "") not in ("", "0")
 
@@ -63,18 +80,18 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
     def run(*args: Any, **kwargs: Any) -> Any:
         try:
             return command(*args, **kwargs)
-        except CliError as e:
-            if _show_tracebacks():
-                raise
-            _error(str(e), e.code)
         except KeyboardInterrupt as e:
             if _show_tracebacks():
                 raise
-            _error(f"interrupted: {one_line(e) or 'stopped'}", 130)
-        except EXPECTED_ERRORS as e:
+            _error(f"interrupted: {one_line(e) or 'stopped'}", ExitCode.INTERRUPTED)
+        except Exception as e:
+            if not isinstance(e, (CliError, *EXPECTED_ERRORS, *_remote_errors())):
+                raise  # a bug in zarrext: its traceback
             if _show_tracebacks():
                 raise
-            _error(one_line(named_by_path(e, kwargs.get("path"))) or type(e).__name__, 1)
+            # the stores the command names, for an error of a remote one
+            locations = [kwargs.get(name) for name in ("path", "out")]
+            _error(*failure(named_by_path(e, kwargs.get("path")), locations))
 
     return run
 
@@ -123,8 +140,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     except UsageError as e:
         name = e.ctx.command_path if e.ctx is not None else "zarrext"
         typer.echo(f"zarrext: error: {e.format_message()} (see {name} --help)", err=True)
-        sys.exit(2)
+        sys.exit(ExitCode.USAGE)
     except typer.Abort:
         typer.echo("zarrext: error: interrupted", err=True)
-        sys.exit(130)
+        sys.exit(ExitCode.INTERRUPTED)
     sys.exit(code if isinstance(code, int) else 0)

@@ -11,6 +11,7 @@ traceback instead.
 from __future__ import annotations
 
 import contextlib
+import enum
 import functools
 import inspect
 import json
@@ -28,7 +29,13 @@ import zarr
 from zarr.errors import NodeNotFoundError
 
 from zarrext.decisions import BUILTIN_DECISIONS
-from zarrext.stores import StoreOpenError, local_path, open_store, parse_storage_options
+from zarrext.stores import (
+    StoreOpenError,
+    local_path,
+    open_store,
+    parse_storage_options,
+    store_error,
+)
 
 __all__ = [
     "DECISION",
@@ -36,31 +43,89 @@ __all__ = [
     "ICECHUNK_SNAPSHOT",
     "STORAGE_OPTIONS",
     "CliError",
+    "EXIT_CODES_HELP",
+    "ExitCode",
     "SCHEDULER",
     "SessionPath",
     "check_scheduler",
     "dask_client",
     "fail",
+    "failure",
     "in_icechunk",
     "iter_arrays",
     "one_line",
     "open_node",
     "require_writable",
+    "valid_storage_options",
     "run_each",
 ]
+
+
+class ExitCode(enum.IntEnum):
+    """The exit codes of every command: one per kind of failure."""
+
+    OK = 0
+    FAILED = 1
+    """The job cannot be done with what it found: not a Zarr store, a damaged chunk,
+    an output that exists, a read-only store, nothing to do; the job refused."""
+    USAGE = 2
+    """The command line is wrong: an unknown option, a bad value, options that do
+    not go together, a URL or --storage-options that make no store."""
+    UNREACHABLE = 3
+    """A store or service cannot be reached or refuses access: the network, the
+    credentials, a missing bucket, a Dask scheduler that does not answer."""
+    INTERRUPTED = 130
+    """Ctrl-C."""
+
+
+EXIT_CODES_HELP = (
+    "Exit codes: 0 done; 1 the job failed or refused (not a Zarr store, damaged data, "
+    "an existing output, a read-only store); 2 usage (a bad option or value, options "
+    "that conflict, a URL or --storage-options that make no store); 3 a store or "
+    "service cannot be reached or refuses access (network, credentials, missing bucket, "
+    "Dask scheduler); 130 interrupted."
+)
+"""The epilog of ``zarrext --help``."""
 
 
 class CliError(Exception):
     """An expected failure of a command: its message is the one line the user sees."""
 
-    def __init__(self, message: str, code: int = 1) -> None:
+    def __init__(self, message: str, code: int = ExitCode.FAILED) -> None:
         super().__init__(message)
-        self.code = code
+        self.code = int(code)
 
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    """End the command with ``message`` on stderr and exit ``code``."""
+def fail(message: str, code: int = ExitCode.FAILED) -> NoReturn:
+    """End the command with ``message`` on stderr and exit ``code`` (an :class:`ExitCode`)."""
     raise CliError(message, code)
+
+
+def failure(error: BaseException, locations: Sequence[Any] = ()) -> tuple[str, int]:
+    """The one line and the :class:`ExitCode` for an expected error of a command.
+
+    ``locations`` are the stores the command names (PATH, --out): a remote store's
+    error (obstore's, a remote file system's ``OSError``) is said naming the one it
+    concerns, with what to do, and exits :attr:`ExitCode.UNREACHABLE`.
+    """
+    if isinstance(error, CliError):
+        return str(error), error.code
+    if isinstance(error, StoreOpenError):
+        return one_line(error), ExitCode.USAGE
+    remote = store_error(error, [str(x) for x in locations if x is not None])
+    if remote is not None:
+        return one_line(remote), ExitCode.UNREACHABLE
+    if _is_obstore_error(error):
+        return _unreachable("the store", error), ExitCode.UNREACHABLE
+    return one_line(error) or type(error).__name__, ExitCode.FAILED
+
+
+def _is_obstore_error(error: BaseException) -> bool:
+    try:
+        from obstore.exceptions import BaseError
+    except ImportError:
+        return False
+    return isinstance(error, BaseError)
 
 
 def one_line(error: BaseException) -> str:
@@ -71,7 +136,7 @@ def one_line(error: BaseException) -> str:
 
 PATH_HELP = "A Zarr array or group: a directory, a .zip archive, or a URL (s3://, gs://, ...)."
 
-def _valid_storage_options(text: str | None) -> str | None:
+def valid_storage_options(text: str | None) -> str | None:
     # Checked while the command line is parsed: bad JSON is a usage error (exit 2),
     # reported before any store is opened.
     try:
@@ -85,7 +150,7 @@ STORAGE_OPTIONS = typer.Option(
     "--storage-options",
     help="JSON object of options for a URL's store (fsspec's names or obstore's), e.g. "
     '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
-    callback=_valid_storage_options,
+    callback=valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
 
@@ -106,9 +171,17 @@ DECISION = typer.Option(
 """The ``--decision`` option: one of ``zarrext.decisions.BUILTIN_DECISIONS`` (else exit 2)."""
 
 
+def _named(value: str | None) -> str | None:
+    # An empty name is no branch or snapshot (icechunk would read `main`): usage, exit 2.
+    if value is not None and not value.strip():
+        raise typer.BadParameter("an empty name; give a branch (e.g. main) or snapshot id")
+    return value
+
+
 ICECHUNK_BRANCH = typer.Option(
     "--icechunk-branch",
     metavar="BRANCH",
+    callback=_named,
     help="PATH is an icechunk repository (a directory, s3:// or gs:// URL): read the tip of "
     "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH.",
 )
@@ -117,6 +190,7 @@ ICECHUNK_BRANCH = typer.Option(
 ICECHUNK_SNAPSHOT = typer.Option(
     "--icechunk-snapshot",
     metavar="ID",
+    callback=_named,
     help="PATH is an icechunk repository: read the snapshot ID (commands that only read).",
 )
 """``--icechunk-snapshot``: read an earlier snapshot of a repository."""
@@ -259,7 +333,7 @@ def open_node(
             storage_options=parse_storage_options(storage_options),
         )
     except StoreOpenError as e:
-        fail(str(e))
+        fail(str(e), ExitCode.USAGE)
     if local is None:
         # One request first: a store that cannot be reached fails here, alone (zarr's
         # open asks for three keys at once, and the two left waiting print noise).
@@ -268,7 +342,7 @@ def open_node(
         try:
             sync(store.exists("zarr.json"))
         except Exception as e:
-            fail(_unreachable(text, e))
+            fail(_unreachable(text, e), ExitCode.UNREACHABLE)
     try:
         node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
     except json.JSONDecodeError as e:
@@ -286,7 +360,7 @@ def open_node(
     except Exception as e:
         if local is not None:
             raise
-        fail(_unreachable(text, e))
+        fail(_unreachable(text, e), ExitCode.UNREACHABLE)
     if node.metadata.zarr_format != 3:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
@@ -312,10 +386,13 @@ def _open_in_session(path: SessionPath, mode: str) -> zarr.Array | zarr.Group:
     return node
 
 
-def _unreachable(location: str, error: Exception) -> str:
-    # A remote store's client has its own errors (botocore's NoCredentialsError,
-    # EndpointConnectionError, aiohttp's, obstore's...): none is an OSError, each
-    # library differs. obstore appends a dump of its Rust error: the first part says it.
+def _unreachable(location: str, error: BaseException) -> str:
+    # obstore's errors and a remote file system's OSError are said by type
+    # (zarrext.stores.store_error); other clients have their own (botocore's
+    # NoCredentialsError, aiohttp's...): their message, without obstore's dump.
+    known = store_error(error, [location]) if location != "the store" else None
+    if known is not None:
+        return one_line(known)
     said = one_line(error).split(" Debug source:")[0]
     return (
         f"{location}: cannot read the store ({type(error).__name__}: {said}); "
@@ -383,7 +460,7 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
     """Fail at once when nothing answers at a dask scheduler's ``address``."""
     parts = urlsplit(address if "://" in address else f"tcp://{address}")
     if parts.scheme not in ("tcp", "tls") or parts.hostname is None or parts.port is None:
-        fail(f"--scheduler {address}: expected tcp://HOST:PORT", code=2)
+        fail(f"--scheduler {address}: expected tcp://HOST:PORT", ExitCode.USAGE)
     try:
         with socket.create_connection((parts.hostname, parts.port), timeout=timeout):
             pass
@@ -391,8 +468,43 @@ def check_scheduler(address: str, timeout: float = 3.0) -> None:
         reason = e.strerror or type(e).__name__
         fail(
             f"cannot reach the dask scheduler at {address}: {reason}; "
-            "start it or leave out --scheduler"
+            "start it or leave out --scheduler",
+            ExitCode.UNREACHABLE,
         )
+
+
+def _handshake(address: str, timeout: float) -> None:
+    """Open and close one Dask connection to ``address``, or raise ``TimeoutError``
+    after ``timeout`` seconds: distributed's own ``connect(timeout=...)`` (and so its
+    ``Client``) waits forever for a handshake that a listener that is no Dask
+    scheduler never sends."""
+    import asyncio
+
+    from distributed.comm import connect
+
+    async def once() -> None:
+        comm = await connect(address, timeout=timeout)
+        await comm.close()
+
+    asyncio.run(asyncio.wait_for(once(), timeout))
+
+
+SCHEDULER_TIMEOUT_ENV = "ZARREXT_SCHEDULER_TIMEOUT"
+"""Seconds to wait for a Dask scheduler's answer (default 30)."""
+
+
+def scheduler_timeout() -> float:
+    """Seconds a command waits for the Dask scheduler to answer: ``$ZARREXT_SCHEDULER_TIMEOUT``
+    or 30."""
+    text = os.environ.get(SCHEDULER_TIMEOUT_ENV, "")
+    try:
+        seconds = float(text) if text else 30.0
+    except ValueError:
+        fail(f"{SCHEDULER_TIMEOUT_ENV}={text!r}: expected a number of seconds", ExitCode.USAGE)
+    if not seconds > 0:
+        fail(f"{SCHEDULER_TIMEOUT_ENV}={text!r}: expected a number of seconds > 0",
+             ExitCode.USAGE)
+    return seconds
 
 
 SCHEDULER = typer.Option(
@@ -414,7 +526,18 @@ def dask_client(scheduler: str | None, command: str) -> Iterator[Any]:
         from dask.distributed import Client
 
     check_scheduler(scheduler)
-    client = Client(scheduler, timeout="10s")
+    timeout = scheduler_timeout()
+    try:
+        _handshake(scheduler, timeout)
+        client = Client(scheduler, timeout=f"{timeout}s")
+    except (OSError, TimeoutError) as e:
+        # the port is open, but what listens there is no Dask scheduler (or a busy one)
+        fail(
+            f"no dask scheduler answered at {scheduler} within {timeout:g} s "
+            f"({type(e).__name__}); check the address, or leave out --scheduler "
+            f"(set {SCHEDULER_TIMEOUT_ENV} to wait longer)",
+            ExitCode.UNREACHABLE,
+        )
     try:
         yield client
     finally:

@@ -17,13 +17,16 @@ from rich.table import Table
 from zarrext.cli._common import (
     SCHEDULER,
     STORAGE_OPTIONS,
+    ExitCode,
     SessionPath,
     dask_client,
     fail,
+    failure,
     in_icechunk,
     named_by_path,
     one_line,
     open_node,
+    valid_storage_options,
 )
 from zarrext.inspection import size_change
 
@@ -124,10 +127,31 @@ def _open_in_repository(path: SessionPath, inside: str) -> zarr.Array | zarr.Gro
     try:
         node = zarr.open(StorePath(path.store, where), mode="r")
     except (NodeNotFoundError, FileNotFoundError):
-        fail(f"--icechunk-path {where or '/'}: no Zarr array or group there in {path}", 2)
+        fail(f"--icechunk-path {where or '/'}: no Zarr array or group there in {path}",
+             ExitCode.USAGE)
     if node.metadata.zarr_format != 3:
         fail(f"{path}/{where}: Zarr format 2 nodes are not supported by zarrext")
     return node
+
+
+def _options_of(
+    path: str, out: str, storage_options: str | None, out_storage_options: str | None
+) -> tuple[str | None, str | None]:
+    """The storage options of PATH and of --out: ``--storage-options`` are for the
+    command's URLs (PATH's; --out's too, unless ``--out-storage-options`` are given)."""
+    from zarrext.stores import local_path
+
+    in_repository = isinstance(path, SessionPath)  # --out is a path inside it
+    path_is_url = not in_repository and local_path(path) is None
+    out_is_url = not in_repository and local_path(out) is None
+    if out_storage_options is not None and not out_is_url:
+        fail(f"--out-storage-options are for an --out URL, and {out} is not one",
+             ExitCode.USAGE)
+    if not out_is_url:
+        return storage_options, None  # PATH's (refused for a local PATH when it is opened)
+    if out_storage_options is not None:
+        return storage_options, out_storage_options
+    return (storage_options if path_is_url else None), storage_options
 
 
 def register(app: typer.Typer) -> None:
@@ -193,6 +217,15 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        out_storage_options: Annotated[
+            str | None,
+            typer.Option(
+                "--out-storage-options", callback=valid_storage_options,
+                help="JSON object of options for an --out URL's store (as "
+                "--storage-options). Default: --storage-options when --out is a URL; "
+                "with a local PATH, --storage-options are --out's alone.",
+            ),
+        ] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
         icechunk_path: Annotated[
             str | None,
@@ -228,21 +261,25 @@ def register(app: typer.Typer) -> None:
 
         # Opened once here for one-line errors (missing, not Zarr, format 2); the
         # store goes to the job, so a URL's storage options reach it.
+        source_options, output_options = _options_of(path, out, storage_options,
+                                                     out_storage_options)
         if icechunk_path is not None and not isinstance(path, SessionPath):
             fail("--icechunk-path names a group or array in an icechunk repository: "
-                 "add --icechunk-branch (elsewhere, give the group's or array's own path)", 2)
+                 "add --icechunk-branch (elsewhere, give the group's or array's own path)",
+                 ExitCode.USAGE)
         node = (
             _open_in_repository(path, icechunk_path)
             if isinstance(path, SessionPath) and icechunk_path is not None
-            else open_node(path, storage_options=storage_options)
+            else open_node(path, storage_options=source_options)
         )
         if isinstance(node, zarr.Group):
             try:
                 jobs.floating_arrays(node, array)
             except ValueError as e:
-                fail(str(e) if array is None else f"--array: {e}", 1 if array is None else 2)
+                # what the group holds, as for `quantize GROUP/ARRAY`: the job refuses
+                fail(str(e) if array is None else f"--array: {e}", ExitCode.FAILED)
         elif array:
-            fail(f"--array names arrays of a group, and {path} is an array", 2)
+            fail(f"--array names arrays of a group, and {path} is an array", ExitCode.USAGE)
         # In a repository the node may be a group or array below its root: a StorePath.
         source: object = node.store_path if isinstance(path, SessionPath) else node.store_path.store
         output: object = out
@@ -251,7 +288,7 @@ def register(app: typer.Typer) -> None:
         console = Console(quiet=as_json or quiet)
         options: dict[str, Any] = {
             "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
-            "storage_options": parse_storage_options(storage_options),
+            "storage_options": parse_storage_options(output_options),
         }
         with dask_client(scheduler, "quantize") as client, _bars(console) as progress:
             try:
@@ -269,7 +306,7 @@ def register(app: typer.Typer) -> None:
                         )
                     ]
             except (TypeError, ValueError, FileNotFoundError) as e:
-                fail(one_line(named_by_path(e, path)))
+                fail(*failure(named_by_path(e, path), [path, out]))
             except KeyboardInterrupt as e:
                 fail(f"interrupted: {one_line(e) or 'quantize stopped'}", 130)
         title = f"{path} -> {out} (quantized)"

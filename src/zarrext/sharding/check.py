@@ -41,12 +41,13 @@ import fcntl
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
@@ -63,6 +64,7 @@ from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
+from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
 
@@ -332,6 +334,15 @@ def _cut_index_end(tail: bytes, size: int) -> int | None:
     return None
 
 
+def _stock(codec: ShardingCodec) -> ShardingCodec:
+    """``codec`` as zarr-python's own ``ShardingCodec``, nested ones too: a check only
+    decodes, and zarrext's runtime sharding codec (of :func:`zarrext.open_array`) keeps
+    nested shards off the synchronous path that decodes one inner chunk."""
+    if type(codec) is ShardingCodec:
+        return codec
+    return ShardingCodec.from_dict(codec.to_dict())
+
+
 class _Decoder:
     """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
 
@@ -343,7 +354,7 @@ class _Decoder:
         self.shards = shards
         if shards is not None:
             self.spec = inner_chunk_spec(shards.codec, shards.shard_spec)
-            self.transform = inner_chunk_transform(shards.codec, shards.shard_spec)
+            self.transform = inner_chunk_transform(_stock(shards.codec), shards.shard_spec)
         else:
             self.spec = shard_spec_of(metadata)
             pipeline = build_pipeline(metadata, array.path)
@@ -639,13 +650,15 @@ def check(
     stale_after: float = STALE_AFTER,
     client: Any = None,
     progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> list[ShardCheck]:
     """Validate the stored chunks (or shards) of an array.
 
     Parameters
     ----------
-    array : zarr.Array
-        A Zarr format 3 array, sharded or not, in a local directory (everything
+    array : zarr.Array, str or StoreLike
+        A Zarr format 3 array (or its path or URL, opened with ``storage_options``;
+        for writing with ``repair``), sharded or not, in a local directory (everything
         below) or a store of whole objects (each object read once and parsed, or
         decoded with ``deep``; nothing to repair there).
     repair : bool
@@ -679,6 +692,7 @@ def check(
     ShardLayoutError
         When the array is not a Zarr format 3 array in a local directory.
     """
+    array = open_job_array(array, mode="r+" if repair else "r", storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")

@@ -40,6 +40,7 @@ from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.store_refs import ArrayRef, array_ref
+from zarrext.stores import open_job_array
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -307,7 +308,9 @@ def _run(
     workers: int | None,
     progress: ProgressCallback | None,
     client: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteReport:
+    array = open_job_array(array, mode="r+", storage_options=storage_options)
     shards = shards_of(array)
     refusal = rewrite_refusal(shards, mode)
     if refusal is not None:
@@ -423,6 +426,7 @@ def compact(
     workers: int | None = None,
     progress: ProgressCallback | None = None,
     client: Any = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteReport:
     """Rewrite every shard of ``array`` densely: chunks back to back in C order.
 
@@ -437,8 +441,9 @@ def compact(
 
     Parameters
     ----------
-    array : zarr.Array
-        A sharded array in a local directory or an object store.
+    array : zarr.Array, str or StoreLike
+        A sharded array in a local directory or an object store; a path or URL
+        (opened with ``storage_options``) or a store is opened for writing.
     workers : int, optional
         Shards rewritten at once, per process (threads). Default: up to 8 on a
         local directory; zarr's ``async.concurrency`` on an object store, where
@@ -457,17 +462,24 @@ def compact(
     -------
     RewriteReport
     """
-    return _run(array, "dense", workers=workers, progress=progress, client=client)
+    return _run(array, "dense", workers=workers, progress=progress, client=client,
+                storage_options=storage_options)
 
 
 def expand(
-    array: Any, *, workers: int | None = None, progress: ProgressCallback | None = None
+    array: Any,
+    *,
+    workers: int | None = None,
+    progress: ProgressCallback | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteReport:
-    """Rewrite every shard of ``array`` into fixed slots, ready for in-place writes.
+    """Rewrite every shard of ``array`` (an array, path or URL, as for :func:`compact`)
+    into fixed slots, ready for in-place writes.
 
     Raises
     ------
     ShardLayoutError
         When the inner codecs bound no slot size.
     """
-    return _run(array, "fixed-slot", workers=workers, progress=progress)
+    return _run(array, "fixed-slot", workers=workers, progress=progress,
+                storage_options=storage_options)

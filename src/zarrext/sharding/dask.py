@@ -17,6 +17,7 @@ import functools
 import itertools
 import threading
 import uuid
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +32,7 @@ from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 from zarrext.store_refs import ArrayRef, store_ref
+from zarrext.stores import open_job_array
 
 __all__ = ["write_dask"]
 
@@ -116,17 +118,21 @@ def write_dask(
     *,
     client: Any = None,
     scheduler: str = "threads",
+    storage_options: Mapping[str, Any] | None = None,
 ) -> int:
     """Store a chunk-aligned Dask array into a sharded zarr array, in place.
 
     Parameters
     ----------
-    source : dask.array.Array
-        Same shape as ``array``; every block boundary on an inner-chunk boundary
-        (with a layout; in the array's axes, through a transpose) or on a shard
-        boundary (without one). Misaligned blocks are refused before any write.
-    array : zarr.Array
-        Target, from :func:`zarrext.open_array` / :func:`zarrext.create_array`:
+    source : dask.array.Array or array-like
+        Same shape as ``array``; a NumPy (or other) array is split into blocks of the
+        array's write unit (inner chunks with a layout, else shards). Every block
+        boundary on an inner-chunk boundary (with a layout; in the array's axes,
+        through a transpose) or on a shard boundary (without one). Misaligned blocks
+        are refused before any write.
+    array : zarr.Array, str or StoreLike
+        Target (a path or URL is opened for writing, with ``storage_options``),
+        from :func:`zarrext.open_array` / :func:`zarrext.create_array`:
         with a ``shard_layout`` (usually ``"fixed-slot"``) in a local directory
         store, blocks of whole inner chunks; without one, in any store a worker
         can reopen (a local directory, an object-store URL), blocks of whole shards:
@@ -158,14 +164,20 @@ def write_dask(
     """
     with needs("dask", "zarrext.write_dask"):
         import dask
+        import dask.array as da
 
+    array = open_job_array(array, mode="r+", storage_options=storage_options)
     shards = shards_of(array)
+    if not isinstance(source, da.Array):
+        source = np.asarray(source)
     if source.shape != array.shape:
         raise ShardLayoutError(
             f"write_dask: source shape {source.shape} differs from the array's {array.shape}"
         )
     layout, decision = _runtime_of(shards.chain)
     unit, name = _write_unit(shards, layout)
+    if not isinstance(source, da.Array):  # one block per write unit
+        source = da.from_array(source, chunks=unit)
     _check_aligned(source.chunks, unit, array.shape, name)
     store_path = async_array_of(array).store_path
     if layout is not None and not isinstance(store_path.store, LocalStore):
