@@ -44,9 +44,10 @@ class ShardInfo:
     layout : str
         ``"fixed-slot"``, ``"dense"``, ``"append"`` or ``"unknown"`` (index unreadable).
     bytes_used : int
-        Index plus the bytes of present inner chunks.
+        Index plus the bytes of present inner chunks (in the decoded shard when
+        codecs follow ``sharding_indexed``).
     file_size : int
-        Stored size of the shard.
+        Stored size of the shard (as the store holds it).
     empty_chunks : int
         Inner chunks with no stored bytes (read as the fill value).
     n_chunks : int
@@ -57,6 +58,10 @@ class ShardInfo:
         matter); False means writes fall back to zarr-python's whole-shard rewrite.
     pending : bool
         A journal of an interrupted write is present (``zarrext check --repair``).
+    decoded_size : int or None
+        Size of the shard with the codecs after ``sharding_indexed`` undone (what
+        ``bytes_used`` is part of); None when no codecs follow it (the shard is
+        stored as it is, ``file_size``).
     """
 
     key: str
@@ -67,6 +72,7 @@ class ShardInfo:
     n_chunks: int
     in_place: bool
     pending: bool = False
+    decoded_size: int | None = None
 
 
 def _stat_local(shards: ArrayShards, key: str) -> tuple[int, int, bytes, bool] | None:
@@ -145,6 +151,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 # codecs after the sharding codec: every write rewrites the shard
                 in_place=local and shards.bare,
                 pending=pending,
+                decoded_size=None if shards.bare else shard_size,
             )
         )
     return out
@@ -209,8 +216,14 @@ def summary_line(report: list[ShardInfo]) -> str:
     empty = sum(i.empty_chunks for i in report)
     chunks = sum(i.n_chunks for i in report)
     pending = sum(i.pending for i in report)
+    if any(i.decoded_size is not None for i in report):
+        decoded = sum(i.file_size if i.decoded_size is None else i.decoded_size for i in report)
+        bytes_text = (f"{format_bytes(used)} used of {format_bytes(decoded)} decoded, "
+                      f"{format_bytes(size)} stored")
+    else:
+        bytes_text = f"{format_bytes(used)} used of {format_bytes(size)}"
     return (
         f"... and {len(report)} more shards ({layouts}): "
-        f"{format_bytes(used)} used of {format_bytes(size)}, {empty}/{chunks} empty chunks"
+        f"{bytes_text}, {empty}/{chunks} empty chunks"
         + (f", {pending} with an interrupted write pending" if pending else "")
     )
