@@ -42,10 +42,9 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert tree["type"] == "group"
     assert tree["attributes"] == {"title": "demo"}
     assert tree["arrays"] == 2
-    # bytes of chunks: no zarr.json (the sharded array's shard index is counted below)
+    # bytes in the store: every chunk and shard file whole (shard indexes too), no zarr.json
     chunk_files = [p for p in files if p.name != "zarr.json"]
-    sharded_index = 4 * (4 * 16 + 4)  # 4 shards, 2x2 entries of 16 bytes + crc32c each
-    assert tree["stored_bytes"] == sum(p.stat().st_size for p in chunk_files) - sharded_index
+    assert tree["stored_bytes"] == sum(p.stat().st_size for p in chunk_files)
     cond, sub = tree["members"]
     assert cond["path"] == "cond"
     assert cond["shape"] == [8, 8]

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 import zarr
+import zarr.storage
 from hypothesis import given
 from hypothesis import strategies as st
 from zarr.core.dtype import (
@@ -319,3 +320,78 @@ def test_zarr_json_with_a_fill_value_that_does_not_fit(tmp_path) -> None:
     with pytest.raises((TypeError, ValueError), match="fill_value") as raised:
         zarr.open_array(tmp_path, mode="r")
     assert isinstance(raised.value.__cause__, FillValueError)
+
+
+# -- numbers written into an optional integer array: rounded, never wrapped --
+
+INTEGER_INNERS = ["int8", "uint8", "int16", "uint16", "int32", "uint32", "int64", "uint64"]
+
+
+def _numbers(inner: str) -> st.SearchStrategy[list[Any]]:
+    info = np.iinfo(inner)
+    low, high = float(info.min), float(info.max)
+    return st.lists(st.one_of(
+        st.sampled_from([low, high, low - 0.5, high + 0.5, high + 1, -0.5, 0.5, 1.5, 2.5,
+                         -2.5, np.nan, np.inf, -np.inf]),
+        st.integers(-6, 6).map(lambda k: k + 0.5),
+        st.floats(min_value=low - 3, max_value=high + 3),
+        st.floats(),
+    ), min_size=1, max_size=6)
+
+
+@given(data=st.data(), inner=st.sampled_from(INTEGER_INNERS),
+       width=st.sampled_from(["float64", "float32"]))
+def test_floats_assigned_to_an_optional_integer_array_round_half_to_even(
+    data: st.DataObject, inner: str, width: str,
+) -> None:
+    """``a[:] = floats``: NaN missing, others rounded as xarray (np.round) does; a value
+    outside the inner range (or infinite) is refused and nothing is written."""
+    with np.errstate(over="ignore"):  # large floats become float32 infinities
+        values = np.array(data.draw(_numbers(inner)), dtype=width)
+    info = np.iinfo(inner)
+    a = zarr.create_array(zarr.storage.MemoryStore(), shape=values.shape, chunks=(4,),
+                          dtype=OptionalDType(inner), fill_value=None)
+    as_python = [float(v) for v in values]
+    fits = all(np.isnan(v) or (np.isfinite(v) and info.min <= round(v) <= info.max)
+               for v in as_python)
+    if not fits:
+        with pytest.raises(ValueError, match=rf"^value .* is outside the range of {inner} "):
+            a[:] = values
+        assert not a[:]["valid"].any()  # nothing written
+        return
+    a[:] = values
+    stored = a[:]
+    assert stored["valid"].tolist() == [not np.isnan(v) for v in as_python]
+    assert stored["value"][stored["valid"]].tolist() == [
+        round(v) for v in as_python if not np.isnan(v)]
+
+
+@pytest.mark.parametrize(("value", "stored"), [
+    (2.7, 3), (-1.6, -2), (2.5, 2), (3.5, 4), (np.float32(-0.5), 0), (7, 7), (True, 1),
+])
+def test_a_number_assigned_to_one_element_is_rounded_like_arrays(value: Any, stored: int) -> None:
+    a = zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), chunks=(2,),
+                          dtype=OptionalDType("int16"), fill_value=None)
+    a[1] = value
+    assert a[1].tolist() == (stored, True)
+
+
+@pytest.mark.parametrize("written", [
+    np.array([70000]), np.array([-1], dtype="int64"), [1, 2**40], 1e10, -np.inf,
+    np.ma.MaskedArray([1.0, 70000.0], mask=[False, False]), [1.5, None, 99999.0],
+])
+def test_values_outside_an_optional_integers_range_are_refused(written: Any) -> None:
+    """Integers wrap, and floats truncate, under NumPy's cast: each is refused instead."""
+    a = zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), chunks=(2,),
+                          dtype=OptionalDType("uint16"), fill_value=None)
+    with pytest.raises(ValueError, match=r"^value -?[\dinf.e+]+ is outside the range of "
+                       r"uint16 \[0, 65535\]$"):
+        a[: np.size(np.asarray(written, dtype=object))] = written
+    assert not a[:]["valid"].any()
+
+
+def test_masked_out_values_are_not_checked() -> None:
+    """A missing element's filler is never stored, whatever it holds."""
+    written = np.ma.MaskedArray([1.4, np.inf, 1e30], mask=[False, True, True])
+    assert as_optional_array(written, OptionalDType("int8")).tolist() == [
+        (1, True), (0, False), (0, False)]

@@ -5,13 +5,18 @@ from __future__ import annotations
 import json
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 import zarr
-from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
+import zarr.storage
+from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
+from zarr.core.sync import sync
+from zarr.storage._common import make_store_path
 
 import zarrext
+from tests.conftest import Run
 from zarrext.inspection import conditional_placement, inventory, stored_chunk_keys
 
 
@@ -180,3 +185,69 @@ def test_inventory_keeps_requests_in_flight(tmp_path: Path, sharded: bool) -> No
     assert len(objects) == (64 if sharded else 256)
     assert all(store.gets[k] == 1 for k in objects)
     assert store.most_in_flight > 2
+
+
+# -- stored bytes: the objects' sizes as the store holds them (issue 27.3) --
+
+CHAINS = {
+    "plain": {"compressors": None},
+    "zstd": {"compressors": [ZstdCodec(level=3)]},
+    "conditional+crc32c": {"compressors": [zarrext.ConditionalCodec([ZstdCodec()]),
+                                           Crc32cCodec()]},
+    "sharded": {"serializer": ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec()]),
+                "compressors": None},
+    # zarr's default compressor (zstd) after sharding_indexed: shards compressed whole
+    "sharded+default-zstd": {"serializer": ShardingCodec(chunk_shape=(8, 8),
+                                                         codecs=[BytesCodec()])},
+    "sharded+inner-zstd+gzip": {
+        "serializer": ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), ZstdCodec()]),
+        "compressors": [GzipCodec(level=1)]},
+}
+
+
+def _sizes_in_store(url: str, options: dict[str, Any] | None) -> int:
+    """Sum of the chunk (shard) objects' sizes, from the store's own listing."""
+    async def total() -> int:
+        store = await make_store_path(url, storage_options=options, mode="r")
+        keys = [k async for k in store.store.list() if not k.endswith("zarr.json")]
+        sizes = [await store.store.getsize(k) for k in keys]
+        return sum(sizes)
+
+    return sync(total())
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+@pytest.mark.parametrize("chain", sorted(CHAINS))
+def test_stored_bytes_are_the_objects_sizes_in_the_store(
+    run: Run, tmp_path: Path, request: pytest.FixtureRequest, where: str, chain: str,
+) -> None:
+    """``info``, ``inspect --json`` and the inventory report what the store holds,
+    never shards counted decoded (with zstd after sharding_indexed they were 1.00x)."""
+    if where == "s3":
+        s3 = request.getfixturevalue("s3")
+        url, options = f"{s3['url']}/a.zarr", s3["options"]
+        extra = ["--storage-options", json.dumps(options)]
+    else:
+        url, options, extra = str(tmp_path / "a.zarr"), None, []
+    rng = np.random.default_rng(len(chain))
+    store = zarr.storage.FsspecStore.from_url(url, storage_options=options) if options else url
+    a = zarr.create_array(store, shape=(48, 40), chunks=(16, 16), dtype="float32",
+                          fill_value=0.0, **CHAINS[chain])
+    values = rng.integers(0, 50, (48, 40)).astype("float32")
+    values[32:] = 0  # a row of empty chunks (not stored)
+    a[:] = values
+    expected = _sizes_in_store(url, options)
+    if where == "local":  # the same figure from the file system
+        files = [p for p in (tmp_path / "a.zarr").rglob("*")
+                 if p.is_file() and p.name != "zarr.json"]
+        assert expected == sum(p.stat().st_size for p in files)
+    assert inventory(zarr.open_array(store, mode="r")).stored_bytes == expected
+    code, out, err = run("info", url, "--json", *extra)
+    assert code == 0, err
+    assert json.loads(out)["stored_bytes"] == expected
+    code, out, err = run("inspect", url, "--json", *extra)
+    assert code == 0, err
+    report = json.loads(out)["arrays"][0]
+    assert report["stored_bytes"] == expected
+    # the inner chunks' own figure, labelled: decoded shards' bytes when codecs follow
+    assert report["chunk_bytes"] == inventory(zarr.open_array(store, mode="r")).chunk_bytes

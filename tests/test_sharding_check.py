@@ -7,6 +7,7 @@ import json
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -423,3 +424,85 @@ def test_deep_check_of_nested_shards_opened_by_zarrext(tmp_path: Path) -> None:
         shard.write_bytes(bytes(damaged))
         problems = zarrext.check(zarrext.open_array(path, mode="r"), deep=True)
     assert [p.key for p in problems] == ["c/0/0"]
+
+
+# -- a killed writer's temporary file goes with the journal on the next open (27.13) --
+
+_PAUSED_WRITER = r"""
+import os, sys, time
+sys.path.insert(0, sys.argv[2])
+import numpy as np
+import zarrext
+array = zarrext.open_array(sys.argv[1], shard_layout="append")
+
+
+def publish_never(source, target):
+    # the new shard is built under its temporary name: stop here until killed
+    print("built", flush=True)
+    time.sleep(600)
+
+
+os.link = publish_never
+array[32:, :] = np.ones((32, 32), dtype="i4")  # shard c/1/0 is new: built, then linked
+"""
+
+
+def _paused_writer(path: Path) -> Any:
+    """A writer process stopped with a new shard's temporary file written, unpublished."""
+    import subprocess
+    import sys
+
+    src = Path(zarrext.__file__).parents[1]
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PAUSED_WRITER, str(path), str(src)],
+        stdout=subprocess.PIPE, text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "built"
+    return proc
+
+
+def _append_array(path: Path) -> None:
+    array = zarrext.create_array(
+        str(path), shape=(64, 32), chunks=(32, 32), dtype="i4", fill_value=0, compressors=None,
+        serializer=ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), Crc32cCodec()]),
+        shard_layout="append",
+    )
+    array[:32] = np.arange(32 * 32, dtype="i4").reshape(32, 32)
+
+
+def test_opening_for_writing_removes_a_killed_writers_temporary_file(tmp_path: Path) -> None:
+    import signal
+
+    path = tmp_path / "a"
+    _append_array(path)
+    proc = _paused_writer(path)
+    (tmp,) = (path / "c" / "1").glob(f"0{writer.TMP_MARK}*")
+    proc.send_signal(signal.SIGKILL)
+    assert proc.wait(timeout=30) == -signal.SIGKILL
+    (finding,) = zarrext.check(zarr.open_array(str(path), mode="r"))
+    assert finding.problems == [f"stale temporary file {tmp.name} (its process is gone)"]
+    zarrext.open_array(str(path), mode="r+")  # rolls the dead writer's file away
+    assert not tmp.exists()
+    assert zarrext.check(zarr.open_array(str(path), mode="r")) == []
+    np.testing.assert_array_equal(
+        zarr.open_array(str(path), mode="r")[:32],
+        np.arange(32 * 32, dtype="i4").reshape(32, 32))
+
+
+def test_opening_for_writing_keeps_a_live_writers_temporary_file(tmp_path: Path) -> None:
+    path = tmp_path / "a"
+    _append_array(path)
+    proc = _paused_writer(path)
+    try:
+        (tmp,) = (path / "c" / "1").glob(f"0{writer.TMP_MARK}*")
+        # another host's writer: its process cannot be seen from here, so never judged
+        foreign = tmp.with_name(f"0{writer.TMP_MARK}999999999-0badc0de-abcdef01")
+        foreign.write_bytes(b"x")
+        zarrext.open_array(str(path), mode="r+")
+        zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
+        assert tmp.exists()
+        assert foreign.exists()
+    finally:
+        proc.kill()
+        proc.wait(timeout=30)

@@ -8,7 +8,10 @@ arrays only (see :func:`zarrext.optional_integration.install_xarray_hooks`):
 
 - ``xarray.backends.zarr.encode_zarr_variable``, which ``ZarrStore.encode_variable``
   looks up at call time, to convert NaN-form values first;
-- ``ZarrStore.open_store_variable``, to warn a reader of the ``zarr`` engine.
+- ``ZarrStore.open_store_variable``, to warn a reader of the ``zarr`` engine;
+- ``ZarrStore.encode`` (inherited from xarray's writable data store), the one place
+  that knows each variable's name, to convert there and name a variable whose
+  values the optional type cannot hold.
 
 Like :mod:`zarrext._zarr_compat`, each name is checked (it exists, takes the
 parameters zarrext passes, is looked up where zarrext expects) before it is
@@ -36,7 +39,10 @@ XARRAY_ZARR = "xarray.backends.zarr"
 # (name in xarray.backends.zarr, parameters): what zarrext wraps and how it calls it
 _FUNCTION: tuple[str, tuple[str, ...]] = (
     "encode_zarr_variable", ("var", "needs_copy", "name", "zarr_format"))
-_METHOD: tuple[str, tuple[str, ...]] = ("ZarrStore.open_store_variable", ("self", "name"))
+_METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("ZarrStore.open_store_variable", ("self", "name")),
+    ("ZarrStore.encode", ("self", "variables", "attributes")),
+)
 
 
 class XarrayCompatibilityError(ImportError):
@@ -71,32 +77,38 @@ def check(module: ModuleType) -> None:
     if code is None or name not in code.co_names:
         # a wrapper of the module function would then never run
         raise _fail("ZarrStore.encode_variable", f"does not call the module's {name}")
-    where, method_parameters = _METHOD
-    method = getattr(store, where.split(".")[1], None)
-    if not callable(method):
-        raise _fail(where, "does not exist")
-    if _parameters(method) != method_parameters:
-        raise _fail(f"{where}({', '.join(method_parameters)})",
-                    f"takes {_parameters(method)}")
+    for where, method_parameters in _METHODS:
+        method = getattr(store, where.split(".")[1], None)
+        if not callable(method):
+            raise _fail(where, "does not exist")
+        if _parameters(method) != method_parameters:
+            raise _fail(f"{where}({', '.join(method_parameters)})",
+                        f"takes {_parameters(method)}")
 
 
 def wrap(
     module: ModuleType,
     encode: Callable[[Callable[..., Any]], Callable[..., Any]],
     open_variable: Callable[[Callable[..., Any]], Callable[..., Any]],
+    encode_all: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None,
 ) -> bool:
-    """Wrap the two names of ``module`` (checked first), once; whether it wrapped now."""
+    """Wrap the names of ``module`` (checked first), once; whether it wrapped now.
+
+    ``encode_all`` (optional) wraps ``ZarrStore.encode``.
+    """
     check(module)
     name = _FUNCTION[0]
     original = getattr(module, name)
     if getattr(original, "_zarrext_wrapped", False):
         return False
     store = module.ZarrStore
-    method = store.open_store_variable
-    for owner, attribute, old, make in (
+    wrappers: list[tuple[Any, str, Any, Callable[[Callable[..., Any]], Callable[..., Any]]]] = [
         (module, name, original, encode),
-        (store, "open_store_variable", method, open_variable),
-    ):
+        (store, "open_store_variable", store.open_store_variable, open_variable),
+    ]
+    if encode_all is not None:
+        wrappers.append((store, "encode", store.encode, encode_all))
+    for owner, attribute, old, make in wrappers:
         new = functools.update_wrapper(make(old), old)
         new._zarrext_wrapped = True  # type: ignore[attr-defined]
         setattr(owner, attribute, new)

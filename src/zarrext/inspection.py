@@ -80,7 +80,10 @@ class StoredChunk:
     key : str
         Store key of the object holding it (the shard, when sharded).
     nbytes : int
-        Stored size in bytes.
+        Encoded size in bytes: a chunk's stored size; an inner chunk's bytes in its
+        shard, which are decoded bytes when codecs follow ``sharding_indexed`` (the
+        store holds the shard compressed as a whole: see
+        :attr:`ArrayInventory.stored_bytes`).
     raw_nbytes : int
         Size of the chunk's values in memory.
     mask : int or None
@@ -100,7 +103,11 @@ class StoredChunk:
 
 @dataclass
 class ArrayInventory:
-    """Every stored chunk of one array, and totals."""
+    """Every stored chunk of one array, and totals.
+
+    ``object_sizes`` holds the size of every stored object (chunk or shard) as the
+    store holds it, by key: what :attr:`stored_bytes` sums.
+    """
 
     path: str
     shape: tuple[int, ...]
@@ -111,9 +118,24 @@ class ArrayInventory:
     store_keys: int = 0
     damaged: list[ChunkDecodeError] = field(default_factory=list)
     """Chunks (or whole shards) that did not decode, with ``on_damage="mark"``."""
+    object_sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def stored_bytes(self) -> int:
+        """Bytes in the store: the chunk (shard) objects' sizes as stored.
+
+        A shard counts whole (index and free space included), compressed if codecs
+        follow ``sharding_indexed``; metadata (``zarr.json``) is not counted.
+        """
+        return sum(self.object_sizes.values())
+
+    @property
+    def chunk_bytes(self) -> int:
+        """The encoded (inner) chunks' bytes: :attr:`StoredChunk.nbytes` summed.
+
+        For a sharded array with codecs after ``sharding_indexed`` these are bytes
+        of the decoded shards, not bytes in the store.
+        """
         return sum(c.nbytes for c in self.chunks)
 
     @property
@@ -267,6 +289,7 @@ def inventory(
         only sizes are asked for)."""
         if got is None:
             return  # deleted since listed
+        result.object_sizes[key] = got if isinstance(got, int) else len(got)
         if sharding is None:
             size = got if isinstance(got, int) else len(got)
             mask = None
@@ -350,9 +373,11 @@ def shard_entries(
 def _stored_bytes(array: zarr.Array) -> int:
     """Bytes stored, as ``info``, ``inspect`` and ``quantize`` count them.
 
-    The encoded chunks' bytes (a sharded array's inner chunks): metadata
-    (``zarr.json``), a shard's index and its free space are not counted. One
-    definition for every command, read from :func:`inventory`.
+    The sizes of the chunk (shard) objects as the store holds them
+    (:attr:`ArrayInventory.stored_bytes`): a shard's index, its free space and its
+    compression by codecs after ``sharding_indexed`` included, metadata
+    (``zarr.json``) not. One definition for every command, read from
+    :func:`inventory`.
     """
     return inventory(array, read_masks=False).stored_bytes
 

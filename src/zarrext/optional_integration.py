@@ -42,7 +42,7 @@ from zarrext._xarray_compat import XARRAY_ZARR, XarrayCompatibilityError, when_i
 from zarrext._zarr_compat import wrap_core_array
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
-from zarrext.dtypes.optional_conversions import as_optional_array, is_nan
+from zarrext.dtypes.optional_conversions import OptionalValueError, as_optional_array, is_nan
 
 __all__ = [
     "OptionalDType",
@@ -145,7 +145,7 @@ def install_xarray_hooks(module: ModuleType) -> None:
     wraps, a ``RuntimeWarning`` says that such writes are not guarded.
     """
     try:
-        wrap(module, _encode_stored_optional, _warn_on_raw_read)
+        wrap(module, _encode_stored_optional, _warn_on_raw_read, _encode_named)
     except XarrayCompatibilityError as e:
         warnings.warn(
             f"{e}: xarray appends and region writes into optional arrays are not converted "
@@ -175,14 +175,20 @@ def raw_for_stored_optional(variable: Any) -> Any:
     gives appended and region-written variables) and whose values are not records
     yet: the values converted with
     :func:`~zarrext.dtypes.optional_conversions.as_optional_array` (NaN or NaT
-    missing, everything else present, real zeros included), lazily for dask. Any
-    other variable is returned as it is.
+    missing, everything else present, real zeros included), lazily for dask. Floats
+    for an integer inner type are rounded half to even, as xarray rounds floats
+    written into a plain integer variable. Any other variable is returned as it is.
 
     Raises
     ------
     TypeError
         Values the optional type cannot hold, e.g. numbers for an optional datetime
         (xarray adds the variable's name).
+    OptionalValueError
+        A present value outside the range of an integer inner type (or infinity),
+        where xarray would wrap it around. Raised before xarray writes anything,
+        also for a dask-backed variable (whose minimum and maximum are computed
+        first when its values may not fit: one more pass over its inputs).
     """
     optional = _stored_optional(variable.encoding)
     if optional is None or is_optional_native(variable.dtype):
@@ -195,10 +201,34 @@ def raw_for_stored_optional(variable: Any) -> Any:
     data = variable.data
     if hasattr(data, "map_blocks") and hasattr(data, "dask"):
         convert(np.zeros((0,) * data.ndim, data.dtype))  # type errors now, not at compute
+        _check_range_now(data, optional)
         converted = data.map_blocks(convert, dtype=native)
     else:
         converted = convert(data)
     return variable.copy(deep=False, data=converted)
+
+
+def _check_range_now(data: Any, optional: OptionalDType) -> None:
+    """Refuse a dask array's out-of-range values before xarray grows the array.
+
+    xarray resizes an array for an append before it computes the blocks: an error
+    raised block by block would leave the array longer, its new part missing.
+    """
+    target = optional.to_native_dtype()["value"]
+    if (
+        target.kind not in "iu"
+        or data.dtype.kind not in "iuf"
+        or np.can_cast(data.dtype, target, "safe")
+        or data.size == 0
+    ):
+        return
+    import dask
+    import dask.array as da
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN array: NaN bounds
+        low, high = dask.compute(da.nanmin(data), da.nanmax(data))
+    as_optional_array(np.array([low, high], dtype=data.dtype), optional)
 
 
 def _encode_stored_optional(encode: Callable[..., Any]) -> Callable[..., Any]:
@@ -209,6 +239,28 @@ def _encode_stored_optional(encode: Callable[..., Any]) -> Callable[..., Any]:
                       zarr_format=zarr_format)
 
     return encode_zarr_variable
+
+
+def _encode_named(encode: Callable[..., Any]) -> Callable[..., Any]:
+    """Convert optional variables where their names are known, to name a refused one.
+
+    xarray calls ``encode_zarr_variable`` without the variable's name (it only adds
+    a multi-line note to an error); converted here, the variables pass that wrapper
+    unchanged, and a refusal is one line starting ``variable 'name':``.
+    """
+
+    def encode_variables(self: Any, variables: Any, attributes: Any) -> Any:
+        converted = {}
+        for name, variable in variables.items():
+            try:
+                converted[name] = raw_for_stored_optional(variable)
+            except (OptionalValueError, TypeError) as e:
+                if type(e) not in (OptionalValueError, TypeError):
+                    raise  # another class may take other arguments: xarray names it
+                raise type(e)(f"variable {name!r}: {e}") from None
+        return encode(self, converted, attributes)
+
+    return encode_variables
 
 
 def _library_dirs(xarray_function: Callable[..., Any]) -> tuple[str, ...]:

@@ -120,8 +120,13 @@ def render_shard_table(
     )
     rows = []
     for info in shown:
-        pct = 100.0 * info.bytes_used / info.file_size if info.file_size else 0.0
-        used = f"{format_bytes(info.bytes_used)} of {format_bytes(info.file_size)} ({pct:.0f}%)"
+        # codecs after sharding_indexed: used of the decoded shard, which is not stored
+        whole = info.file_size if info.decoded_size is None else info.decoded_size
+        pct = 100.0 * info.bytes_used / whole if whole else 0.0
+        used = f"{format_bytes(info.bytes_used)} of {format_bytes(whole)} ({pct:.0f}%)"
+        if info.decoded_size is not None:
+            used = (f"{format_bytes(info.bytes_used)} of {format_bytes(whole)} decoded "
+                    f"({pct:.0f}%), {format_bytes(info.file_size)} stored")
         row = [info.key, info.layout, used]
         if on_disk:
             row.append("" if info.allocated is None else format_bytes(info.allocated))

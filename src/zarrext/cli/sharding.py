@@ -114,7 +114,7 @@ def register(app: typer.Typer) -> None:
                 inv = inventory(array, read_masks=False)
                 console.print(
                     f"would {'expand' if expand else 'compact'} {array.path or '/'}: "
-                    f"{inv.store_keys} shards, {inv.stored_bytes:,} bytes of chunks",
+                    f"{inv.store_keys} shards, {inv.chunk_bytes:,} bytes of chunks",
                     highlight=False,
                 )
             return

@@ -129,6 +129,8 @@ def _inventory_json(
         "grid_shape": list(inv.grid_shape),
         "stored_chunks": len(inv.chunks),
         "stored_bytes": inv.stored_bytes,
+        # the encoded inner chunks: decoded shards' bytes when codecs follow sharding
+        "chunk_bytes": inv.chunk_bytes,
         "raw_bytes": inv.raw_bytes,
         "conditional": inv.placement is not None,
         # recorded by zarrext.create_array, used by zarrext.open_array's writers

@@ -9,7 +9,7 @@ An optional array in memory is a structured array with fields ``value`` and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.core.dtype import VariableLengthUTF8, get_data_type_from_native_dtype
@@ -22,6 +22,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
 __all__ = [
+    "OptionalValueError",
     "as_optional_array",
     "from_arrow",
     "from_masked",
@@ -31,6 +32,10 @@ __all__ = [
     "to_masked",
     "to_nan",
 ]
+
+
+class OptionalValueError(ValueError):
+    """A present value that the inner data type of an optional array cannot hold."""
 
 
 def _as_optional_dtype(dtype: object) -> OptionalDType:
@@ -58,6 +63,16 @@ def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
     For a nested optional, the masked array's data is converted with
     :func:`as_optional_array` for the inner level (a structured optional array, a
     masked array or plain values).
+
+    Present values for an integer inner type follow :func:`integer_values`:
+    floats are rounded half to even (as xarray encodes floats as integers), and a
+    value outside the inner type's range is refused.
+
+    Raises
+    ------
+    OptionalValueError
+        A present value outside the range of an integer inner type (or a present
+        NaN or infinity for one).
     """
     dtype = _as_optional_dtype(dtype)
     masked = np.ma.asanyarray(masked)
@@ -66,10 +81,73 @@ def from_masked(masked: Any, dtype: OptionalDType | Any) -> npt.NDArray[Any]:
     out = np.zeros(masked.shape, dtype=dtype.to_native_dtype())
     if isinstance(dtype.inner, OptionalDType):
         data = as_optional_array(data, dtype.inner)
+    else:
+        data = integer_values(data, valid, out["value"].dtype)
     # copy only present values, so missing ones stay zero (the canonical filler)
     np.copyto(out["value"], data, casting="unsafe", where=valid)
     out["valid"] = valid
     return out
+
+
+def integer_values(
+    values: npt.NDArray[Any], present: npt.NDArray[np.bool_], target: np.dtype[Any]
+) -> npt.NDArray[Any]:
+    """``values`` ready to be cast to the integer dtype ``target`` without surprise.
+
+    NumPy's cast truncates floats toward zero and wraps integers around
+    (``40000.0`` becomes ``-25536`` in ``int16``). Here floats are rounded half to
+    even, as xarray's encoding of floats into integer variables does
+    (``np.round``: 2.7 -> 3, -1.6 -> -2, 2.5 -> 2), and every present value must
+    then lie in ``target``'s range. Values that need no care (a ``target`` that is
+    not an integer, values that cast safely, non-numeric values) are returned as
+    they are.
+
+    Parameters
+    ----------
+    values : ndarray
+        Values to be written; an object array of Python numbers is read as numbers.
+    present : ndarray of bool
+        Which elements are present (missing ones are not checked).
+    target : numpy.dtype
+        The inner data type of the optional array.
+
+    Raises
+    ------
+    OptionalValueError
+        A present value outside ``target``'s range, or a present NaN or infinity.
+    """
+    if target.kind not in "iu":
+        return values
+    values = np.asarray(values)
+    if values.dtype == object:
+        numbers = np.asarray(values.tolist()) if values.size else values
+        if numbers.dtype.kind not in "biuf":
+            return values  # not plain numbers: NumPy's cast says what is wrong
+        values = numbers
+    if values.dtype.kind not in "iuf" or np.can_cast(values.dtype, target, "safe"):
+        return values
+    info = np.iinfo(target)
+    given = values
+    if values.dtype.kind == "f":
+        if values.dtype.itemsize < 8:
+            values = values.astype(np.float64)  # exact; the bounds below are float64
+        values = np.round(values)
+        # both bounds are powers of two (or 0): exact in float64, unlike info.max
+        fits = (values >= info.min) & (values < float(int(info.max) + 1))
+    else:
+        fits = (values >= info.min) & (values <= info.max)
+    bad = np.asarray(present & ~fits, dtype=bool)
+    if bad.any():
+        first = given[tuple(np.argwhere(bad)[0])] if given.ndim else given[()]
+        raise OptionalValueError(
+            f"value {_shown(first)} is outside the range of {target} "
+            f"[{info.min}, {info.max}]"
+        )
+    return values
+
+
+def _shown(value: Any) -> str:
+    return repr(value.item() if isinstance(value, np.generic) else value)
 
 
 def nan_dtype(dtype: OptionalDType) -> np.dtype[Any] | None:
@@ -144,6 +222,14 @@ def as_optional_array(value: Any, dtype: OptionalDType | Any) -> Any:
     if np.isscalar(value):
         if is_nan(value):
             return dtype.default_scalar()
+        if (
+            not isinstance(dtype.inner, OptionalDType)
+            and native["value"].kind in "iu"
+            and isinstance(value, int | float | np.integer | np.floating)
+        ):
+            # rounded and range-checked as arrays are (zarr's cast would truncate)
+            one = from_masked(np.ma.MaskedArray(np.asarray(value), mask=False), dtype)
+            return cast("np.void", one[()])
         return dtype.cast_scalar(value)
     array = np.asarray(value, dtype=object if isinstance(value, list | tuple) else None)
     inner_kind = native["value"].kind

@@ -189,23 +189,15 @@ class ShardCheck:
         }
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def _leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | None:
     """``(target name, description)`` of a file a killed writer left, if ``path`` is one."""
     name = path.name
     match = _TMP_PID.search(name)
-    if match is not None:
-        if _pid_alive(int(match.group(1))):
-            return None
+    owner = writer.temp_owner(name)
+    if match is not None and owner is not None:
+        pid, host = owner
+        if writer.process_alive(pid) or host not in (None, writer.HOST):
+            return None  # alive, or another host's process (not visible here)
         return name[: match.start()], f"stale temporary file {name} (its process is gone)"
     if _ZARR_PARTIAL.search(name):
         try:

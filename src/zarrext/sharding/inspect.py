@@ -44,9 +44,10 @@ class ShardInfo:
     layout : str
         ``"fixed-slot"``, ``"dense"``, ``"append"`` or ``"unknown"`` (index unreadable).
     bytes_used : int
-        Index plus the bytes of present inner chunks.
+        Index plus the bytes of present inner chunks (in the decoded shard when
+        codecs follow ``sharding_indexed``).
     file_size : int
-        Stored size of the shard.
+        Stored size of the shard (as the store holds it).
     empty_chunks : int
         Inner chunks with no stored bytes (read as the fill value).
     n_chunks : int
@@ -67,6 +68,10 @@ class ShardInfo:
         through it go in place), ``None`` when it was opened without one: then
         writes, zarr-python's and ``zarrext.open_array``'s alike, rewrite whole
         shards.
+    decoded_size : int or None
+        Size of the shard with the codecs after ``sharding_indexed`` undone (what
+        ``bytes_used`` is part of); None when no codecs follow it (the shard is
+        stored as it is, ``file_size``).
     """
 
     key: str
@@ -79,6 +84,7 @@ class ShardInfo:
     pending: bool = False
     allocated: int | None = None
     opened_layout: str | None = None
+    decoded_size: int | None = None
 
 
 Stat = tuple[int, int, bytes, bool, int | None]
@@ -167,6 +173,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 pending=pending,
                 allocated=allocated,
                 opened_layout=opened,
+                decoded_size=None if shards.bare else shard_size,
             )
         )
     return out
@@ -242,9 +249,14 @@ def summary_line(report: list[ShardInfo]) -> str:
     on_disk = ""
     if allocated and sum(allocated) < size:  # holes: say what they leave on disk
         on_disk = f" ({format_bytes(sum(allocated))} on disk)"
+    if any(i.decoded_size is not None for i in report):
+        decoded = sum(i.file_size if i.decoded_size is None else i.decoded_size for i in report)
+        bytes_text = (f"{format_bytes(used)} used of {format_bytes(decoded)} decoded, "
+                      f"{format_bytes(size)} stored")
+    else:
+        bytes_text = f"{format_bytes(used)} used of {format_bytes(size)}"
     return (
         f"... and {len(report)} more shards ({layouts}): "
-        f"{format_bytes(used)} used of {format_bytes(size)}{on_disk}, "
-        f"{empty}/{chunks} empty chunks"
+        f"{bytes_text}{on_disk}, {empty}/{chunks} empty chunks"
         + (f", {pending} with an interrupted write pending" if pending else "")
     )

@@ -7,14 +7,21 @@
 - Quarantine ``<shard>.zarrext-free``: byte ranges freed outside their chunk's own
   places, with the time before which they may not be reused (see
   :mod:`zarrext.sharding.allocator`); present only while such a range is held.
-- Temporary files ``<shard>.zarrext-tmp-<pid>-<id>``: new shards being built.
+- Temporary files ``<shard>.zarrext-tmp-<pid>-<host>-<id>``: new shards being
+  built. ``<host>`` is a short hash of the host name: a file whose writer
+  provably died (this host's tag, its process gone) is deleted on the next open
+  for writing (:func:`dead_writer_temp`); a file of another host is never judged
+  (its process cannot be seen from here).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import os
+import re
+import socket
 import struct
 import time
 import uuid
@@ -34,17 +41,21 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FREE_SUFFIX",
+    "HOST",
     "JOURNAL_SUFFIX",
     "TMP_MARK",
+    "dead_writer_temp",
     "discard_journal",
     "discard_sidecars",
     "free_path",
     "journal_path",
     "journal_pending",
     "locked_shard",
+    "process_alive",
     "read_journal",
     "read_quarantine",
     "recover",
+    "temp_owner",
     "temp_path",
     "write_journal",
     "write_quarantine",
@@ -70,9 +81,48 @@ def journal_path(path: Path) -> Path:
     return path.with_name(path.name + JOURNAL_SUFFIX)
 
 
+# this host's tag in temporary names: a pid means something only on its own host
+HOST = hashlib.blake2b(socket.gethostname().encode(), digest_size=4).hexdigest()
+# <pid>-<host>-<id>, or <pid>-<id> as zarrext wrote them before the host tag
+_TEMP_NAME = re.compile(re.escape(TMP_MARK) + r"(\d+)-(?:([0-9a-f]{8})-)?[0-9a-f]+$")
+
+
 def temp_path(path: Path) -> Path:
-    """A fresh temporary name beside ``path`` (cleaned up by ``check --repair``)."""
-    return path.with_name(f"{path.name}{TMP_MARK}{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    """A fresh temporary name beside ``path`` (cleaned up by ``check --repair``, and
+    by the next open for writing once its writer is gone)."""
+    return path.with_name(
+        f"{path.name}{TMP_MARK}{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
+    )
+
+
+def temp_owner(name: str) -> tuple[int, str | None] | None:
+    """``(pid, host tag or None)`` of a zarrext temporary file's name, else None."""
+    match = _TEMP_NAME.search(name)
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def process_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one of another user's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def dead_writer_temp(name: str) -> bool:
+    """Whether ``name`` is a temporary file of a writer provably gone: written on
+    this host (its tag in the name) by a process that no longer exists.
+
+    A live writer's file (its pid alive, or the pid reused: kept either way), a
+    file of another host and an untagged one (an older zarrext's) are not.
+    """
+    owner = temp_owner(name)
+    return owner is not None and owner[1] == HOST and not process_alive(owner[0])
 
 
 def _create(path: Path, codec: ShardingCodec, geometry: ShardGeometry, layout: str) -> None:

@@ -424,8 +424,10 @@ def shards_of(array: Any) -> ArrayShards:
 def recover_array(array: Any) -> int:
     """Roll back interrupted shard writes of ``array``; returns how many were.
 
-    A no-op for arrays that are not sharded or not on a local store. Safe while
-    other writers run: each shard is recovered under its lock.
+    Temporary files of writers provably gone (:func:`writer.dead_writer_temp`:
+    this host's, their process no longer running) are deleted with them; a live
+    writer's are kept. A no-op for arrays that are not sharded or not on a local
+    store. Safe while other writers run: each shard is recovered under its lock.
     """
     try:
         shards = shards_of(array)
@@ -436,6 +438,9 @@ def recover_array(array: Any) -> int:
     count = 0
     for dirpath, _, files in os.walk(shards.directory):
         for name in files:
+            if writer.TMP_MARK in name and writer.dead_writer_temp(name):
+                (Path(dirpath) / name).unlink(missing_ok=True)
+                continue
             if not name.endswith(writer.JOURNAL_SUFFIX):
                 continue
             shard = Path(dirpath) / name[: -len(writer.JOURNAL_SUFFIX)]
