@@ -71,6 +71,7 @@ from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
 from zarrext.store_refs import ArrayRef, array_ref
+from zarrext.stores import refuse_read_only
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -464,11 +465,14 @@ def recompress(
     if not isinstance(array, zarr.Array):
         from zarrext.stores import open_store
 
-        mode = "r" if dry_run else "r+"
+        # a store given read-only opens read-only, and is refused below by name
+        mode = "r" if dry_run or getattr(array, "read_only", False) else "r+"
         location = os.fspath(array) if isinstance(array, str | os.PathLike) else None
         if location is not None:
             array = open_store(location, mode=mode, storage_options=storage_options)
         array = zarr.open_array(array, mode=mode)
+    if not dry_run:
+        refuse_read_only(array, "recompress")
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
     placement = conditional_placement(array.metadata)  # type: ignore[arg-type]

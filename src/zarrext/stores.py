@@ -38,6 +38,7 @@ from zarr.storage import LocalStore, ZipStore
 __all__ = [
     "OBSTORE_SCHEMES",
     "ObstoreOptions",
+    "ReadOnlyError",
     "StoreOpenError",
     "is_url",
     "list_keys",
@@ -47,6 +48,7 @@ __all__ = [
     "open_store",
     "parse_storage_options",
     "remote_location",
+    "refuse_read_only",
     "remote_store_at",
     "writes_in_place",
 ]
@@ -261,6 +263,39 @@ def _open_obstore(text: str, options: ObstoreOptions, read_only: bool) -> Store 
     except (ValueError, TypeError) as e:  # a value obstore refuses ("Invalid key" too)
         raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
     return ObjectStore(store, read_only=read_only)
+
+
+class ReadOnlyError(ValueError):
+    """A job that writes, given an array or store opened read-only.
+
+    A ``ValueError``, as zarr-python's own refusal of ``ro[...] = x`` on a store
+    opened with ``mode="r"`` ("store was opened in read-only mode and does not
+    support writing"): a job refuses before it writes anything.
+    """
+
+
+def refuse_read_only(target: Any, job: str) -> None:
+    """Refuse ``job``, which writes, when ``target`` was opened read-only.
+
+    ``target`` is a ``zarr.Array``, a ``StorePath`` or a store: each says
+    ``read_only`` (an array opened with ``mode="r"`` is read-only even over a
+    writable store: zarr opens it on a read-only copy of the store). A job must
+    ask before it writes, and before it sends the array's description to other
+    processes, which reopen it from a path or URL (and so could write).
+
+    Raises
+    ------
+    ReadOnlyError
+        When ``target`` is read-only.
+    """
+    if not getattr(target, "read_only", False):
+        return
+    store_path = getattr(target, "store_path", None)
+    where = str(store_path if store_path is not None else target)
+    raise ReadOnlyError(
+        f"{where} was opened in read-only mode: {job} writes into it; open it for "
+        "writing (mode='r+') to run it, or use a job that only reads"
+    )
 
 
 def open_store(

@@ -40,6 +40,7 @@ from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.store_refs import ArrayRef, array_ref
+from zarrext.stores import refuse_read_only
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -252,6 +253,7 @@ def _run(
     progress: ProgressCallback | None,
     client: Any = None,
 ) -> RewriteReport:
+    refuse_read_only(array, "compact" if mode == "dense" else "expand")
     shards = shards_of(array)
     refusal = rewrite_refusal(shards, mode)
     if refusal is not None:

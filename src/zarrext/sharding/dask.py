@@ -31,6 +31,7 @@ from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 from zarrext.store_refs import ArrayRef, store_ref
+from zarrext.stores import refuse_read_only
 
 __all__ = ["write_dask"]
 
@@ -159,6 +160,7 @@ def write_dask(
     with needs("dask", "zarrext.write_dask"):
         import dask
 
+    refuse_read_only(array, "write_dask")
     shards = shards_of(array)
     if source.shape != array.shape:
         raise ShardLayoutError(
