@@ -138,9 +138,9 @@ class SessionPath(str):
 
 LOCAL_REPOSITORY_NOTE = (
     "{path} is an icechunk repository in a local directory, which icechunk says is not "
-    "safe for concurrent commits: a commit another writer makes to branch {branch} while "
-    "this job runs can be lost; let nothing else commit meanwhile, or keep the repository "
-    "in object storage (s3://, gs://)"
+    "safe for concurrent commits: a commit another writer makes to branch {branch} at the "
+    "same time as this job's can be lost; let one writer commit at a time, or keep the "
+    "repository in object storage (s3://, gs://)"
 )
 """The line a job committing to a local repository says (icechunk's own warning, in the
 CLI's words, once, where the user acts)."""
@@ -264,9 +264,6 @@ def _in_repository(
         arguments["path"] = SessionPath(path, session.store)
         return command(*bound.args, **bound.kwargs)
     assert icechunk_branch is not None
-    if local:
-        note(LOCAL_REPOSITORY_NOTE.format(path=path, branch=icechunk_branch),
-             quiet=bool(arguments.get("quiet")))
     chosen = {name: arguments[name] for name in settings}
     message = job_message(job, chosen)
     with transaction(
@@ -275,6 +272,9 @@ def _in_repository(
     ) as done:
         arguments["path"] = SessionPath(path, done.store)
         result = command(*bound.args, **bound.kwargs)
+        if local and done.session.has_uncommitted_changes:  # said when it is about to commit
+            note(LOCAL_REPOSITORY_NOTE.format(path=path, branch=icechunk_branch),
+                 quiet=bool(arguments.get("quiet")))
     if not arguments.get("quiet"):
         said = (
             f"committed snapshot {done.snapshot_id} to branch {icechunk_branch}"
