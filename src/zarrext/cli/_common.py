@@ -112,8 +112,8 @@ ICECHUNK_BRANCH = typer.Option(
     help="PATH is an icechunk repository (a directory, s3:// or gs:// URL): read the tip of "
     "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH. "
     "A repository in a local directory is not safe for concurrent commits (icechunk's "
-    "warning): a commit another writer makes meanwhile can be lost; keep it in s3:// or "
-    "gs:// when anything else commits to BRANCH.",
+    "warning): a commit another writer makes meanwhile can be lost; keep the repository "
+    "in s3:// or gs:// when anything else commits to BRANCH.",
 )
 """``--icechunk-branch``: the commands taking it are decorated with :func:`in_icechunk`."""
 
