@@ -234,6 +234,41 @@ def test_write_dask_on_a_cluster_writes_each_shard_in_one_task(
     assert zarrext.inventory(back).mask_counts == Counter({0: 16, 1: 48})
 
 
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_write_dask_on_a_cluster_refuses_a_read_only_array(
+    where: str, request: pytest.FixtureRequest, client: Any, tmp_path: Path
+) -> None:
+    # The workers reopen the target from its path or URL: opened read-only, it was
+    # written through all the same (issue 26.3). Now refused before any task runs.
+    import dask.array as da
+
+    from tests.conftest import tree_digest
+    from tests.test_read_only import s3_digest
+    from zarrext.stores import ReadOnlyError
+
+    if where == "local":
+        url, options = str(tmp_path / "a.zarr"), None
+    else:
+        s3 = request.getfixturevalue("s3")
+        url, options = f"{s3['url']}/a.zarr", s3["options"]
+    data = mixed_data((128, 128))
+    ingest(url, data, sharded=True, storage_options=options)
+
+    def digest() -> dict[str, bytes]:
+        return tree_digest(tmp_path / "a.zarr") if options is None else s3_digest(url, options)
+
+    before = digest()
+    read_only = zarrext.open_array(url, mode="r", storage_options=options)
+    with (
+        distributed.get_task_stream(client) as stream,
+        pytest.raises(ReadOnlyError, match="read-only mode: write_dask writes into it"),
+    ):
+        zarrext.write_dask(da.from_array(data[::-1].copy(), chunks=64), read_only,
+                           client=client)
+    assert not [t for t in stream.data if "_write_block" in str(t["key"])]
+    assert digest() == before
+
+
 def test_compact_on_a_cluster_against_s3(
     s3: dict[str, Any], client: Any, tmp_path: Path
 ) -> None:
@@ -260,7 +295,8 @@ def test_compact_on_a_cluster_against_s3(
     back = zarrext.open_array(url, mode="r", storage_options=s3["options"])
     np.testing.assert_array_equal(back[:], expected)
     assert zarrext.check(back, deep=True) == []
-    again = zarrext.compact(back, client=client)  # idempotent: dense stays dense
+    writable = zarrext.open_array(url, storage_options=s3["options"])
+    again = zarrext.compact(writable, client=client)  # idempotent: dense stays dense
     assert again.bytes_before == again.bytes_after == report.bytes_after
     assert again.unchanged == 4  # and is not written again
 

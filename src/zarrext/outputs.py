@@ -196,11 +196,17 @@ class MetadataLastStore(WrapperStore[Store]):
             return False
         return await self._store.is_empty(prefix)
 
-    async def _merged(self, listed: AsyncIterator[str], held: Iterable[str]) -> AsyncIterator[str]:
-        seen = set()
+    async def _merged(
+        self, listed: AsyncIterator[str], held: Iterable[str], within: str = ""
+    ) -> AsyncIterator[str]:
+        # The kept objects (the UNFINISHED marker) are zarrext's, no part of the Zarr
+        # hierarchy: listed, zarr's group walk would warn "Object at
+        # .zarrext-tmp-unfinished is not recognized as a component of a Zarr hierarchy".
+        seen = {k[len(within):] for k in self.keep if k.startswith(within)}
         async for key in listed:
-            seen.add(key)
-            yield key
+            if key not in seen:
+                seen.add(key)
+                yield key
         for key in held:
             if key not in seen:
                 seen.add(key)
@@ -219,7 +225,7 @@ class MetadataLastStore(WrapperStore[Store]):
         children = [
             k[len(within):].split("/", 1)[0] for k in self.pending if k.startswith(within)
         ]
-        return self._merged(self._store.list_dir(prefix), children)
+        return self._merged(self._store.list_dir(prefix), children, within)
 
     async def publish(self) -> None:
         """Write the held ``zarr.json`` documents: innermost first, the root's last."""

@@ -39,7 +39,7 @@ from zarr.core.array import AsyncArray
 from zarr.core.metadata import ArrayV3Metadata
 
 from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
-from zarrext.stores import StoreOpenError, open_store
+from zarrext.stores import StoreOpenError, open_store, refuse_read_only
 from zarrext.transactions import is_session_store
 
 __all__ = ["ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "writable_session_of"]
@@ -195,6 +195,9 @@ def array_ref(array: zarr.Array, mode: str = "r+") -> ArrayRef:
     when its codec pipeline is zarrext's."""
     from zarrext.pipeline import ZarrextCodecPipeline
 
+    if mode != "r":
+        # the workers reopen the store from its path or URL, writable: ask here
+        refuse_read_only(array, "a job writing on Dask workers")
     store_path = array.store_path
     runtime = isinstance(async_array_of(array).codec_pipeline, ZarrextCodecPipeline)
     codecs = tuple(array.metadata.codecs) if runtime else None  # type: ignore[union-attr]

@@ -41,6 +41,7 @@ __all__ = [
     "OBSTORE_SCHEMES",
     "ObstoreOptions",
     "StoreAccessError",
+    "ReadOnlyError",
     "StoreOpenError",
     "is_url",
     "list_keys",
@@ -51,6 +52,7 @@ __all__ = [
     "open_store",
     "parse_storage_options",
     "remote_location",
+    "refuse_read_only",
     "remote_store_at",
     "store_error",
     "writes_in_place",
@@ -423,6 +425,39 @@ def _open_obstore(
     return ObjectStore(store, read_only=read_only)
 
 
+class ReadOnlyError(ValueError):
+    """A job that writes, given an array or store opened read-only.
+
+    A ``ValueError``, as zarr-python's own refusal of ``ro[...] = x`` on a store
+    opened with ``mode="r"`` ("store was opened in read-only mode and does not
+    support writing"): a job refuses before it writes anything.
+    """
+
+
+def refuse_read_only(target: Any, job: str) -> None:
+    """Refuse ``job``, which writes, when ``target`` was opened read-only.
+
+    ``target`` is a ``zarr.Array``, a ``StorePath`` or a store: each says
+    ``read_only`` (an array opened with ``mode="r"`` is read-only even over a
+    writable store: zarr opens it on a read-only copy of the store). A job must
+    ask before it writes, and before it sends the array's description to other
+    processes, which reopen it from a path or URL (and so could write).
+
+    Raises
+    ------
+    ReadOnlyError
+        When ``target`` is read-only.
+    """
+    if not getattr(target, "read_only", False):
+        return
+    store_path = getattr(target, "store_path", None)
+    where = str(store_path if store_path is not None else target)
+    raise ReadOnlyError(
+        f"{where} was opened in read-only mode: {job} writes into it; open it for "
+        "writing (mode='r+') to run it, or use a job that only reads"
+    )
+
+
 def open_store(
     location: str | Path,
     *,
@@ -495,6 +530,10 @@ def open_job_array(
         return target
     if isinstance(target, str | os.PathLike):
         target = open_store(os.fspath(target), mode=mode, storage_options=storage_options)
+    elif getattr(target, "read_only", False):
+        # a store given read-only stays read-only: the job refuses it by name
+        # (refuse_read_only) rather than through zarr's mode mismatch
+        mode = "r"
     return zarr.open_array(target, mode=mode)
 
 

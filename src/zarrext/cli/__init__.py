@@ -29,6 +29,7 @@ from zarrext.cli._common import (
     named_by_path,
     one_line,
 )
+from zarrext.cli._warnings import wrapped as shown_warnings
 
 app = typer.Typer(
     name="zarrext",
@@ -119,7 +120,10 @@ def _options(
 for _name in COMMAND_MODULES:
     importlib.import_module(f"zarrext.cli.{_name}").register(app)
 for _command in app.registered_commands:
-    _command.callback = one_line_errors(_command.callback)  # type: ignore[arg-type]
+    # warnings inside, errors outside: a warning raised before an error is shown first
+    _command.callback = one_line_errors(
+        shown_warnings(_command.callback)  # type: ignore[arg-type]
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:

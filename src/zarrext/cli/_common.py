@@ -183,7 +183,10 @@ ICECHUNK_BRANCH = typer.Option(
     metavar="BRANCH",
     callback=_named,
     help="PATH is an icechunk repository (a directory, s3:// or gs:// URL): read the tip of "
-    "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH.",
+    "BRANCH; a job that writes runs in one session and commits one snapshot to BRANCH. "
+    "A repository in a local directory is not safe for concurrent commits (icechunk's "
+    "warning): a commit another writer makes meanwhile can be lost; keep the repository "
+    "in s3:// or gs:// when anything else commits to BRANCH.",
 )
 """``--icechunk-branch``: the commands taking it are decorated with :func:`in_icechunk`."""
 
@@ -207,14 +210,43 @@ class SessionPath(str):
         return made
 
 
-def _quiet_icechunk_logs() -> None:
-    # icechunk's Rust logger prints multi-line warnings on stderr (e.g. that a local
-    # repository is not safe for concurrent commits): a command says one line or none.
-    # ICECHUNK_LOG, icechunk's own setting, still wins.
+QUIET_HELP = (
+    "Print nothing but errors (and the one warning about data safety: a job committing "
+    "to an icechunk repository in a local directory)."
+)
+"""The help of every command's --quiet/-q."""
+
+LOCAL_REPOSITORY_NOTE = (
+    "{path} is an icechunk repository in a local directory, which icechunk says is not "
+    "safe for concurrent commits: a commit another writer makes to branch {branch} at the "
+    "same time as this job's can be lost; let one writer commit at a time, or keep the "
+    "repository in object storage (s3://, gs://)"
+)
+"""The line a job committing to a local repository says (icechunk's own warning, in the
+CLI's words, once, where the user acts)."""
+
+# The two warnings icechunk's Rust logger prints (several lines each, straight to
+# stderr, not through Python's warnings) when it opens a repository in a local
+# directory: that such storage is not safe for concurrent commits, which the CLI says
+# itself (LOCAL_REPOSITORY_NOTE) to a job that commits; and that lost-response recovery
+# of conditional writes is off, about network failures a local disk does not have.
+# Only these two sources are lowered to errors, and only while a command on a local
+# repository runs; ICECHUNK_LOG, icechunk's own setting, wins over this.
+_LOCAL_REPOSITORY_LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error"
+
+
+@contextlib.contextmanager
+def _local_repository_logs(local: bool) -> Iterator[None]:
     import icechunk
 
-    if "ICECHUNK_LOG" not in os.environ:
-        icechunk.set_logs_filter("off")
+    if not local or "ICECHUNK_LOG" in os.environ:
+        yield
+        return
+    icechunk.set_logs_filter(_LOCAL_REPOSITORY_LOGS)
+    try:
+        yield
+    finally:
+        icechunk.set_logs_filter(None)  # icechunk's default (or ICECHUNK_LOG) again
 
 
 def in_icechunk(
@@ -267,42 +299,16 @@ def in_icechunk(
                     2,
                 )
             from zarrext._extras import needs
-            from zarrext.transactions import (
-                job_message,
-                open_repository,
-                read_session,
-                transaction,
-            )
 
             with needs("icechunk", f"zarrext {job} --icechunk-branch"):
-                _quiet_icechunk_logs()
+                import icechunk  # noqa: F401
             path = str(arguments["path"])
-            repo = open_repository(
-                path, storage_options=parse_storage_options(arguments.get("storage_options"))
-            )
-            if not writing:
-                session = read_session(
-                    repo, branch=icechunk_branch, snapshot=icechunk_snapshot, where=path
+            local = local_path(path) is not None
+            with _local_repository_logs(local):
+                return _in_repository(
+                    command, bound, job, settings, path, writing, local,
+                    icechunk_branch, icechunk_snapshot,
                 )
-                arguments["path"] = SessionPath(path, session.store)
-                return command(*bound.args, **bound.kwargs)
-            assert icechunk_branch is not None
-            chosen = {name: arguments[name] for name in settings}
-            message = job_message(job, chosen)
-            with transaction(
-                repo, icechunk_branch, message, where=path,
-                metadata={"job": job, "settings": chosen},
-            ) as done:
-                arguments["path"] = SessionPath(path, done.store)
-                result = command(*bound.args, **bound.kwargs)
-            if not arguments.get("quiet"):
-                said = (
-                    f"committed snapshot {done.snapshot_id} to branch {icechunk_branch}"
-                    if done.snapshot_id is not None
-                    else f"nothing changed: no snapshot committed to branch {icechunk_branch}"
-                )
-                typer.echo(f"zarrext: {said} ({message})", err=True)
-            return result
 
         run.__signature__ = signature.replace(  # type: ignore[attr-defined]
             parameters=[*signature.parameters.values(), *options]
@@ -310,6 +316,54 @@ def in_icechunk(
         return run
 
     return decorate
+
+
+def _in_repository(
+    command: Callable[..., Any],
+    bound: inspect.BoundArguments,
+    job: str,
+    settings: Sequence[str],
+    path: str,
+    writing: bool,
+    local: bool,
+    icechunk_branch: str | None,
+    icechunk_snapshot: str | None,
+) -> Any:
+    """Run ``command`` on the repository at ``path`` (see :func:`in_icechunk`)."""
+    from zarrext.cli._warnings import note
+    from zarrext.transactions import job_message, open_repository, read_session, transaction
+
+    arguments = bound.arguments
+    repo = open_repository(
+        path, storage_options=parse_storage_options(arguments.get("storage_options"))
+    )
+    if not writing:
+        session = read_session(
+            repo, branch=icechunk_branch, snapshot=icechunk_snapshot, where=path
+        )
+        arguments["path"] = SessionPath(path, session.store)
+        return command(*bound.args, **bound.kwargs)
+    assert icechunk_branch is not None
+    chosen = {name: arguments[name] for name in settings}
+    message = job_message(job, chosen)
+    with transaction(
+        repo, icechunk_branch, message, where=path,
+        metadata={"job": job, "settings": chosen},
+    ) as done:
+        arguments["path"] = SessionPath(path, done.store)
+        result = command(*bound.args, **bound.kwargs)
+        if local and done.session.has_uncommitted_changes:  # said when it is about to commit
+            # said even with -q: icechunk's warning about the data's safety is never
+            # silenced, only put in the CLI's words (errors and this note with -q)
+            note(LOCAL_REPOSITORY_NOTE.format(path=path, branch=icechunk_branch), quiet=False)
+    if not arguments.get("quiet"):
+        said = (
+            f"committed snapshot {done.snapshot_id} to branch {icechunk_branch}"
+            if done.snapshot_id is not None
+            else f"nothing changed: no snapshot committed to branch {icechunk_branch}"
+        )
+        typer.echo(f"zarrext: {said} ({message})", err=True)
+    return result
 
 
 def open_node(

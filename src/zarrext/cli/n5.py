@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from zarrext.cli._common import fail
+from zarrext.cli._common import QUIET_HELP, fail
 
 
 class CodecOption(StrEnum):
@@ -46,7 +46,7 @@ def register(app: typer.Typer) -> None:
             ),
         ] = None,
         quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
     ) -> None:
         """Write zarr.json beside N5 attributes.json files; no block is copied."""

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from zarrext.cli._common import (
+    QUIET_HELP,
     SCHEDULER,
     STORAGE_OPTIONS,
     ExitCode,
@@ -214,7 +215,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--json", help="Print the plan and the result as JSON.")
         ] = False,
         quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
         out_storage_options: Annotated[

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from zarrext.cli._common import (
     PATH_HELP,
+    QUIET_HELP,
     SCHEDULER,
     STORAGE_OPTIONS,
     SessionPath,
@@ -93,7 +94,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")
         ] = False,
             quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
@@ -177,7 +178,7 @@ def register(app: typer.Typer) -> None:
             int | None, typer.Option(min=1, help="Shards rewritten at once.")
         ] = None,
             quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:

@@ -18,6 +18,7 @@ from rich.table import Table
 from zarrext.cli._common import (
     DECISION,
     PATH_HELP,
+    QUIET_HELP,
     SCHEDULER,
     STORAGE_OPTIONS,
     CliError,
@@ -476,7 +477,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--json", help="Print one JSON report per array.")
         ] = False,
         quiet: Annotated[
-            bool, typer.Option("--quiet", "-q", help="Print nothing but errors.")
+            bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
         dry_run: Annotated[
             bool, typer.Option("--dry-run", help="Say what would be rewritten; write nothing.")

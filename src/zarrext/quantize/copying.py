@@ -533,7 +533,9 @@ def copy_quantized(
     """
     from zarrext.api import open_array
     from zarrext.outputs import check_disjoint
+    from zarrext.stores import refuse_read_only
 
+    refuse_read_only(output, "quantize")  # a store or StorePath given read-only
     check_disjoint(source, output)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
@@ -613,7 +615,9 @@ def copy_group_quantized(
 
     from zarrext.api import with_runtime
     from zarrext.outputs import check_disjoint
+    from zarrext.stores import refuse_read_only
 
+    refuse_read_only(output, "quantize")  # a store or StorePath given read-only
     excluded = _excluded_output(source, output)
     if excluded is None:
         check_disjoint(source, output)

@@ -64,7 +64,7 @@ from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
-from zarrext.stores import open_job_array
+from zarrext.stores import open_job_array, refuse_read_only
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
 
@@ -688,6 +688,8 @@ def check(
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
+    if repair:
+        refuse_read_only(array, "check --repair")
     store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
         if repair:

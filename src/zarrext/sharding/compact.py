@@ -40,7 +40,7 @@ from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.store_refs import ArrayRef, array_ref
-from zarrext.stores import open_job_array
+from zarrext.stores import open_job_array, refuse_read_only
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -311,6 +311,7 @@ def _run(
     storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteReport:
     array = open_job_array(array, mode="r+", storage_options=storage_options)
+    refuse_read_only(array, "compact" if mode == "dense" else "expand")
     shards = shards_of(array)
     refusal = rewrite_refusal(shards, mode)
     if refusal is not None:

@@ -32,7 +32,7 @@ from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 from zarrext.store_refs import ArrayRef, store_ref
-from zarrext.stores import open_job_array
+from zarrext.stores import open_job_array, refuse_read_only
 
 __all__ = ["write_dask"]
 
@@ -167,6 +167,7 @@ def write_dask(
         import dask.array as da
 
     array = open_job_array(array, mode="r+", storage_options=storage_options)
+    refuse_read_only(array, "write_dask")
     shards = shards_of(array)
     if not isinstance(source, da.Array):
         source = np.asarray(source)
