@@ -164,8 +164,10 @@ async def write_chunks(
     Memory: at most :func:`in_flight_limit` chunks are between their first request
     and the end of their upload at once, so the bytes held beyond the caller's
     value are bounded by that many times (a chunk's decoded size + its encoded
-    size, + its stored size for a partial write). Encoding goes on while other
-    chunks upload: a chunk waits only for its own requests.
+    size, + its stored size for a partial write), plus what the store keeps of
+    each upload in flight (s3fs: a copy of the object) and a small fixed part
+    (tasks and requests' bookkeeping): not the array's size. Encoding goes on
+    while other chunks upload: a chunk waits only for its own requests.
     """
     loop = asyncio.get_running_loop()
     in_flight = asyncio.Semaphore(in_flight_limit())
