@@ -129,6 +129,18 @@ WRITE_CASES: dict[str, dict[str, Any]] = {
                       serializer=BytesCodec(),
                       compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
                       decision="compress_if_smaller"),
+    # whole shards: encoded in a codec thread each, one request each; the partial
+    # write below keeps zarr-python's path (the stored shard read and merged)
+    "sharded": dict(dtype="float32", shards=SHARD, serializer=BytesCodec(),
+                    compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+                    decision="compress_if_smaller"),
+    # the inner chunks' array-wide indices as pad bytes: set alike on both paths
+    "sharded-pad": dict(dtype="uint16", shards=SHARD, serializer=BytesCodec(),
+                        compressors=[zarrext.PadCodec(
+                            location="start", nbytes=6,
+                            padding=lambda d, i, s: str(i).encode()[:6].ljust(6, b"-"))]),
+    "sharded-optional": dict(dtype=zarrext.OptionalDType(Float32()), fill_value=None,
+                             shards=SHARD, compressors=None),
 }
 
 
@@ -138,13 +150,13 @@ def _values(name: str) -> np.ndarray:
     field[:16, :16] = 0  # a chunk of fill values: not stored by either path
     if name == "packbits":
         return field > 10
-    if name == "pad":
+    if name.endswith("pad"):
         return np.abs(field).astype("uint16")
-    if name == "optional":
+    if name.endswith("optional"):
         # every third value missing; the fill chunk is all missing (not stored)
         missing = (np.arange(field.size).reshape(SHAPE) % 3 == 0) | (field == 0)
         return np.ma.MaskedArray(field, mask=missing)
-    if name in ("conditional", "quantized"):
+    if name in ("conditional", "quantized", "sharded"):
         field[16:32, :] = rng.random((16, SHAPE[1]))  # incompressible: stored raw
     return field
 
@@ -162,6 +174,13 @@ def test_remote_writes_store_the_local_bytes(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ZarrextCodecPipeline, "_encode_merged", encode_merged)
+    real_shard = ZarrextCodecPipeline._encode_shard
+
+    def encode_shard(self: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_shard(self, *args, **kwargs)
+
+    monkeypatch.setattr(ZarrextCodecPipeline, "_encode_shard", encode_shard)
     url = f"{s3['url']}/{name}.zarr"
     for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
         array = zarrext.create_array(location, storage_options=options, shape=SHAPE,
@@ -177,7 +196,8 @@ def test_remote_writes_store_the_local_bytes(
     assert len(threads) >= len(local)
     assert all(t.startswith("zarrext-codec") for t in threads)
     assert remote.keys() == local.keys()
-    assert len(local) >= (SHAPE[0] // 16) * (SHAPE[1] // 16) - 1
+    grid = WRITE_CASES[name].get("shards", INNER)
+    assert len(local) >= (SHAPE[0] // grid[0]) * (SHAPE[1] // grid[1]) - 1
     for key in local:
         assert remote[key] == local[key], key
 
