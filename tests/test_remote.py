@@ -5,16 +5,23 @@ the output, the same values as the local path."""
 from __future__ import annotations
 
 import threading
+import tracemalloc
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 import s3fs
+import zarr
 from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.core.buffer import Buffer
+from zarr.core.dtype import Float32
+from zarr.storage import FsspecStore, WrapperStore
 
 import zarrext
+from zarrext import quantize
 from zarrext.errors import ChunkDecodeError
+from zarrext.pipeline import ZarrextCodecPipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 
 SHAPE, SHARD, INNER = (96, 128), (32, 64), (16, 16)
@@ -111,6 +118,29 @@ WRITE_CASES: dict[str, dict[str, Any]] = {
                     location="start", nbytes=4,
                     # the chunk's index as the pad's bytes: the same index on both paths
                     padding=lambda d, i, s: str(i).encode()[:4].ljust(4, b"-"))]),
+    # nullable values: a mask and the present values, each its own chain
+    "optional": dict(dtype=zarrext.OptionalDType(Float32()), fill_value=None,
+                     serializer=zarrext.OptionalCodec.default_for(
+                         zarrext.OptionalDType(Float32())),
+                     compressors=None),
+    # quantized: scale_offset and cast_value filters before the conditional compressor
+    "quantized": dict(dtype="float32", fill_value=0,
+                      filters=quantize.plan(value_range=(-100.0, 100.0), max_abs_error=0.05),
+                      serializer=BytesCodec(),
+                      compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+                      decision="compress_if_smaller"),
+    # whole shards: encoded in a codec thread each, one request each; the partial
+    # write below keeps zarr-python's path (the stored shard read and merged)
+    "sharded": dict(dtype="float32", shards=SHARD, serializer=BytesCodec(),
+                    compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+                    decision="compress_if_smaller"),
+    # the inner chunks' array-wide indices as pad bytes: set alike on both paths
+    "sharded-pad": dict(dtype="uint16", shards=SHARD, serializer=BytesCodec(),
+                        compressors=[zarrext.PadCodec(
+                            location="start", nbytes=6,
+                            padding=lambda d, i, s: str(i).encode()[:6].ljust(6, b"-"))]),
+    "sharded-optional": dict(dtype=zarrext.OptionalDType(Float32()), fill_value=None,
+                             shards=SHARD, compressors=None),
 }
 
 
@@ -120,18 +150,37 @@ def _values(name: str) -> np.ndarray:
     field[:16, :16] = 0  # a chunk of fill values: not stored by either path
     if name == "packbits":
         return field > 10
-    if name == "pad":
+    if name.endswith("pad"):
         return np.abs(field).astype("uint16")
-    if name == "conditional":
+    if name.endswith("optional"):
+        # every third value missing; the fill chunk is all missing (not stored)
+        missing = (np.arange(field.size).reshape(SHAPE) % 3 == 0) | (field == 0)
+        return np.ma.MaskedArray(field, mask=missing)
+    if name in ("conditional", "quantized", "sharded"):
         field[16:32, :] = rng.random((16, SHAPE[1]))  # incompressible: stored raw
     return field
 
 
 @pytest.mark.parametrize("name", list(WRITE_CASES))
 def test_remote_writes_store_the_local_bytes(
-    s3: dict[str, Any], tmp_path: Path, name: str
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
 ) -> None:
     values = _values(name)
+    threads: list[str] = []
+    real = ZarrextCodecPipeline._encode_merged
+
+    def encode_merged(self: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ZarrextCodecPipeline, "_encode_merged", encode_merged)
+    real_shard = ZarrextCodecPipeline._encode_shard
+
+    def encode_shard(self: Any, *args: Any, **kwargs: Any) -> Any:
+        threads.append(threading.current_thread().name)
+        return real_shard(self, *args, **kwargs)
+
+    monkeypatch.setattr(ZarrextCodecPipeline, "_encode_shard", encode_shard)
     url = f"{s3['url']}/{name}.zarr"
     for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
         array = zarrext.create_array(location, storage_options=options, shape=SHAPE,
@@ -143,7 +192,59 @@ def test_remote_writes_store_the_local_bytes(
               if not p.endswith("zarr.json")}
     local = {str(p.relative_to(tmp_path / "a.zarr")): p.read_bytes()
              for p in (tmp_path / "a.zarr").rglob("*") if p.is_file() and p.name != "zarr.json"}
+    # the S3 writes (and only they) encoded in the codec threads
+    assert len(threads) >= len(local)
+    assert all(t.startswith("zarrext-codec") for t in threads)
     assert remote.keys() == local.keys()
-    assert len(local) >= (SHAPE[0] // 16) * (SHAPE[1] // 16) - 1
+    grid = WRITE_CASES[name].get("shards", INNER)
+    assert len(local) >= (SHAPE[0] // grid[0]) * (SHAPE[1] // grid[1]) - 1
     for key in local:
         assert remote[key] == local[key], key
+
+
+class _HeldBytes(WrapperStore[Any]):
+    """A store that counts the bytes held by its ``set`` calls in flight (the encoded
+    objects waiting for their upload), and the most at once."""
+
+    def __init__(self, store: Any) -> None:
+        super().__init__(store)
+        self.held = self.most_held = self.sets = 0
+
+    async def set(self, key: str, value: Buffer) -> None:
+        self.sets += 1
+        self.held += len(value)
+        self.most_held = max(self.most_held, self.held)
+        try:
+            await self._store.set(key, value)
+        finally:
+            self.held -= len(value)
+
+
+def test_remote_write_memory_stays_within_the_in_flight_bound(s3: dict[str, Any]) -> None:
+    # 64 incompressible chunks of 256 KiB (16 MiB) with 2 objects in flight. The
+    # bound (write_chunks' docstring): per object in flight its decoded and encoded
+    # bytes, and the store's copy of what it uploads; beside it 1 MiB for the
+    # interpreter's, zarr's and the HTTP client's own objects. 1/6 of the array.
+    chunk, n, concurrency = (256, 256), 64, 2
+    chunk_bytes = chunk[0] * chunk[1] * 4
+    encoded_max = chunk_bytes + 64  # stored raw at worst: + the conditional header
+    values = np.random.default_rng(3).random((chunk[0] * 8, chunk[1] * 8)).astype("float32")
+    store = _HeldBytes(FsspecStore.from_url(f"{s3['url']}/big.zarr",
+                                            storage_options=s3["options"]))
+    array = zarrext.create_array(store, shape=values.shape, chunks=chunk, dtype="float32",
+                                 fill_value=0, serializer=BytesCodec(),
+                                 compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+                                 decision="compress_if_smaller")
+    bound = concurrency * (chunk_bytes + 2 * encoded_max) + 2**20
+    store.sets = store.most_held = 0  # the metadata written
+    with zarr.config.set({"async.concurrency": concurrency}):
+        tracemalloc.start()
+        try:
+            array[:] = values
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+    assert store.sets == n
+    assert 0 < store.most_held <= concurrency * encoded_max  # objects in flight at once
+    assert values.nbytes >= 6 * bound
+    assert peak <= bound, (peak, bound)

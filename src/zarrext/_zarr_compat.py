@@ -53,6 +53,7 @@ __all__ = [
     "core_array",
     "decode_shard_index",
     "decode_shard_index_sync",
+    "encode_shard_dict_sync",
     "encode_shard_index_sync",
     "inner_chunk_spec",
     "inner_chunk_transform",
@@ -175,6 +176,8 @@ REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
         "_decode_shard_index": ("self", "index_bytes", "chunks_per_shard"),
         "_decode_shard_index_sync": ("self", "index_bytes", "chunks_per_shard"),
         "_encode_shard_index_sync": ("self", "index"),
+        "_encode_shard_dict_sync": ("self", "shard_dict", "chunks_per_shard",
+                                    "buffer_prototype"),
         # overridden by zarrext (sharding/layout.py, pipeline.py): if zarr stopped
         # calling them, fixed-slot writes would fall back to whole-shard rewrites
         # and inner chunks would not know their coordinates
@@ -276,6 +279,20 @@ async def decode_shard_index(
 def encode_shard_index_sync(codec: zarr_sharding.ShardingCodec, index: Any) -> Any:
     """The encoded bytes (a ``Buffer``) of a shard index."""
     return codec._encode_shard_index_sync(index)
+
+
+def encode_shard_dict_sync(
+    codec: zarr_sharding.ShardingCodec, shard_dict: Any, chunks_per_shard: tuple[int, ...]
+) -> Any:
+    """A shard's stored bytes (a ``Buffer``; None when no inner chunk is present)
+    from its inner chunks' encoded bytes by coordinates, laid out (order, index at
+    the start or end) as zarr-python's sharding codec writes them."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    return codec._encode_shard_dict_sync(
+        shard_dict, chunks_per_shard=chunks_per_shard,
+        buffer_prototype=default_buffer_prototype(),
+    )
 
 
 def shard_indexer_and_value(

@@ -231,6 +231,21 @@ class ShardReading(Protocol):
     ) -> list[Callable[[], None]]: ...
 
 
+def _no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
+    """Whole shards are written without reading what is stored."""
+    raise AssertionError("a whole shard's write decodes nothing")
+
+
+@runtime_checkable
+class ShardWriting(Protocol):
+    """A serializer that encodes a whole shard in one thread (zarrext's runtime
+    sharding codec), named here by what the pipeline calls."""
+
+    def writes_sync(self, shard_spec: ArraySpec) -> bool: ...
+
+    def encode_shard_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Buffer | None: ...
+
+
 def _sync_io(holder: object, *, write: bool) -> bool:
     """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
     if isinstance(holder, StorePath):
@@ -551,6 +566,42 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             encode=self.transform.encode_chunk,
         )
 
+    def _writes_remote_shards(self, batch: Batch) -> bool:
+        """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
+        zarr-python's layout) to a store without synchronous IO: each shard encoded
+        in a codec thread and uploaded with one request
+        (:func:`zarrext.remote.write_chunks`). A write of part of a shard keeps
+        zarr-python's path (the stored shard read, merged, written)."""
+        codec = self.array_bytes_codec
+        return (
+            bool(batch)
+            and isinstance(codec, ShardWriting)
+            and not self.array_array_codecs
+            and not self.bytes_bytes_codecs
+            and all(item[4] for item in batch)
+            and not _sync_io(batch[0][0], write=True)
+            and codec.writes_sync(batch[0][1])
+        )
+
+    def _encode_shard(
+        self, item: Any, existing: Buffer | None, *, value: NDBuffer, drop_axes: tuple[int, ...]
+    ) -> Buffer | None:
+        """A whole shard's new stored bytes (None: only fill values), in a codec thread."""
+        _, shard_spec, chunk_selection, out_selection, is_complete = item
+        codec = self.array_bytes_codec
+        assert isinstance(codec, ShardWriting)
+        return merge_and_encode_chunk(
+            existing,
+            value,
+            chunk_spec=shard_spec,
+            chunk_selection=chunk_selection,
+            out_selection=out_selection,
+            is_complete=is_complete,
+            drop_axes=drop_axes,
+            decode=_no_decode,
+            encode=codec.encode_shard_sync,
+        )
+
     def _shard_jobs(self, batch: Batch) -> bool:
         """Whether ``batch`` reads local shards, each whole shard's read one thread job.
 
@@ -715,6 +766,15 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         batch = list(batch_info)
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
+            return
+        if self._writes_remote_shards(batch):
+            from zarrext.remote import write_chunks
+
+            await write_chunks(
+                batch, [self._in_context(item) for item in batch],
+                functools.partial(self._encode_shard, value=value, drop_axes=drop_axes),
+                codec_pool(codec_workers()),
+            )
             return
         if self._writes_remote(batch):
             from zarrext.remote import write_chunks

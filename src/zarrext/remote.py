@@ -15,8 +15,8 @@ as soon as one ends:
   codec threads (zarr-python's sharding codec decodes a shard into a buffer of its
   own on the event loop's side and copies that into the output there, one shard
   at a time);
-- :func:`write_chunks`: each chunk merged and encoded in a codec thread, then
-  uploaded.
+- :func:`write_chunks`: each chunk (or whole shard) merged and encoded in a codec
+  thread, then uploaded with one request (:func:`upload`).
 
 This module knows the pipeline only through the callables it is given, so the
 runtime layers go one way (pipeline -> remote).
@@ -37,6 +37,37 @@ from zarrext.errors import DECODE_ERRORS
 if TYPE_CHECKING:
     from zarr.abc.codec import GetResult
     from zarr.core.buffer import Buffer, NDBuffer
+
+
+# Objects up to this size are uploaded with one request. obstore (zarr's
+# ObjectStore) splits any object over 5 MiB into a multipart upload: three more
+# requests for a 16 MiB shard, and on the loopback moto server 56 MiB in 14 MiB
+# objects took 2.6-2.9 s against 1.2-1.8 s in one PUT each (tensorstore
+# sends one PUT). Larger objects keep obstore's multipart upload, whose parts go
+# in parallel and fail alone.
+ONE_REQUEST_MAX_BYTES = 256 * 2**20
+
+
+async def upload(byte_setter: Any, value: Buffer) -> None:
+    """Store ``value`` under ``byte_setter``'s key: with one request when its store
+    is zarr's ``ObjectStore`` (writable, ``set`` not overridden) and the object
+    is at most :data:`ONE_REQUEST_MAX_BYTES`, else through ``byte_setter.set``."""
+    from zarr.storage import ObjectStore
+
+    store = getattr(byte_setter, "store", None)
+    if (
+        isinstance(store, ObjectStore)
+        and type(store).set is ObjectStore.set
+        and not store.read_only
+        and len(value) <= ONE_REQUEST_MAX_BYTES
+    ):
+        import obstore
+
+        await obstore.put_async(
+            store.store, byte_setter.path, value.as_buffer_like(), use_multipart=False
+        )
+        return
+    await byte_setter.set(value)
 
 
 def in_flight_limit() -> int:
@@ -164,8 +195,10 @@ async def write_chunks(
     Memory: at most :func:`in_flight_limit` chunks are between their first request
     and the end of their upload at once, so the bytes held beyond the caller's
     value are bounded by that many times (a chunk's decoded size + its encoded
-    size, + its stored size for a partial write). Encoding goes on while other
-    chunks upload: a chunk waits only for its own requests.
+    size, + its stored size for a partial write), plus what the store keeps of
+    each upload in flight (s3fs: a copy of the object) and a small fixed part
+    (tasks and requests' bookkeeping): not the array's size. Encoding goes on
+    while other chunks upload: a chunk waits only for its own requests.
     """
     loop = asyncio.get_running_loop()
     in_flight = asyncio.Semaphore(in_flight_limit())
@@ -180,7 +213,7 @@ async def write_chunks(
             if encoded is None:
                 await byte_setter.delete()
             else:
-                await byte_setter.set(encoded)
+                await upload(byte_setter, encoded)
 
     await _all_or_cancel(
         [one(item, context) for item, context in zip(batch, contexts, strict=True)]

@@ -1,0 +1,206 @@
+"""zarrext on an object store, next to tensorstore and moto's own rate, in one run.
+
+One process against a moto S3 server on loopback (``tests/moto_server.py``), the
+array in 16 MiB shards of 1 MiB inner chunks, zstd level 3 (zarrext:
+``conditional(zstd)``, ``compress_if_smaller``; tensorstore: plain ``zstd``).
+Every row is printed with its ratio to the row it is compared with:
+
+* write: zarrext (``zarrext.create_array("s3://...")[:] = data``) / tensorstore;
+  moto's raw PUT rate (obstore, one PUT per object of the shards' size) beside;
+* read: zarrext reading its own ``conditional(zstd)`` array / tensorstore reading
+  its ``zstd`` one; ``optional`` (nullable float32) and ``pad`` arrays read by
+  zarrext beside; moto's raw GET rate beside;
+* ingest: ``zarrext.write_dask`` on a 2-process ``LocalCluster`` / zarrext's write
+  in this process;
+* local read: ``zarrext.open_array(path)[:]`` of an unsharded zstd array / zstd
+  decoding of the same chunk files (bytes in memory) into a fresh output on every
+  core (the limit).
+
+Usage: ``python benchmarks/bench_remote.py [--mib 256] [--repeat 3]``
+(``--quick`` means ``--mib 64``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import s3fs
+import tensorstore as ts
+import zarr
+from numcodecs import Zstd
+from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.core.dtype import Float32
+
+import zarrext
+from bench_scale import INNER, KEY, LEVEL, SECRET, SHARD, Bucket, measure_raw, ts_spec
+from timing import interleave
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
+from tests.moto_server import moto_server  # noqa: E402
+
+
+def _field(shape: tuple[int, int]) -> np.ndarray:
+    y, x = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32)
+    noise = np.random.default_rng(0).normal(0, 0.01, shape).astype(np.float32)
+    return (np.sin(x / 50) * np.cos(y / 70) * 100 + noise).astype(np.float32)
+
+
+def _row(name: str, t: float, mib: float, base: float | None, limit: float | None) -> None:
+    ratio = f"{base / t:8.2f}x" if base else f"{'':>9}"
+    of_limit = f"{limit / t:8.2f}" if limit else f"{'':>8}"
+    print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {of_limit}", flush=True)
+
+
+def _header(title: str, reference: str, limit: str) -> None:
+    print(title)
+    print(f"  {'':<58} {'':>9} {'':>13} {'/ ' + reference[:7]:>9} {limit:>8}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mib", type=int, default=256, help="MiB of float32 (default 256)")
+    parser.add_argument("--quick", action="store_true", help="same as --mib 64")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds, interleaved (best)")
+    args = parser.parse_args()
+    mib = 64 if args.quick else args.mib
+    width = 4 * SHARD  # 4 shards across; whole shards down
+    shape = (max(SHARD, mib * 2**20 // 4 // width // SHARD * SHARD), width)
+    mib = shape[0] * shape[1] * 4 / 2**20
+    data = _field(shape)
+    os.environ.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
+    print(f"data: {shape[0]}x{shape[1]} float32 = {mib:.0f} MiB, shards {SHARD}^2 of {INNER}^2,"
+          f" zstd level {LEVEL}; moto on loopback; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    sharded: dict[str, Any] = dict(shape=shape, chunks=(INNER, INNER), shards=(SHARD, SHARD))
+    conditional: dict[str, Any] = dict(
+        dtype="float32", fill_value=0, serializer=BytesCodec(),
+        compressors=[zarrext.ConditionalCodec([ZstdCodec(level=LEVEL)])],
+        decision="compress_if_smaller",
+    )
+
+    with moto_server() as endpoint:
+        bucket = Bucket(f"bench-{uuid.uuid4().hex[:8]}", endpoint)
+        so = bucket.storage_options()
+        s3fs.S3FileSystem(**so, skip_instance_cache=True).mkdir(bucket.name)
+        rounds = iter(range(10**6))
+
+        # -- write ---------------------------------------------------------------------
+        def zarrext_write() -> None:
+            path = f"w{next(rounds)}.zarr"
+            zarrext.create_array(bucket.url(path), storage_options=so, **sharded,
+                                 **conditional)[:] = data
+            bucket.remove(path)  # moto keeps objects in memory
+
+        def ts_write() -> None:
+            path = f"w{next(rounds)}.zarr"
+            ts.open(ts_spec(bucket, path, shape), create=True).result().write(data).result()
+            bucket.remove(path)
+
+        writes = interleave({"zarrext": zarrext_write, "tensorstore": ts_write}, args.repeat,
+                            alternate_order=True)
+        zarrext.create_array(bucket.url("zarrext.zarr"), storage_options=so, **sharded,
+                             **conditional)[:] = data
+        ts.open(ts_spec(bucket, "ts.zarr", shape), create=True).result().write(data).result()
+        stored = bucket.stored_bytes("ts.zarr")
+        shards = (shape[0] // SHARD) * (shape[1] // SHARD)
+        raw = measure_raw(bucket, stored // shards, stored, (1, 4, 16), 2)
+        _header(f"write, best of {args.repeat}", "tensorstore", "of moto")
+        for name in ("tensorstore", "zarrext"):
+            _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put)
+        print(f"  moto raw PUT {raw.put / 2**20:.0f} MiB/s, GET {raw.get / 2**20:.0f} MiB/s "
+              f"({stored / shards / 2**20:.1f} MiB objects)", flush=True)
+
+        # -- read ------------------------------------------------------------------------
+        missing = (np.arange(data.size).reshape(shape) % 7) == 0
+        zarrext.create_array(
+            bucket.url("optional.zarr"), storage_options=so, **sharded,
+            dtype=zarrext.OptionalDType(Float32()), fill_value=None, compressors=None,
+        )[:] = np.ma.MaskedArray(data, mask=missing)
+        zarrext.create_array(
+            bucket.url("pad.zarr"), storage_options=so, shape=shape, chunks=(INNER, INNER),
+            dtype="float32", fill_value=0, serializer=BytesCodec(),
+            compressors=[ZstdCodec(level=LEVEL), zarrext.PadCodec(location="end", nbytes=8)],
+        )[:] = data
+        readers: dict[str, Callable[[], Any]] = {
+            "tensorstore, zstd": lambda: ts.open(
+                {"driver": "zarr3", "kvstore": bucket.tensorstore_kvstore("ts.zarr")}
+            ).result().read().result(),
+            "zarrext, its conditional(zstd)": lambda: zarrext.open_array(
+                bucket.url("zarrext.zarr"), storage_options=so, mode="r")[:],
+            "zarrext, the zstd one (tensorstore's)": lambda: zarrext.open_array(
+                bucket.url("ts.zarr"), storage_options=so, mode="r")[:],
+            "zarrext, optional (nullable, 1/7 missing, sharded)": lambda: zarrext.open_array(
+                bucket.url("optional.zarr"), storage_options=so, mode="r")[:],
+            "zarrext, pad(zstd), unsharded 1 MiB chunks": lambda: zarrext.open_array(
+                bucket.url("pad.zarr"), storage_options=so, mode="r")[:],
+        }
+        reads = interleave(readers, args.repeat)
+        _header(f"read, best of {args.repeat}", "tensorstore", "of moto")
+        for name in readers:
+            _row(name, reads.best(name), mib, reads.best("tensorstore, zstd"), stored / raw.get)
+
+        # -- ingest on a cluster -----------------------------------------------------------
+        import dask.array as da
+        from dask.distributed import Client, LocalCluster
+
+        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                          dashboard_address=None) as cluster, Client(cluster) as client:
+            src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
+
+            def dask_write() -> None:
+                path = f"w{next(rounds)}.zarr"
+                target = zarrext.create_array(bucket.url(path), storage_options=so,
+                                              **sharded, **conditional)
+                zarrext.write_dask(src, target, client=client)
+                bucket.remove(path)
+
+            ingest = interleave({"zarrext, this process": zarrext_write,
+                                 "zarrext.write_dask, 2 processes": dask_write}, args.repeat,
+                                alternate_order=True)
+        _header(f"ingest, best of {args.repeat}", "this process", "")
+        for name in ("zarrext, this process", "zarrext.write_dask, 2 processes"):
+            _row(name, ingest.best(name), mib, ingest.best("zarrext, this process"), None)
+
+    # -- local read against zstd decoding on every core --------------------------------------
+    rows = max(1, 2**20 // 4 // width)  # 1 MiB chunks of whole rows: contiguous in the output
+    with tempfile.TemporaryDirectory() as tmp:
+        zarr.create_array(f"{tmp}/a.zarr", shape=shape, chunks=(rows, width), dtype="float32",
+                          fill_value=0, compressors=[ZstdCodec(level=LEVEL)])[:] = data
+        files = [(int(p.parent.name), p.read_bytes()) for p in Path(tmp, "a.zarr", "c").glob("*/*")]
+        codec = Zstd()
+
+        def decode_all() -> np.ndarray:
+            out = np.empty(shape, np.float32)
+
+            def one(job: tuple[int, bytes]) -> None:
+                k, blob = job
+                codec.decode(blob, out=out[k * rows:(k + 1) * rows])
+
+            with ThreadPoolExecutor(os.cpu_count()) as pool:
+                list(pool.map(one, files))
+            return out
+
+        assert np.array_equal(decode_all(), data)
+        local = interleave({
+            "zstd decoding into a fresh output, every core": decode_all,
+            "zarrext.open_array(path)[:]": lambda: zarrext.open_array(f"{tmp}/a.zarr",
+                                                                      mode="r")[:],
+        }, args.repeat)
+    _header(f"local read, {rows}x{width} chunks, best of {args.repeat}", "decoding", "")
+    for name in local.seconds:
+        _row(name, local.best(name), mib,
+             local.best("zstd decoding into a fresh output, every core"), None)
+
+
+if __name__ == "__main__":
+    main()
