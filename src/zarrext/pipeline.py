@@ -253,6 +253,26 @@ def _sync_io(holder: object, *, write: bool) -> bool:
     return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
 
 
+def _merged_and_encoded(
+    transform: Any, item: Any, existing: Buffer | None, value: NDBuffer,
+    drop_axes: tuple[int, ...],
+) -> Buffer | None:
+    """The new stored bytes of the chunk of batch ``item`` (None: only fill values):
+    its ``existing`` bytes merged with its part of ``value``, encoded by ``transform``."""
+    _, chunk_spec, chunk_selection, out_selection, is_complete = item
+    return merge_and_encode_chunk(
+        existing,
+        value,
+        chunk_spec=chunk_spec,
+        chunk_selection=chunk_selection,
+        out_selection=out_selection,
+        is_complete=is_complete,
+        drop_axes=drop_axes,
+        decode=transform.decode_chunk,
+        encode=transform.encode_chunk,
+    )
+
+
 @dataclass(frozen=True)
 class ZarrextCodecPipeline(BatchedCodecPipeline):
     """Batched codec pipeline that tells codecs which chunk they work on.
@@ -507,7 +527,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         raise wrapped from wrapped.__cause__
 
     def _write_chunk(self, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]) -> None:
-        byte_setter, chunk_spec, chunk_selection, out_selection, is_complete = item
+        byte_setter, chunk_spec, _, _, is_complete = item
         assert self.transform is not None
         existing = None if is_complete else byte_setter.get_sync(prototype=chunk_spec.prototype)
         # The arena's bytes are reused by the thread's next chunk: only for a store
@@ -519,17 +539,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and _chunk_nbytes(chunk_spec) >= ARENA_MIN_BYTES
         )
         with encode_arena() if into_arena else nullcontext():
-            encoded = merge_and_encode_chunk(
-                existing,
-                value,
-                chunk_spec=chunk_spec,
-                chunk_selection=chunk_selection,
-                out_selection=out_selection,
-                is_complete=is_complete,
-                drop_axes=drop_axes,
-                decode=self.transform.decode_chunk,
-                encode=self.transform.encode_chunk,
-            )
+            encoded = _merged_and_encoded(self.transform, item, existing, value, drop_axes)
             if encoded is None:
                 byte_setter.delete_sync()
             else:
@@ -550,21 +560,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         self, item: Any, existing: Buffer | None, *, value: NDBuffer, drop_axes: tuple[int, ...]
     ) -> Buffer | None:
         """A chunk's new stored bytes (None: only fill values), from its ``existing``
-        bytes and its part of ``value``, as :meth:`_write_chunk` encodes them (in a
-        codec thread, with the chunk's index set; no arena: the bytes outlive it)."""
-        _, chunk_spec, chunk_selection, out_selection, is_complete = item
+        bytes and its part of ``value``: in :meth:`_write_chunk` (inside an arena
+        where the store copies the bytes at once) and in the remote writes' codec
+        threads (with the chunk's index set; no arena: the bytes outlive it)."""
         assert self.transform is not None
-        return merge_and_encode_chunk(
-            existing,
-            value,
-            chunk_spec=chunk_spec,
-            chunk_selection=chunk_selection,
-            out_selection=out_selection,
-            is_complete=is_complete,
-            drop_axes=drop_axes,
-            decode=self.transform.decode_chunk,
-            encode=self.transform.encode_chunk,
-        )
+        return _merged_and_encoded(self.transform, item, existing, value, drop_axes)
 
     def _writes_remote_shards(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
