@@ -204,3 +204,27 @@ def test_inspect_shows_allocated_bytes_and_compact_reclaims_them(
     np.testing.assert_array_equal(
         zarr.open_array(str(tmp_path / "a"))[region(3)], value(3, 0)
     )
+
+
+def test_info_shows_apparent_and_allocated_bytes(run, tmp_path: Path) -> None:
+    import json
+
+    if not _holes_supported(tmp_path):
+        pytest.skip(f"the file system of {tmp_path} does not keep holes in sparse files")
+    array = create(tmp_path / "a")
+    for flat in range(0, GRID * GRID, 3):
+        array[region(flat)] = value(flat, 0)
+    shard = tmp_path / "a" / "c" / "0" / "0"
+    code, out, _ = run("info", tmp_path / "a", "--json")
+    assert code == 0
+    info = json.loads(out)
+    assert info["stored_bytes"] == shard.stat().st_size
+    assert info["allocated_bytes"] == shard.stat().st_blocks * 512 < info["stored_bytes"]
+    code, out, _ = run("info", tmp_path / "a")
+    assert f"{info['allocated_bytes']:,} on disk" in out
+    zarrext.compact(array)
+    code, out, _ = run("info", tmp_path / "a", "--json")
+    after = json.loads(out)
+    assert after["allocated_bytes"] < info["allocated_bytes"]  # compact reclaimed it
+    code, out, _ = run("info", tmp_path / "a")
+    assert "on disk" not in out  # dense: nothing allocated beyond what is stored

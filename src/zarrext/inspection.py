@@ -370,16 +370,26 @@ def shard_entries(
         yield local, (start, stop)
 
 
-def _stored_bytes(array: zarr.Array) -> int:
-    """Bytes stored, as ``info``, ``inspect`` and ``quantize`` count them.
+def _allocated_bytes(array: zarr.Array, keys: Iterator[str]) -> int | None:
+    """Bytes the file system allocates for the objects ``keys`` of a local array
+    (``st_blocks * 512``): less than their sizes where fixed slots leave holes
+    (``zarrext compact`` reclaims the difference). None for other stores."""
+    import os
+    from pathlib import Path
 
-    The sizes of the chunk (shard) objects as the store holds them
-    (:attr:`ArrayInventory.stored_bytes`): a shard's index, its free space and its
-    compression by codecs after ``sharding_indexed`` included, metadata
-    (``zarr.json``) not. One definition for every command, read from
-    :func:`inventory`.
-    """
-    return inventory(array, read_masks=False).stored_bytes
+    from zarr.storage import LocalStore
+
+    store = array.store_path.store
+    if not isinstance(store, LocalStore):
+        return None
+    root = Path(store.root) / array.path
+    total = 0
+    for key in keys:
+        try:
+            total += os.stat(root / key).st_blocks * 512
+        except FileNotFoundError:  # deleted since listed: nothing allocated
+            continue
+    return total
 
 
 def _json_value(value: Any) -> Any:
@@ -407,8 +417,11 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     for an array also shape, dtype, chunks, shards, codecs, fill_value,
     dimension_names and decision (the one :func:`zarrext.create_array` recorded in
     the attributes, ``None`` if none), for a group ``members`` (sorted by name) and
-    ``arrays`` (count). ``stored_bytes`` is :func:`_stored_bytes` of an array, the
-    sum over its arrays for a group.
+    ``arrays`` (count). ``stored_bytes`` is :attr:`ArrayInventory.stored_bytes` of an
+    array (the objects' sizes as the store holds them, one definition for every
+    command), the
+    sum over its arrays for a group; ``allocated_bytes`` (arrays only) what a local
+    file system allocates for them, None elsewhere.
     """
     attributes = dict(node.attrs)
     if isinstance(node, zarr.Array):
@@ -416,6 +429,7 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
         if not isinstance(metadata, ArrayV3Metadata):
             raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
         outer, sharding = storage_block(metadata)
+        stored = inventory(node, read_masks=False)
         return {
             "path": node.path or "/",
             "type": "array",
@@ -431,7 +445,9 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
             "attributes": attributes,
             # recorded by zarrext.create_array, used by zarrext.open_array
             "decision": decision_record(attributes),
-            "stored_bytes": _stored_bytes(node),
+            "stored_bytes": stored.stored_bytes,
+            # local files only: holes in fixed slots make it less than stored_bytes
+            "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
         }
     members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
     return {

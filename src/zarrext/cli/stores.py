@@ -618,6 +618,15 @@ def _recompress_json(report: Any) -> dict[str, Any]:
     }
 
 
+def _on_disk(info: dict[str, Any]) -> str:
+    """What the file system allocates, when holes (parts of fixed slots no chunk
+    fills) make it less than the bytes stored."""
+    allocated = info.get("allocated_bytes")
+    if allocated is None or allocated >= info["stored_bytes"]:
+        return ""
+    return f" ({allocated:,} on disk: compact reclaims the rest)"
+
+
 def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
     pad = "  " * depth
     name = info["path"].rsplit("/", 1)[-1] or "/"
@@ -633,7 +642,7 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
         yield (
             f"{pad}{name}  array {'x'.join(map(str, info['shape'])) or '()'} {info['dtype']}"
             f"  chunks {'x'.join(map(str, info['chunks']))}  shards {shards}"
-            f"  {info['stored_bytes']:,} bytes stored"
+            f"  {info['stored_bytes']:,} bytes stored{_on_disk(info)}"
         )
         yield f"{pad}  codecs: {' -> '.join(info['codecs'])}"
         yield f"{pad}  fill value: {info['fill_value']!r}" + (
