@@ -101,6 +101,36 @@ def test_remote_shard_decode_error_names_the_shard(s3: dict[str, Any]) -> None:
     np.testing.assert_array_equal(array[32:, :], _data()[32:, :])  # other shards read
 
 
+
+@pytest.mark.parametrize(
+    "selection", [np.s_[:], np.s_[32:96, :], np.s_[5:70, 3:100]],
+    ids=["all", "whole-shards", "parts"],
+)
+def test_remote_optional_reads_take_the_shard_jobs(
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selection: Any
+) -> None:
+    # nullable float32 in shards: each inner chunk's mask and present values
+    # decoded in the codec threads straight into the structured output
+    data = _data()
+    missing = (np.arange(data.size).reshape(SHAPE) % 7 == 0) | (data > 90)
+    missing[32:48, 64:80] = True  # an inner chunk of missing values only
+    url = f"{s3['url']}/opt.zarr"
+    for location, options in ((url, s3["options"]), (str(tmp_path / "opt.zarr"), None)):
+        zarrext.create_array(
+            location, storage_options=options, shape=SHAPE, chunks=INNER, shards=SHARD,
+            dtype=zarrext.OptionalDType(Float32()), fill_value=None, compressors=None,
+        )[:] = np.ma.MaskedArray(data, mask=missing)
+    threads = _spy_decode_jobs(monkeypatch)
+    remote = zarrext.open_array(url, storage_options=s3["options"], mode="r")[selection]
+    local = zarrext.open_array(str(tmp_path / "opt.zarr"), mode="r")[selection]
+    np.testing.assert_array_equal(remote["valid"], ~missing[selection])
+    np.testing.assert_array_equal(remote["value"][remote["valid"]],
+                                  data[selection][~missing[selection]])
+    assert remote.tobytes() == local.tobytes()  # missing values alike (zero) too
+    if selection != np.s_[5:70, 3:100]:  # whole shards: zarrext's jobs, codec threads
+        assert threads
+        assert all(t.startswith("zarrext-codec") for t in threads)
+
 # -- writes: encoded in the codec threads, uploaded with requests in flight -------------
 
 
