@@ -238,12 +238,10 @@ def _no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
 
 @runtime_checkable
 class ShardWriting(Protocol):
-    """A serializer that encodes a whole shard in one thread (zarrext's runtime
-    sharding codec), named here by what the pipeline calls."""
+    """A serializer that encodes a whole shard in jobs for the codec threads
+    (zarrext's runtime sharding codec), named here by what the pipeline calls."""
 
     def writes_sync(self, shard_spec: ArraySpec) -> bool: ...
-
-    def encode_shard_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Buffer | None: ...
 
     def encode_jobs(
         self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int

@@ -111,21 +111,13 @@ class RuntimeShardingCodec(ShardingCodec):
         return False
 
     def writes_sync(self, shard_spec: ArraySpec) -> bool:
-        """Whether :meth:`encode_shard_sync` can encode whole shards of ``shard_spec``:
+        """Whether :meth:`encode_jobs` can encode whole shards of ``shard_spec``:
         the inner codecs have a synchronous path, and the shard's layout is
         zarr-python's (a shard layout codec writes its own)."""
         return (
             type(self)._encode_partial_single is RuntimeShardingCodec._encode_partial_single
             and self._get_inner_pipeline(shard_spec).transform is not None
         )
-
-    def encode_shard_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Buffer | None:
-        """A whole shard's stored bytes (None: no inner chunk stored), in this thread:
-        :meth:`encode_jobs` run in turn, then the shard laid out."""
-        jobs, assemble = self.encode_jobs(shard_array, shard_spec, groups=1)
-        for job in jobs:
-            job()
-        return assemble()
 
     def encode_jobs(
         self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
