@@ -101,6 +101,36 @@ def test_remote_shard_decode_error_names_the_shard(s3: dict[str, Any]) -> None:
     np.testing.assert_array_equal(array[32:, :], _data()[32:, :])  # other shards read
 
 
+
+@pytest.mark.parametrize(
+    "selection", [np.s_[:], np.s_[32:96, :], np.s_[5:70, 3:100]],
+    ids=["all", "whole-shards", "parts"],
+)
+def test_remote_optional_reads_take_the_shard_jobs(
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, selection: Any
+) -> None:
+    # nullable float32 in shards: each inner chunk's mask and present values
+    # decoded in the codec threads straight into the structured output
+    data = _data()
+    missing = (np.arange(data.size).reshape(SHAPE) % 7 == 0) | (data > 90)
+    missing[32:48, 64:80] = True  # an inner chunk of missing values only
+    url = f"{s3['url']}/opt.zarr"
+    for location, options in ((url, s3["options"]), (str(tmp_path / "opt.zarr"), None)):
+        zarrext.create_array(
+            location, storage_options=options, shape=SHAPE, chunks=INNER, shards=SHARD,
+            dtype=zarrext.OptionalDType(Float32()), fill_value=None, compressors=None,
+        )[:] = np.ma.MaskedArray(data, mask=missing)
+    threads = _spy_decode_jobs(monkeypatch)
+    remote = zarrext.open_array(url, storage_options=s3["options"], mode="r")[selection]
+    local = zarrext.open_array(str(tmp_path / "opt.zarr"), mode="r")[selection]
+    np.testing.assert_array_equal(remote["valid"], ~missing[selection])
+    np.testing.assert_array_equal(remote["value"][remote["valid"]],
+                                  data[selection][~missing[selection]])
+    assert remote.tobytes() == local.tobytes()  # missing values alike (zero) too
+    if selection != np.s_[5:70, 3:100]:  # whole shards: zarrext's jobs, codec threads
+        assert threads
+        assert all(t.startswith("zarrext-codec") for t in threads)
+
 # -- writes: encoded in the codec threads, uploaded with requests in flight -------------
 
 
@@ -174,19 +204,22 @@ def test_remote_writes_store_the_local_bytes(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ZarrextCodecPipeline, "_encode_merged", encode_merged)
-    real_shard = ZarrextCodecPipeline._encode_shard
+    real_shard = ZarrextCodecPipeline._plan_shard
 
-    def encode_shard(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def plan_shard(self: Any, *args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
         return real_shard(self, *args, **kwargs)
 
-    monkeypatch.setattr(ZarrextCodecPipeline, "_encode_shard", encode_shard)
+    monkeypatch.setattr(ZarrextCodecPipeline, "_plan_shard", plan_shard)
+    shard_threads = _spy_encode_jobs(monkeypatch)
     url = f"{s3['url']}/{name}.zarr"
-    for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
-        array = zarrext.create_array(location, storage_options=options, shape=SHAPE,
-                                     chunks=INNER, **WRITE_CASES[name])
-        array[:] = values
-        array[3:20, 5:40] = values[:17, :35]  # partial chunks: merged with what is stored
+    workers = 2
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
+            array = zarrext.create_array(location, storage_options=options, shape=SHAPE,
+                                         chunks=INNER, **WRITE_CASES[name])
+            array[:] = values
+            array[3:20, 5:40] = values[:17, :35]  # partial chunks: merged with what is stored
     fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
     remote = {p[len(url) - 5 + 1:]: fs.cat(p) for p in fs.find(url)
               if not p.endswith("zarr.json")}
@@ -200,6 +233,39 @@ def test_remote_writes_store_the_local_bytes(
     assert len(local) >= (SHAPE[0] // grid[0]) * (SHAPE[1] // grid[1]) - 1
     for key in local:
         assert remote[key] == local[key], key
+    if "shards" in WRITE_CASES[name]:
+        # each whole shard (8 inner chunks) of the S3 write encoded by both codec
+        # threads, not one; the shard of fill values is planned, not encoded
+        assert len(shard_threads) >= len(local)
+        for names in shard_threads:
+            assert len(names) == workers, names
+            assert all(t.startswith("zarrext-codec") for t in names)
+
+
+def _spy_encode_jobs(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
+    """The codec threads that ran each shard's encoding jobs (one set per shard). A
+    shard's jobs wait for each other: they pass only if they run at once, each in
+    a thread of its own (a barrier that times out breaks the write)."""
+    shards: list[set[str]] = []
+    real = RuntimeShardingCodec.encode_jobs
+
+    def encode_jobs(self: Any, *args: Any, **kwargs: Any) -> Any:
+        jobs, assemble = real(self, *args, **kwargs)
+        names: set[str] = set()
+        shards.append(names)
+        together = threading.Barrier(len(jobs), timeout=10)
+
+        def named(job: Any) -> Any:
+            def run() -> None:
+                names.add(threading.current_thread().name)
+                together.wait()
+                job()
+            return run
+
+        return [named(job) for job in jobs], assemble
+
+    monkeypatch.setattr(RuntimeShardingCodec, "encode_jobs", encode_jobs)
+    return shards
 
 
 class _HeldBytes(WrapperStore[Any]):

@@ -238,12 +238,14 @@ def _no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
 
 @runtime_checkable
 class ShardWriting(Protocol):
-    """A serializer that encodes a whole shard in one thread (zarrext's runtime
-    sharding codec), named here by what the pipeline calls."""
+    """A serializer that encodes a whole shard in jobs for the codec threads
+    (zarrext's runtime sharding codec), named here by what the pipeline calls."""
 
     def writes_sync(self, shard_spec: ArraySpec) -> bool: ...
 
-    def encode_shard_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Buffer | None: ...
+    def encode_jobs(
+        self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
+    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]: ...
 
 
 def _sync_io(holder: object, *, write: bool) -> bool:
@@ -569,8 +571,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     def _writes_remote_shards(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
         zarr-python's layout) to a store without synchronous IO: each shard encoded
-        in a codec thread and uploaded with one request
-        (:func:`zarrext.remote.write_chunks`). A write of part of a shard keeps
+        in the codec threads and uploaded with one request
+        (:func:`zarrext.remote.write_shards`). A write of part of a shard keeps
         zarr-python's path (the stored shard read, merged, written)."""
         codec = self.array_bytes_codec
         return (
@@ -583,15 +585,25 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and codec.writes_sync(batch[0][1])
         )
 
-    def _encode_shard(
-        self, item: Any, existing: Buffer | None, *, value: NDBuffer, drop_axes: tuple[int, ...]
-    ) -> Buffer | None:
-        """A whole shard's new stored bytes (None: only fill values), in a codec thread."""
+    def _plan_shard(
+        self, item: Any, *, value: NDBuffer, drop_axes: tuple[int, ...], groups: int
+    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
+        """A whole shard's encoding as jobs for the codec threads and the step that
+        lays it out (:meth:`ShardWriting.encode_jobs`), or None when the shard is
+        only fill values (not stored), in a codec thread. The shard's values are
+        taken from ``value`` and checked for emptiness as zarr's
+        ``merge_and_encode_chunk`` does: its encoder here plans, encodes nothing."""
         _, shard_spec, chunk_selection, out_selection, is_complete = item
         codec = self.array_bytes_codec
         assert isinstance(codec, ShardWriting)
-        return merge_and_encode_chunk(
-            existing,
+        planned: list[tuple[list[Callable[[], None]], Callable[[], Buffer | None]]] = []
+
+        def plan(shard_array: NDBuffer, spec: ArraySpec) -> Buffer | None:
+            planned.append(codec.encode_jobs(shard_array, spec, groups=groups))
+            return spec.prototype.buffer.create_zero_length()  # "not empty"
+
+        stored = merge_and_encode_chunk(
+            None,
             value,
             chunk_spec=shard_spec,
             chunk_selection=chunk_selection,
@@ -599,8 +611,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             is_complete=is_complete,
             drop_axes=drop_axes,
             decode=_no_decode,
-            encode=codec.encode_shard_sync,
+            encode=plan,
         )
+        return None if stored is None else planned[0]
 
     def _shard_jobs(self, batch: Batch) -> bool:
         """Whether ``batch`` reads local shards, each whole shard's read one thread job.
@@ -768,12 +781,14 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
         if self._writes_remote_shards(batch):
-            from zarrext.remote import write_chunks
+            from zarrext.remote import write_shards
 
-            await write_chunks(
+            workers = codec_workers()
+            await write_shards(
                 batch, [self._in_context(item) for item in batch],
-                functools.partial(self._encode_shard, value=value, drop_axes=drop_axes),
-                codec_pool(codec_workers()),
+                functools.partial(self._plan_shard, value=value, drop_axes=drop_axes,
+                                  groups=workers),
+                codec_pool(workers),
             )
             return
         if self._writes_remote(batch):

@@ -15,8 +15,11 @@ as soon as one ends:
   codec threads (zarr-python's sharding codec decodes a shard into a buffer of its
   own on the event loop's side and copies that into the output there, one shard
   at a time);
-- :func:`write_chunks`: each chunk (or whole shard) merged and encoded in a codec
-  thread, then uploaded with one request (:func:`upload`).
+- :func:`write_chunks`: each chunk merged and encoded in a codec thread, then
+  uploaded with one request (:func:`upload`);
+- :func:`write_shards`: each whole shard's inner chunks encoded in up to one job per
+  codec thread, the shard laid out once they are done, then uploaded with one
+  request.
 
 This module knows the pipeline only through the callables it is given, so the
 runtime layers go one way (pipeline -> remote).
@@ -210,6 +213,50 @@ async def write_chunks(
             if not is_complete:
                 existing = await byte_setter.get(prototype=chunk_spec.prototype)
             encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
+            if encoded is None:
+                await byte_setter.delete()
+            else:
+                await upload(byte_setter, encoded)
+
+    await _all_or_cancel(
+        [one(item, context) for item, context in zip(batch, contexts, strict=True)]
+    )
+
+
+async def write_shards(
+    batch: Sequence[Any],
+    contexts: Sequence[contextvars.Context],
+    plan: Callable[[Any], tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None],
+    pool: Executor,
+) -> None:
+    """Write whole shards: for each, ``plan(item)`` in a codec thread (in the shard's
+    context) gives the shard's encoding as ``(jobs, assemble)`` (None: only fill
+    values, the object is deleted); its jobs (its inner chunks, in groups) run at
+    once in the codec threads, then ``assemble()`` lays the shard out in one, and
+    the result is uploaded with one request (:func:`upload`).
+
+    A shard's inner chunks are encoded by all the codec threads, not by one: with
+    fewer shards in flight than threads, or shards of uneven cost, no thread
+    waits idle for another's whole shard.
+
+    Memory: as :func:`write_chunks`, at most :func:`in_flight_limit` shards are
+    between their planning and the end of their upload at once: that many times
+    (a shard's decoded size + its encoded inner chunks + the laid-out shard),
+    plus the store's copy of each upload in flight.
+    """
+    loop = asyncio.get_running_loop()
+    in_flight = asyncio.Semaphore(in_flight_limit())
+
+    async def one(item: Any, context: contextvars.Context) -> None:
+        byte_setter = item[0]
+        async with in_flight:
+            planned = await loop.run_in_executor(pool, context.run, plan, item)
+            if planned is None:
+                await byte_setter.delete()
+                return
+            jobs, assemble = planned
+            await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
+            encoded = await loop.run_in_executor(pool, assemble)
             if encoded is None:
                 await byte_setter.delete()
             else:

@@ -111,7 +111,7 @@ class RuntimeShardingCodec(ShardingCodec):
         return False
 
     def writes_sync(self, shard_spec: ArraySpec) -> bool:
-        """Whether :meth:`encode_shard_sync` can encode whole shards of ``shard_spec``:
+        """Whether :meth:`encode_jobs` can encode whole shards of ``shard_spec``:
         the inner codecs have a synchronous path, and the shard's layout is
         zarr-python's (a shard layout codec writes its own)."""
         return (
@@ -119,29 +119,51 @@ class RuntimeShardingCodec(ShardingCodec):
             and self._get_inner_pipeline(shard_spec).transform is not None
         )
 
-    def encode_shard_sync(self, shard_array: NDBuffer, shard_spec: ArraySpec) -> Buffer | None:
-        """A whole shard's stored bytes (None: no inner chunk stored), in this thread.
+    def encode_jobs(
+        self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
+    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]:
+        """A whole shard's encoding as ``(jobs, assemble)``: the jobs encode its inner
+        chunks in up to ``groups`` runs of neighbouring inner chunks, each to run in
+        a codec thread (with a copy of this caller's context: it carries the
+        shard's origin), in any order or at once; ``assemble()``, once all have
+        run, returns the shard's stored bytes (None: no inner chunk stored).
 
         Each inner chunk is encoded by the inner pipeline's chain with its
-        array-wide chunk index set, as the inner pipeline's own writes do (the
-        shard's origin is read from the caller's context), and the shard is laid
-        out by zarr-python's sharding codec: the same bytes as its path.
+        array-wide chunk index set, as the inner pipeline's own writes do, and the
+        shard is laid out by zarr-python's sharding codec: the same bytes as its
+        path, however the inner chunks were split among the jobs.
         """
         pipeline = self._get_inner_pipeline(shard_spec)
         transform = pipeline.transform
         assert transform is not None
         chunk_spec = inner_chunk_spec(self, shard_spec)
-        per_shard = chunks_per_shard(self, shard_spec)
+        per_shard = tuple(chunks_per_shard(self, shard_spec))
+        every = list(np.ndindex(*per_shard))
+        # Each job writes its own inner chunks' entries: no two jobs share a key.
         encoded: dict[tuple[int, ...], Buffer | None] = {}
-        for coords in np.ndindex(*per_shard):
-            part = tuple(
-                slice(c * n, (c + 1) * n) for c, n in zip(coords, self.chunk_shape, strict=True)
-            )
-            context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
-            encoded[coords] = context.run(
-                encode_or_elide_chunk, shard_array[part], chunk_spec, transform.encode_chunk
-            )
-        return cast("Buffer | None", encode_shard_dict_sync(self, encoded, per_shard))
+
+        def run(part: list[tuple[int, ...]]) -> None:
+            for coords in part:
+                where = tuple(
+                    slice(c * n, (c + 1) * n)
+                    for c, n in zip(coords, self.chunk_shape, strict=True)
+                )
+                context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
+                encoded[coords] = context.run(
+                    encode_or_elide_chunk, shard_array[where], chunk_spec,
+                    transform.encode_chunk,
+                )
+
+        def assemble() -> Buffer | None:
+            in_order = {coords: encoded[coords] for coords in every}  # zarr's order
+            return cast("Buffer | None", encode_shard_dict_sync(self, in_order, per_shard))
+
+        size = max(1, math.ceil(len(every) / max(1, groups)))
+        jobs: list[Callable[[], None]] = [
+            functools.partial(contextvars.copy_context().run, run, every[k : k + size])
+            for k in range(0, len(every), size)
+        ]
+        return jobs, assemble
 
     def reads_sync(self, shard_spec: ArraySpec) -> bool:
         """Whether :meth:`read_local_sync` can read shards of ``shard_spec``."""
