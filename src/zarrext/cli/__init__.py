@@ -7,6 +7,7 @@ into one line on stderr (see ``zarrext.cli._common``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import os
@@ -20,6 +21,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from zarr.errors import BaseZarrError
 
+from zarrext._exit import settle_background_io
 from zarrext._extras import MissingExtraError
 from zarrext.cli._common import CliError, named_by_path, one_line
 
@@ -110,6 +112,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     Usage errors (a bad option value, an unknown command) are one line too.
     """
+    # obstore's threads must be out of Python before the interpreter finalizes, or a
+    # run can abort after its output (see zarrext._exit). atexit runs this before
+    # zarr's own cleanup (registered earlier) closes zarr's event loop.
+    atexit.unregister(settle_background_io)
+    atexit.register(settle_background_io)
     command = typer.main.get_command(app)
     try:
         code = command.main(
