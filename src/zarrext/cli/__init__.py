@@ -24,12 +24,14 @@ from zarr.errors import BaseZarrError
 from zarrext._exit import settle_background_io
 from zarrext._extras import MissingExtraError
 from zarrext.cli._common import CliError, named_by_path, one_line
+from zarrext.cli._help import HelpCommand, HelpGroup
 
 app = typer.Typer(
     name="zarrext",
     help="Jobs on whole Zarr format 3 stores (see each command's --help).",
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    cls=HelpGroup,
     pretty_exceptions_show_locals=False,
 )
 
@@ -105,6 +107,7 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"zarrext.cli.{_name}").register(app)
 for _command in app.registered_commands:
     _command.callback = one_line_errors(_command.callback)  # type: ignore[arg-type]
+    _command.cls = HelpCommand
 
 
 def main(argv: Sequence[str] | None = None) -> None:

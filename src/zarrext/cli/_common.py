@@ -34,6 +34,8 @@ __all__ = [
     "DECISION",
     "ICECHUNK_BRANCH",
     "ICECHUNK_SNAPSHOT",
+    "ICECHUNK_SNAPSHOT_HELP",
+    "SNAPSHOT_WITH_DRY_RUN",
     "STORAGE_OPTIONS",
     "CliError",
     "SCHEDULER",
@@ -84,7 +86,7 @@ def _valid_storage_options(text: str | None) -> str | None:
 STORAGE_OPTIONS = typer.Option(
     "--storage-options",
     help="JSON object of options for a URL's store (fsspec's names or obstore's), e.g. "
-    '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
+    '\'{"endpoint_url": "http://host:9000"}\' or \'{"anon": true}\'.',
     callback=_valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
@@ -114,12 +116,18 @@ ICECHUNK_BRANCH = typer.Option(
 )
 """``--icechunk-branch``: the commands taking it are decorated with :func:`in_icechunk`."""
 
-ICECHUNK_SNAPSHOT = typer.Option(
-    "--icechunk-snapshot",
-    metavar="ID",
-    help="PATH is an icechunk repository: read the snapshot ID (commands that only read).",
-)
-"""``--icechunk-snapshot``: read an earlier snapshot of a repository."""
+ICECHUNK_SNAPSHOT_HELP = "PATH is an icechunk repository: read the snapshot ID."
+SNAPSHOT_WITH_DRY_RUN = f"{ICECHUNK_SNAPSHOT_HELP} Only with --dry-run: snapshots never change."
+
+
+def icechunk_snapshot_option(help: str = ICECHUNK_SNAPSHOT_HELP) -> Any:
+    """``--icechunk-snapshot``: read an earlier snapshot of a repository; ``help``
+    says when a command that can write takes it."""
+    return typer.Option("--icechunk-snapshot", metavar="ID", help=help)
+
+
+ICECHUNK_SNAPSHOT = icechunk_snapshot_option()
+"""``--icechunk-snapshot`` on a command that only reads."""
 
 
 class SessionPath(str):
@@ -148,8 +156,13 @@ def in_icechunk(
     *,
     settings: Sequence[str] = (),
     writes: Callable[[Mapping[str, Any]], bool] = lambda arguments: False,
+    snapshot_help: str | None = ICECHUNK_SNAPSHOT_HELP,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command ``--icechunk-branch`` and ``--icechunk-snapshot``.
+
+    ``snapshot_help`` is ``--icechunk-snapshot``'s help on this command (saying
+    when a command that can write takes it); None for a command that always
+    writes, which has no ``--icechunk-snapshot``.
 
     With either option, the command's PATH is an icechunk repository: the command
     runs on a session's store (a :class:`SessionPath` in place of PATH, which
@@ -167,8 +180,11 @@ def in_icechunk(
                 annotation=Annotated[str | None, option],
             )
             for name, option in (
-                ("icechunk_branch", ICECHUNK_BRANCH), ("icechunk_snapshot", ICECHUNK_SNAPSHOT)
+                ("icechunk_branch", ICECHUNK_BRANCH),
+                ("icechunk_snapshot",
+                 None if snapshot_help is None else icechunk_snapshot_option(snapshot_help)),
             )
+            if option is not None
         ]
 
         @functools.wraps(command)

@@ -121,6 +121,7 @@ def register(app: typer.Typer) -> None:
         "quantize",
         settings=("max_abs_error", "out", "array", "allow_larger", "overwrite"),
         writes=lambda arguments: True,
+        snapshot_help=None,
     )
     def quantize(
         path: Annotated[
@@ -148,6 +149,7 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(
                 "--array",
+                metavar="ARRAY",
                 help="With a group: quantize only this array (a path in the group; "
                 "repeat for more). Default: every floating-point array.",
             ),

@@ -10,8 +10,10 @@ import zarr
 from rich.console import Console
 
 from zarrext.cli._common import (
+    ICECHUNK_SNAPSHOT_HELP,
     PATH_HELP,
     SCHEDULER,
+    SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     SessionPath,
     dask_client,
@@ -59,7 +61,10 @@ def _print_findings(
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    @in_icechunk("compact", settings=("expand",), writes=lambda a: not a["dry_run"])
+    @in_icechunk(
+        "compact", settings=("expand",), writes=lambda a: not a["dry_run"],
+        snapshot_help=SNAPSHOT_WITH_DRY_RUN,
+    )
     def compact(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -134,7 +139,7 @@ def register(app: typer.Typer) -> None:
                 )
 
     @app.command(name="expand")
-    @in_icechunk("expand", writes=lambda a: True)
+    @in_icechunk("expand", writes=lambda a: True, snapshot_help=None)
     def expand_command(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -152,7 +157,10 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
-    @in_icechunk("check", settings=("repair", "deep"), writes=lambda a: a["repair"])
+    @in_icechunk(
+        "check", settings=("repair", "deep"), writes=lambda a: a["repair"],
+        snapshot_help=f"{ICECHUNK_SNAPSHOT_HELP} Not with --repair: snapshots never change.",
+    )
     def check(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         repair: Annotated[

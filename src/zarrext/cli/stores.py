@@ -19,6 +19,7 @@ from zarrext.cli._common import (
     DECISION,
     PATH_HELP,
     SCHEDULER,
+    SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     CliError,
     dask_client,
@@ -447,7 +448,10 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(document))
 
     @app.command()
-    @in_icechunk("recompress", settings=("decision",), writes=lambda a: not a["dry_run"])
+    @in_icechunk(
+        "recompress", settings=("decision",), writes=lambda a: not a["dry_run"],
+        snapshot_help=SNAPSHOT_WITH_DRY_RUN,
+    )
     def recompress(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         decision: Annotated[str, DECISION] = "compress_if_smaller",
