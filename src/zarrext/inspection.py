@@ -8,8 +8,9 @@ the header's mask is validated.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any
@@ -34,11 +35,13 @@ from zarrext._zarr_compat import (
 from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
 from zarrext.errors import naming_chunk
+from zarrext.progress import ProgressCallback
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
 __all__ = [
     "ArrayInventory",
+    "ArrayProgress",
     "ConditionalPlacement",
     "StoredChunk",
     "conditional_placement",
@@ -48,6 +51,9 @@ __all__ = [
     "size_change",
     "stored_chunk_keys",
 ]
+
+ArrayProgress = Callable[[str, int, int], None]
+"""``progress(array_path, done, total)``: stored objects of one array read so far."""
 
 
 def size_change(before: int, after: int) -> str:
@@ -187,7 +193,9 @@ def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
 
-def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
+def inventory(
+    array: zarr.Array, *, read_masks: bool = True, progress: ProgressCallback | None = None
+) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
     Parameters
@@ -195,6 +203,9 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     array : zarr.Array
     read_masks : bool
         Read each chunk's conditional header (needs the chunk's bytes).
+    progress : callable, optional
+        ``progress(done, total)`` stored objects read, before the first and after
+        each batch.
     """
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
@@ -268,12 +279,16 @@ def inventory(array: zarr.Array, *, read_masks: bool = True) -> ArrayInventory:
     per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
     keys = list(stored_chunk_keys(array))
     batch = max(1, int(zarr_config.get("async.concurrency") or 1))
+    if progress is not None:
+        progress(0, len(keys))
     for first in range(0, len(keys), batch):
         part = keys[first : first + batch]
         fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
         for (coords, key), got in zip(part, fetched, strict=True):
             result.store_keys += 1
             add(coords, key, got)
+        if progress is not None:
+            progress(first + len(part), len(keys))
     return result
 
 
@@ -304,14 +319,14 @@ def shard_entries(
         yield local, (start, stop)
 
 
-def _stored_bytes(array: zarr.Array) -> int:
+def _stored_bytes(array: zarr.Array, progress: ProgressCallback | None = None) -> int:
     """Bytes stored, as ``info``, ``inspect`` and ``quantize`` count them.
 
     The encoded chunks' bytes (a sharded array's inner chunks): metadata
     (``zarr.json``), a shard's index and its free space are not counted. One
     definition for every command, read from :func:`inventory`.
     """
-    return inventory(array, read_masks=False).stored_bytes
+    return inventory(array, read_masks=False, progress=progress).stored_bytes
 
 
 def _json_value(value: Any) -> Any:
@@ -332,7 +347,9 @@ def codec_chain(codecs: Any) -> list[str]:
     return CodecChain.of(codecs).names()
 
 
-def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
+def node_info(
+    node: zarr.Array | zarr.Group, *, progress: ArrayProgress | None = None
+) -> dict[str, Any]:
     """What ``zarrext info`` shows: the tree of a store with per-array metadata and bytes.
 
     Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
@@ -341,6 +358,9 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     the attributes, ``None`` if none), for a group ``members`` (sorted by name) and
     ``arrays`` (count). ``stored_bytes`` is :func:`_stored_bytes` of an array, the
     sum over its arrays for a group.
+
+    ``progress(path, done, total)``, if given, is called with each array's path
+    and its stored objects read so far, before the first and after each batch.
     """
     attributes = dict(node.attrs)
     if isinstance(node, zarr.Array):
@@ -363,9 +383,14 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
             "attributes": attributes,
             # recorded by zarrext.create_array, used by zarrext.open_array
             "decision": decision_record(attributes),
-            "stored_bytes": _stored_bytes(node),
+            "stored_bytes": _stored_bytes(
+                node, None if progress is None else functools.partial(progress, node.path or "/")
+            ),
         }
-    members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
+    members = [
+        node_info(member, progress=progress)
+        for _, member in sorted(node.members(), key=lambda m: m[0])
+    ]
     return {
         "path": node.path or "/",
         "type": "group",

@@ -177,6 +177,7 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
+        from zarrext.cli.render import progress_bar
         from zarrext.sharding.check import check as run_check
         from zarrext.sharding.check import unverifiable
         from zarrext.sharding.layout import sharding_codec_of
@@ -188,8 +189,14 @@ def register(app: typer.Typer) -> None:
         arrays = list(
             iter_arrays(path, mode="r+" if repair else "r", storage_options=storage_options)
         )
+        findings_of = []
         with dask_client(scheduler, "check") as client:
-            findings_of = [run_check(a, repair=repair, deep=deep, client=client) for a in arrays]
+            for array in arrays:
+                label = f"check {array.path or '/'}"
+                with progress_bar(label, enabled=not as_json) as progress:
+                    findings_of.append(run_check(
+                        array, repair=repair, deep=deep, client=client, progress=progress
+                    ))
         for array, findings in zip(arrays, findings_of, strict=True):
             name = array.path or "/"
             unverified = unverifiable(array) if deep else None

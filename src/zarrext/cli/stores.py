@@ -392,7 +392,7 @@ def register(app: typer.Typer) -> None:
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
-        from zarrext.cli.render import render_shard_table, sharded_report
+        from zarrext.cli.render import progress_bar, render_shard_table, sharded_report
         from zarrext.decisions import decision_record
 
         console = Console()
@@ -403,7 +403,8 @@ def register(app: typer.Typer) -> None:
         documents = []
         shard_shapes = {}
         for array in iter_arrays(path, storage_options=storage_options):
-            inv = inventory(array)
+            with progress_bar(f"inspect {array.path or '/'}", enabled=not as_json) as progress:
+                inv = inventory(array, progress=progress)
             inventories.append(inv)
             report = sharded_report(array)
             per_shard = chunks_per_shard(array)
@@ -598,9 +599,12 @@ def register_info(app: typer.Typer) -> None:
         Bytes stored are the encoded chunks' bytes, as inspect counts them: zarr.json,
         a shard's index and its free space are not counted.
         """
+        from zarrext.cli.render import array_progress_bar
         from zarrext.inspection import node_info
 
-        tree = node_info(open_node(path, storage_options=storage_options))
+        node = open_node(path, storage_options=storage_options)
+        with array_progress_bar("info", enabled=not as_json) as progress:
+            tree = node_info(node, progress=progress)
         tree["store"] = str(path)
         if as_json:
             typer.echo(json.dumps(tree, indent=2, default=str))
