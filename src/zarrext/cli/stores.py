@@ -272,8 +272,6 @@ def _draw_grid(
     grid_shape: tuple[int, ...],
 ) -> Any:
     """Show a chunk grid (NaN: not written) with shard boundaries; the AxesImage."""
-    from matplotlib.ticker import MaxNLocator
-
     rows, columns = image.shape
     # a long thin grid fills the panel instead of becoming a hairline
     aspect: Literal["equal", "auto"] = "equal" if 1 / 8 <= rows / columns <= 8 else "auto"
@@ -293,12 +291,18 @@ def _draw_grid(
         "" if axis == 0 else "chunk index along axis 0" if axis == 1
         else f"chunk along axes 0-{axis - 1} (flattened)"
     )
-    if axis == 0:
-        ax.set_yticks([])
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if axis:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xticks(_index_ticks(columns))
+    ax.set_yticks(_index_ticks(rows) if axis else [])
     return drawn
+
+
+def _index_ticks(count: int) -> list[int]:
+    """Chunk indices to label along an image side of ``count`` cells: whole numbers
+    inside ``0..count-1`` only (a locator alone gives -0.5..0.5 for one chunk)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ticks = MaxNLocator(nbins=8, integer=True).tick_values(0, max(count - 1, 0))
+    return [int(t) for t in ticks if 0 <= t <= count - 1] or [0]
 
 
 def _extra_handles(image: np.ndarray, per_shard: tuple[int, ...] | None) -> list[Any]:
@@ -361,10 +365,18 @@ def _ratio_panel(
         ax, ratios, colormaps["viridis"], LogNorm(low, high), per_shard, inv.grid_shape
     )
     # the colour bar below, the legend to the right, as in the mask panel beside it
-    ax.figure.colorbar(
+    bar = ax.figure.colorbar(
         drawn, ax=ax, location="bottom", shrink=0.6, aspect=30,
         label="raw / stored bytes (log scale)",
     )
+    # A log axis labels its minor ticks when it spans less than a decade or two, and
+    # on a short horizontal bar those labels run into each other: five labels, spaced
+    # evenly on the log scale, and no minor ones.
+    from matplotlib.ticker import NullLocator
+
+    ticks = np.geomspace(low, high, 5)
+    bar.set_ticks(list(ticks), labels=[f"{t:.3g}x" for t in ticks])
+    bar.ax.xaxis.set_minor_locator(NullLocator())
     handles = _extra_handles(ratios, per_shard)
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1),
