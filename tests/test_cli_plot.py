@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from math import prod
 from pathlib import Path
 
@@ -167,3 +168,82 @@ def test_cli_plot_refuses_what_it_cannot_write(run: Run, tmp_path: Path, target:
     assert err.count("\n") == 1
     assert "--plot" in err
     assert not (tmp_path / "grid.bogus").exists()
+
+
+def _visible_labels(axis: object) -> list[object]:
+    lo, hi = sorted(axis.get_view_interval())  # type: ignore[attr-defined]
+    return [
+        tick.label1 for tick in [*axis.get_major_ticks(), *axis.get_minor_ticks()]  # type: ignore[attr-defined]
+        if tick.label1.get_visible() and tick.label1.get_text()
+        and lo - 1e-9 <= tick.get_loc() <= hi + 1e-9
+    ]
+
+
+@pytest.mark.parametrize(
+    ("shape", "chunks"), [((4, 4), (4, 4)), ((16, 16), (4, 4)), ((8, 4, 4), (1, 2, 1))],
+    ids=["one chunk", "2-D", "3-D"],
+)
+def test_plot_ticks_are_chunk_indices_and_colour_bar_labels_apart(
+    tmp_path: Path, shape: tuple[int, ...], chunks: tuple[int, ...]
+) -> None:
+    array = zarrext.create_array(str(tmp_path / "a.zarr"), shape=shape, chunks=chunks,
+                                 dtype="f4")
+    # ratios within less than a decade: a log axis would label its minor ticks
+    array[:] = np.random.default_rng(1).random(shape).astype("f4")
+    fig = plot_inventories([inventory(array)], tmp_path / "a.png", "a.zarr")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    renderer = canvas.get_renderer()
+    grids = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    bars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    assert grids
+    assert bars
+    for ax in grids:
+        for axis, extent in ((ax.xaxis, ax.get_xlim()), (ax.yaxis, ax.get_ylim())):
+            cells = round(abs(extent[1] - extent[0]))
+            for text in _visible_labels(axis):
+                value = text.get_text().replace("\u2212", "-")  # type: ignore[attr-defined]
+                assert value.isdigit(), value  # a whole, non-negative chunk index
+                assert int(value) < cells
+    for bar in bars:
+        labels = _visible_labels(bar.xaxis)
+        assert len(labels) >= 2
+        boxes = sorted((t.get_window_extent(renderer) for t in labels),  # type: ignore[attr-defined]
+                       key=lambda b: b.x0)
+        for left, right in itertools.pairwise(boxes):
+            assert left.x1 <= right.x0, "colour-bar labels overlap"
+
+
+def test_colour_bar_labels_apart_beside_the_mask_panel(tmp_path: Path) -> None:
+    """Ratios from ~1x to ~50x under the narrow bar of a two-panel row: matplotlib's
+    log labels (2x10^0, 3x10^0, ...) ran into each other there."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from zarr.codecs import ZstdCodec
+
+    array = zarrext.create_array(
+        str(tmp_path / "c.zarr"), shape=(64, 64), chunks=(16, 16), dtype="f4", fill_value=0,
+        decision="compress_if_smaller", compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+    )
+    rng = np.random.default_rng(1)
+    data = np.zeros((64, 64), "f4")
+    for i, j in np.ndindex(4, 4):
+        bits = 2 * (i * 4 + j)  # from a constant chunk to 30 random bits per value
+        data[i * 16:(i + 1) * 16, j * 16:(j + 1) * 16] = (
+            rng.integers(0, 2**bits, (16, 16)) if bits else 7
+        )
+    array[:] = data
+    inv = inventory(array)
+    ratios = inv.grid("ratio")
+    assert np.nanmax(ratios) / np.nanmin(ratios) > 10  # more than a decade
+    fig = plot_inventories([inv], tmp_path / "c.png", "c.zarr")
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    (bar,) = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    labels = _visible_labels(bar.xaxis)
+    assert len(labels) >= 3
+    boxes = sorted((t.get_window_extent(canvas.get_renderer())  # type: ignore[attr-defined]
+                    for t in labels), key=lambda b: b.x0)
+    for left, right in itertools.pairwise(boxes):
+        assert left.x1 <= right.x0, "colour-bar labels overlap"

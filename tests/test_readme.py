@@ -6,6 +6,8 @@ import json
 import os
 import re
 import shlex
+import subprocess
+import sys
 import uuid
 from pathlib import Path
 
@@ -42,22 +44,48 @@ def fresh_bucket(server: str) -> str:
     return bucket
 
 
-@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
-def test_readme_block_runs(
+def prepared(
     code: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch,
     request: pytest.FixtureRequest,
-) -> None:
+) -> str:
+    """A block ready to run as a reader runs it: in the test's folder, after the
+    blocks it works on (run here), against the test's S3 server in a bucket of its own."""
     monkeypatch.chdir(tmp_path)
     if '"ingest.zarr"' in code and code is not MAKER:  # works on the store the example made
-        exec(compile(MAKER, "README.md", "exec"), {"__name__": "__readme__"})
+        exec(compile(MAKER, "README.md", "exec"), {"__name__": "__main__"})
     if README_S3 in code:  # an S3 server, credentials in the environment, a bucket
         server = request.getfixturevalue("readme_folder")
         bucket = fresh_bucket(server)
         if "s3://my-bucket/temps.zarr" in code and code is not S3_MAKER:
             exec(compile(on_server(S3_MAKER, server, bucket), "README.md", "exec"),
-                 {"__name__": "__readme__"})
+                 {"__name__": "__main__"})
         code = on_server(code, server, bucket)
-    exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+    return code
+
+
+@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_readme_block_runs(
+    code: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    code = prepared(code, tmp_path, monkeypatch, request)
+    exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
+
+
+@pytest.mark.parametrize("code", BLOCKS, ids=[f"block{i}" for i in range(len(BLOCKS))])
+def test_readme_block_runs_as_a_script(
+    code: str, tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
+) -> None:
+    """Each block saved as a file and run with ``python block.py``, as a reader may:
+    a block that starts processes needs ``if __name__ == "__main__":`` for that."""
+    code = prepared(code, tmp_path, monkeypatch, request)
+    script = Path(tmp_path) / "block.py"
+    script.write_text(code)
+    done = subprocess.run(
+        [sys.executable, script.name], capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
 
 
 def test_readme_has_the_two_setup_commands() -> None:
@@ -80,7 +108,7 @@ def test_readme_runs_top_to_bottom_in_one_folder(run: Run, readme_folder: str) -
     for kind, code in blocks:
         if kind == "python":
             code = on_server(code, s3_server, bucket)
-            exec(compile(code, "README.md", "exec"), {"__name__": "__readme__"})
+            exec(compile(code, "README.md", "exec"), {"__name__": "__main__"})
             ran.append(kind)
             continue
         for line in code.splitlines():

@@ -58,6 +58,7 @@ __all__ = [
     "inner_chunk_spec",
     "inner_chunk_transform",
     "resolve_codec",
+    "running_io_loop",
     "set_codec_pipeline",
     "shard_index_size",
     "shard_indexer_and_value",
@@ -390,3 +391,12 @@ def wrap_core_array(name: str, make_wrapper: Callable[[Callable[..., Any]], Any]
     functools.update_wrapper(counted, original)
     counted._zarrext_wrapped = True  # type: ignore[attr-defined]
     setattr(core_array, name, counted)
+
+
+def running_io_loop() -> Any:
+    """zarr-python's event loop (``zarr.core.sync``), the one its synchronous API runs
+    coroutines on in the ``zarr_io`` thread; None when it was not started or is closed."""
+    import zarr.core.sync as zarr_sync
+
+    loop = zarr_sync.loop[0]
+    return None if loop is None or loop.is_closed() else loop

@@ -8,8 +8,9 @@ the header's mask is validated.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Literal
@@ -34,11 +35,13 @@ from zarrext._zarr_compat import (
 from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
 from zarrext.errors import ChunkDecodeError, naming_chunk
+from zarrext.progress import ProgressCallback
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
 
 __all__ = [
     "ArrayInventory",
+    "ArrayProgress",
     "ConditionalPlacement",
     "StoredChunk",
     "conditional_placement",
@@ -48,6 +51,9 @@ __all__ = [
     "size_change",
     "stored_chunk_keys",
 ]
+
+ArrayProgress = Callable[[str, int, int], None]
+"""``progress(array_path, done, total)``: stored objects of one array read so far."""
 
 
 def size_change(before: int, after: int) -> str:
@@ -221,6 +227,7 @@ def inventory(
     read_masks: bool = True,
     on_damage: Literal["raise", "mark"] = "raise",
     storage_options: Mapping[str, Any] | None = None,
+    progress: ProgressCallback | None = None,
 ) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
@@ -235,6 +242,9 @@ def inventory(
         ``"raise"`` a :class:`~zarrext.errors.ChunkDecodeError`; ``"mark"``: go
         on, list the chunk with ``damaged=True`` and no mask (a shard that cannot
         be read lists no chunks) and add the error to the inventory's ``damaged``.
+    progress : callable, optional
+        ``progress(done, total)`` stored objects read, before the first and after
+        each batch.
     """
     from zarrext.stores import open_job_array
 
@@ -323,6 +333,8 @@ def inventory(
     per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
     keys = list(stored_chunk_keys(array))
     batch = max(1, int(zarr_config.get("async.concurrency") or 1))
+    if progress is not None:
+        progress(0, len(keys))
     for first in range(0, len(keys), batch):
         part = keys[first : first + batch]
         fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
@@ -340,6 +352,8 @@ def inventory(
                 error = ChunkDecodeError.wrapping(e, array=array.path, key=key,
                                                   codecs=(sharding,))
                 result.damaged.append(error)
+        if progress is not None:
+            progress(first + len(part), len(keys))
     return result
 
 
@@ -410,7 +424,9 @@ def codec_chain(codecs: Any) -> list[str]:
     return CodecChain.of(codecs).names()
 
 
-def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
+def node_info(
+    node: zarr.Array | zarr.Group, *, progress: ArrayProgress | None = None
+) -> dict[str, Any]:
     """What ``zarrext info`` shows: the tree of a store with per-array metadata and bytes.
 
     Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
@@ -422,6 +438,9 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
     command), the
     sum over its arrays for a group; ``allocated_bytes`` (arrays only) what a local
     file system allocates for them, None elsewhere.
+
+    ``progress(path, done, total)``, if given, is called with each array's path
+    and its stored objects read so far, before the first and after each batch.
     """
     attributes = dict(node.attrs)
     if isinstance(node, zarr.Array):
@@ -429,7 +448,10 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
         if not isinstance(metadata, ArrayV3Metadata):
             raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
         outer, sharding = storage_block(metadata)
-        stored = inventory(node, read_masks=False)
+        stored = inventory(
+            node, read_masks=False,
+            progress=None if progress is None else functools.partial(progress, node.path or "/"),
+        )
         return {
             "path": node.path or "/",
             "type": "array",
@@ -449,7 +471,10 @@ def node_info(node: zarr.Array | zarr.Group) -> dict[str, Any]:
             # local files only: holes in fixed slots make it less than stored_bytes
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
         }
-    members = [node_info(member) for _, member in sorted(node.members(), key=lambda m: m[0])]
+    members = [
+        node_info(member, progress=progress)
+        for _, member in sorted(node.members(), key=lambda m: m[0])
+    ]
     return {
         "path": node.path or "/",
         "type": "group",

@@ -7,6 +7,7 @@ into one line on stderr (see ``zarrext.cli._common``).
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib
 import os
@@ -20,6 +21,7 @@ import typer
 from typer._click.exceptions import NoArgsIsHelpError, UsageError
 from zarr.errors import BaseZarrError
 
+from zarrext._exit import settle_background_io
 from zarrext._extras import MissingExtraError
 from zarrext.cli._common import (
     EXIT_CODES_HELP,
@@ -29,6 +31,7 @@ from zarrext.cli._common import (
     named_by_path,
     one_line,
 )
+from zarrext.cli._help import HelpCommand, HelpGroup
 from zarrext.cli._warnings import wrapped as shown_warnings
 
 app = typer.Typer(
@@ -36,7 +39,8 @@ app = typer.Typer(
     help="Jobs on whole Zarr format 3 stores (see each command's --help).",
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    cls=HelpGroup,
     pretty_exceptions_show_locals=False,
 )
 
@@ -124,6 +128,7 @@ for _command in app.registered_commands:
     _command.callback = one_line_errors(
         shown_warnings(_command.callback)  # type: ignore[arg-type]
     )
+    _command.cls = HelpCommand
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -131,6 +136,11 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     Usage errors (a bad option value, an unknown command) are one line too.
     """
+    # obstore's threads must be out of Python before the interpreter finalizes, or a
+    # run can abort after its output (see zarrext._exit). atexit runs this before
+    # zarr's own cleanup (registered earlier) closes zarr's event loop.
+    atexit.unregister(settle_background_io)
+    atexit.register(settle_background_io)
     command = typer.main.get_command(app)
     try:
         code = command.main(

@@ -41,6 +41,8 @@ __all__ = [
     "DECISION",
     "ICECHUNK_BRANCH",
     "ICECHUNK_SNAPSHOT",
+    "ICECHUNK_SNAPSHOT_HELP",
+    "SNAPSHOT_WITH_DRY_RUN",
     "STORAGE_OPTIONS",
     "CliError",
     "EXIT_CODES_HELP",
@@ -149,7 +151,7 @@ def valid_storage_options(text: str | None) -> str | None:
 STORAGE_OPTIONS = typer.Option(
     "--storage-options",
     help="JSON object of options for a URL's store (fsspec's names or obstore's), e.g. "
-    '\'{"endpoint_url": "http://localhost:9000", "anon": true}\'.',
+    '\'{"endpoint_url": "http://host:9000"}\' or \'{"anon": true}\'.',
     callback=valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
@@ -190,13 +192,18 @@ ICECHUNK_BRANCH = typer.Option(
 )
 """``--icechunk-branch``: the commands taking it are decorated with :func:`in_icechunk`."""
 
-ICECHUNK_SNAPSHOT = typer.Option(
-    "--icechunk-snapshot",
-    metavar="ID",
-    callback=_named,
-    help="PATH is an icechunk repository: read the snapshot ID (commands that only read).",
-)
-"""``--icechunk-snapshot``: read an earlier snapshot of a repository."""
+ICECHUNK_SNAPSHOT_HELP = "PATH is an icechunk repository: read the snapshot ID."
+SNAPSHOT_WITH_DRY_RUN = f"{ICECHUNK_SNAPSHOT_HELP} Only with --dry-run: snapshots never change."
+
+
+def icechunk_snapshot_option(help: str = ICECHUNK_SNAPSHOT_HELP) -> Any:
+    """``--icechunk-snapshot``: read an earlier snapshot of a repository; ``help``
+    says when a command that can write takes it."""
+    return typer.Option("--icechunk-snapshot", metavar="ID", callback=_named, help=help)
+
+
+ICECHUNK_SNAPSHOT = icechunk_snapshot_option()
+"""``--icechunk-snapshot`` on a command that only reads."""
 
 
 class SessionPath(str):
@@ -254,8 +261,13 @@ def in_icechunk(
     *,
     settings: Sequence[str] = (),
     writes: Callable[[Mapping[str, Any]], bool] = lambda arguments: False,
+    snapshot_help: str | None = ICECHUNK_SNAPSHOT_HELP,
 ) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Give a command ``--icechunk-branch`` and ``--icechunk-snapshot``.
+
+    ``snapshot_help`` is ``--icechunk-snapshot``'s help on this command (saying
+    when a command that can write takes it); None for a command that always
+    writes, which has no ``--icechunk-snapshot``.
 
     With either option, the command's PATH is an icechunk repository: the command
     runs on a session's store (a :class:`SessionPath` in place of PATH, which
@@ -273,8 +285,11 @@ def in_icechunk(
                 annotation=Annotated[str | None, option],
             )
             for name, option in (
-                ("icechunk_branch", ICECHUNK_BRANCH), ("icechunk_snapshot", ICECHUNK_SNAPSHOT)
+                ("icechunk_branch", ICECHUNK_BRANCH),
+                ("icechunk_snapshot",
+                 None if snapshot_help is None else icechunk_snapshot_option(snapshot_help)),
             )
+            if option is not None
         ]
 
         @functools.wraps(command)

@@ -163,6 +163,7 @@ def register(app: typer.Typer) -> None:
             "icechunk_path", "max_abs_error", "out", "array", "allow_larger", "overwrite"
         ),
         writes=lambda arguments: True,
+        snapshot_help=None,
     )
     def quantize(
         path: Annotated[
@@ -190,6 +191,7 @@ def register(app: typer.Typer) -> None:
             list[str] | None,
             typer.Option(
                 "--array",
+                metavar="ARRAY",
                 help="With a group: quantize only this array (a path in the group; "
                 "repeat for more). Default: every floating-point array. The rest of the "
                 "group is copied as it is: to copy less, give a subgroup's path (in an "

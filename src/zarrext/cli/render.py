@@ -28,7 +28,27 @@ from zarrext.sharding.inspect import (
     writes_text,
 )
 
-__all__ = ["progress_bar", "recompress_table", "render_shard_table", "sharded_report"]
+__all__ = [
+    "array_progress_bar",
+    "progress_bar", "recompress_table", "render_shard_table", "sharded_report"]
+
+
+@contextmanager
+def _bar(
+    label: str, console: Console | None, enabled: bool
+) -> Iterator[tuple[Progress, Any]]:
+    console = console if console is not None else Console(stderr=True)
+    with Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        # rich ends a bar on a file or pipe with a blank line: draw none there
+        disable=not (enabled and console.is_interactive),
+    ) as bar:
+        yield bar, bar.add_task(label, total=None)
 
 
 @contextmanager
@@ -44,28 +64,33 @@ def progress_bar(
     console : rich Console, optional
         Where to draw (default: stderr, so stdout keeps what scripts parse).
     enabled : bool
-        ``False`` draws nothing (``--quiet``).
+        ``False`` draws nothing (``--quiet``, ``--json``). Nothing is drawn either
+        when the console is no terminal.
 
     Yields
     ------
     callable
         ``progress(done, total)``.
     """
-    console = console if console is not None else Console(stderr=True)
-    with Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-        # rich ends a bar on a file or pipe with a blank line: draw none there
-        disable=not (enabled and console.is_interactive),
-    ) as bar:
-        task = bar.add_task(label, total=None)
+    with _bar(label, console, enabled) as (bar, task):
 
         def update(done: int, total: int) -> None:
             bar.update(task, completed=done, total=total)
+
+        yield update
+
+
+@contextmanager
+def array_progress_bar(
+    job: str, *, console: Console | None = None, enabled: bool = True
+) -> Iterator[Callable[[str, int, int], None]]:
+    """As :func:`progress_bar`, for a job that reports array by array
+    (``progress(array_path, done, total)``, e.g. :func:`zarrext.inspection.node_info`):
+    one bar, labelled with the job and the array it is on."""
+    with _bar(job, console, enabled) as (bar, task):
+
+        def update(path: str, done: int, total: int) -> None:
+            bar.update(task, description=f"{job} {path}", completed=done, total=total)
 
         yield update
 

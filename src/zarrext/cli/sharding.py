@@ -10,9 +10,11 @@ import zarr
 from rich.console import Console
 
 from zarrext.cli._common import (
+    ICECHUNK_SNAPSHOT_HELP,
     PATH_HELP,
     QUIET_HELP,
     SCHEDULER,
+    SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     SessionPath,
     dask_client,
@@ -81,7 +83,10 @@ def _print_findings(
 
 def register(app: typer.Typer) -> None:
     @app.command()
-    @in_icechunk("compact", settings=("expand",), writes=lambda a: not a["dry_run"])
+    @in_icechunk(
+        "compact", settings=("expand",), writes=lambda a: not a["dry_run"],
+        snapshot_help=SNAPSHOT_WITH_DRY_RUN,
+    )
     def compact(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -171,7 +176,7 @@ def register(app: typer.Typer) -> None:
             console.print(f"note: {READER_NOTE}", highlight=False, soft_wrap=True)
 
     @app.command(name="expand")
-    @in_icechunk("expand", writes=lambda a: True)
+    @in_icechunk("expand", writes=lambda a: True, snapshot_help=None)
     def expand_command(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         workers: Annotated[
@@ -189,7 +194,10 @@ def register(app: typer.Typer) -> None:
         )
 
     @app.command()
-    @in_icechunk("check", settings=("repair", "deep"), writes=lambda a: a["repair"])
+    @in_icechunk(
+        "check", settings=("repair", "deep"), writes=lambda a: a["repair"],
+        snapshot_help=f"{ICECHUNK_SNAPSHOT_HELP} Not with --repair: snapshots never change.",
+    )
     def check(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         repair: Annotated[
@@ -206,6 +214,7 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
         from zarrext.cli._common import iter_arrays
+        from zarrext.cli.render import progress_bar
         from zarrext.sharding.check import check as run_check
         from zarrext.sharding.check import unverifiable
         from zarrext.sharding.layout import sharding_codec_of
@@ -217,8 +226,14 @@ def register(app: typer.Typer) -> None:
         arrays = list(
             iter_arrays(path, mode="r+" if repair else "r", storage_options=storage_options)
         )
+        findings_of = []
         with dask_client(scheduler, "check") as client:
-            findings_of = [run_check(a, repair=repair, deep=deep, client=client) for a in arrays]
+            for array in arrays:
+                label = f"check {array.path or '/'}"
+                with progress_bar(label, enabled=not as_json) as progress:
+                    findings_of.append(run_check(
+                        array, repair=repair, deep=deep, client=client, progress=progress
+                    ))
         for array, findings in zip(arrays, findings_of, strict=True):
             name = array.path or "/"
             unverified = unverifiable(array) if deep else None

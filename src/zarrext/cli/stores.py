@@ -20,6 +20,7 @@ from zarrext.cli._common import (
     PATH_HELP,
     QUIET_HELP,
     SCHEDULER,
+    SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     CliError,
     dask_client,
@@ -278,8 +279,6 @@ def _draw_grid(
     grid_shape: tuple[int, ...],
 ) -> Any:
     """Show a chunk grid (NaN: not written) with shard boundaries; the AxesImage."""
-    from matplotlib.ticker import MaxNLocator
-
     rows, columns = image.shape
     # a long thin grid fills the panel instead of becoming a hairline
     aspect: Literal["equal", "auto"] = "equal" if 1 / 8 <= rows / columns <= 8 else "auto"
@@ -299,12 +298,18 @@ def _draw_grid(
         "" if axis == 0 else "chunk index along axis 0" if axis == 1
         else f"chunk along axes 0-{axis - 1} (flattened)"
     )
-    if axis == 0:
-        ax.set_yticks([])
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if axis:
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_xticks(_index_ticks(columns))
+    ax.set_yticks(_index_ticks(rows) if axis else [])
     return drawn
+
+
+def _index_ticks(count: int) -> list[int]:
+    """Chunk indices to label along an image side of ``count`` cells: whole numbers
+    inside ``0..count-1`` only (a locator alone gives -0.5..0.5 for one chunk)."""
+    from matplotlib.ticker import MaxNLocator
+
+    ticks = MaxNLocator(nbins=8, integer=True).tick_values(0, max(count - 1, 0))
+    return [int(t) for t in ticks if 0 <= t <= count - 1] or [0]
 
 
 def _extra_handles(image: np.ndarray, per_shard: tuple[int, ...] | None) -> list[Any]:
@@ -367,10 +372,18 @@ def _ratio_panel(
         ax, ratios, colormaps["viridis"], LogNorm(low, high), per_shard, inv.grid_shape
     )
     # the colour bar below, the legend to the right, as in the mask panel beside it
-    ax.figure.colorbar(
+    bar = ax.figure.colorbar(
         drawn, ax=ax, location="bottom", shrink=0.6, aspect=30,
         label="raw / stored bytes (log scale)",
     )
+    # A log axis labels its minor ticks when it spans less than a decade or two, and
+    # on a short horizontal bar those labels run into each other: five labels, spaced
+    # evenly on the log scale, and no minor ones.
+    from matplotlib.ticker import NullLocator
+
+    ticks = np.geomspace(low, high, 5)
+    bar.set_ticks(list(ticks), labels=[f"{t:.3g}x" for t in ticks])
+    bar.ax.xaxis.set_minor_locator(NullLocator())
     handles = _extra_handles(ratios, per_shard)
     if handles:
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1),
@@ -398,7 +411,7 @@ def register(app: typer.Typer) -> None:
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
 ) -> None:
         """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
-        from zarrext.cli.render import render_shard_table, sharded_report
+        from zarrext.cli.render import progress_bar, render_shard_table, sharded_report
         from zarrext.decisions import decision_record
 
         console = Console()
@@ -410,7 +423,9 @@ def register(app: typer.Typer) -> None:
         shard_shapes = {}
         damaged: list[Any] = []
         for array in iter_arrays(path, storage_options=storage_options):
-            inv = inventory(array, on_damage="mark")  # the table, damaged chunks marked
+            with progress_bar(f"inspect {array.path or '/'}", enabled=not as_json) as progress:
+                # the table, damaged chunks marked
+                inv = inventory(array, on_damage="mark", progress=progress)
             damaged += inv.damaged
             inventories.append(inv)
             report = sharded_report(array)
@@ -465,7 +480,10 @@ def register(app: typer.Typer) -> None:
                  "check --deep decodes every chunk")
 
     @app.command()
-    @in_icechunk("recompress", settings=("decision",), writes=lambda a: not a["dry_run"])
+    @in_icechunk(
+        "recompress", settings=("decision",), writes=lambda a: not a["dry_run"],
+        snapshot_help=SNAPSHOT_WITH_DRY_RUN,
+    )
     def recompress(
         path: Annotated[str, typer.Argument(help=PATH_HELP)],
         decision: Annotated[str, DECISION] = "compress_if_smaller",
@@ -669,9 +687,12 @@ def register_info(app: typer.Typer) -> None:
         Bytes stored are the encoded chunks' bytes, as inspect counts them: zarr.json,
         a shard's index and its free space are not counted.
         """
+        from zarrext.cli.render import array_progress_bar
         from zarrext.inspection import node_info
 
-        tree = node_info(open_node(path, storage_options=storage_options))
+        node = open_node(path, storage_options=storage_options)
+        with array_progress_bar("info", enabled=not as_json) as progress:
+            tree = node_info(node, progress=progress)
         tree["store"] = str(path)
         if as_json:
             typer.echo(json.dumps(tree, indent=2, default=str))

@@ -670,7 +670,7 @@ def check(
         (:mod:`zarrext.store_refs`). A local directory is checked in this process
         (repairs take its locks).
     progress : callable, optional
-        On a store of whole objects: ``progress(done, total)`` objects checked,
+        ``progress(done, total)`` stored objects (chunks or shards) checked,
         before the first and as they (or a cluster's tasks) finish.
 
     Returns
@@ -729,7 +729,10 @@ def check(
 
     per_object = _object_shape(metadata, shards)
     decoder = _Decoder(array, shards) if deep else None
-    for key, coords in _stored_keys(array, per_object):
+    stored = list(_stored_keys(array, per_object))
+    if progress is not None:
+        progress(0, len(stored))
+    for done, (key, coords) in enumerate(stored, 1):
         result = entry(key)
         if shards is not None and not shards.bare:
             path = directory / key
@@ -739,6 +742,8 @@ def check(
             _check_shard(shards, key, coords, result, repair, decoder)
         elif decoder is not None:
             _check_chunk(directory, key, coords, result, decoder)
+        if progress is not None:
+            progress(done, len(stored))
     return sorted((f for f in found.values() if f.details), key=lambda f: _key_order(f.key))
 
 
