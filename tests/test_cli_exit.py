@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -144,5 +145,10 @@ def test_cli_on_s3_never_aborts_in_hundreds_of_runs(s3_array: dict[str, Any]) ->
 def test_settle_returns_at_once_without_background_io() -> None:
     from zarrext._exit import foreign_threads_in_python, settle_background_io
 
+    # a test runner's own threads (pytest-xdist's) may be foreign ones: nothing new
+    before = set(foreign_threads_in_python())
+    start = time.monotonic()
     settle_background_io(timeout=0.5)
-    assert foreign_threads_in_python() == []
+    if not before:
+        assert time.monotonic() - start < 0.25  # nothing to wait for: at once
+    assert set(foreign_threads_in_python()) <= before

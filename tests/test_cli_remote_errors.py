@@ -54,7 +54,7 @@ def test_output_without_credentials_names_the_output(
     _float_array(str(tmp_path / "a.zarr"))
     endpoint = json.dumps({"endpoint": s3["options"]["endpoint_url"], "region": "eu-west-1"})
     code, _, err = run("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01",
-                       "--out", f"{s3['url']}/q.zarr", "--out-storage-options", endpoint)
+                       "--out", f"{s3['url']}/q.zarr", "--out-options", endpoint)
     line = one_line_error(err)
     assert code == 3
     assert f"{s3['url']}/q.zarr: no credentials found" in line
@@ -95,7 +95,7 @@ def test_quantize_local_to_s3_takes_the_outputs_options(
 ) -> None:
     _float_array(str(tmp_path / "a.zarr"))
     so = json.dumps(s3["options"])
-    for option, name in (("--out-storage-options", "q1.zarr"), ("--storage-options", "q2.zarr")):
+    for option, name in (("--out-options", "q1.zarr"), ("--storage-options", "q2.zarr")):
         code, _, err = run("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01",
                            "--out", f"{s3['url']}/{name}", option, so, "-q")
         assert code == 0, err
@@ -103,9 +103,9 @@ def test_quantize_local_to_s3_takes_the_outputs_options(
         np.testing.assert_allclose(copy[:], zarr.open_array(str(tmp_path / "a.zarr"))[:],
                                    atol=0.01)
     code, _, err = run("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01",
-                       "--out", tmp_path / "q.zarr", "--out-storage-options", so)
+                       "--out", tmp_path / "q.zarr", "--out-options", so)
     assert code == 2
-    assert "--out-storage-options are for an --out URL" in one_line_error(err)
+    assert "--out-options are for an --out URL" in one_line_error(err)
 
 
 @pytest.fixture

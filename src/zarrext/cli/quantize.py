@@ -139,14 +139,14 @@ def _options_of(
     path: str, out: str, storage_options: str | None, out_storage_options: str | None
 ) -> tuple[str | None, str | None]:
     """The storage options of PATH and of --out: ``--storage-options`` are for the
-    command's URLs (PATH's; --out's too, unless ``--out-storage-options`` are given)."""
+    command's URLs (PATH's; --out's too, unless ``--out-options`` are given)."""
     from zarrext.stores import local_path
 
     in_repository = isinstance(path, SessionPath)  # --out is a path inside it
     path_is_url = not in_repository and local_path(path) is None
     out_is_url = not in_repository and local_path(out) is None
     if out_storage_options is not None and not out_is_url:
-        fail(f"--out-storage-options are for an --out URL, and {out} is not one",
+        fail(f"--out-options are for an --out URL, and {out} is not one",
              ExitCode.USAGE)
     if not out_is_url:
         return storage_options, None  # PATH's (refused for a local PATH when it is opened)
@@ -223,7 +223,7 @@ def register(app: typer.Typer) -> None:
         out_storage_options: Annotated[
             str | None,
             typer.Option(
-                "--out-storage-options", callback=valid_storage_options,
+                "--out-options", callback=valid_storage_options,
                 help="JSON object of options for an --out URL's store (as "
                 "--storage-options). Default: --storage-options when --out is a URL; "
                 "with a local PATH, --storage-options are --out's alone.",
