@@ -14,11 +14,13 @@ from zarr.codecs import BytesCodec, ShardingCodec
 import zarrext
 from tests.conftest import Run
 from zarrext.cli.stores import (
+    as_image,
     chunks_per_shard,
     mask_name,
     plot_file,
     plot_inventories,
     shard_edges,
+    tile_layout,
 )
 from zarrext.inspection import ArrayInventory, inventory
 
@@ -118,18 +120,58 @@ def test_plot_reads_at_a_glance(tmp_path: Path) -> None:
     assert image.norm(middle) == pytest.approx(0.5, abs=0.01)
 
 
-def test_shard_edges_match_shard_coordinates() -> None:
-    grid, per_shard = (3, 5, 4), (2, 2, 3)
-    rows, columns = shard_edges(grid, per_shard)
-    leading = [(i, j) for i in range(grid[0]) for j in range(grid[1])]  # image rows, in order
-    expected_rows = [
-        r + 0.5 for r in range(len(leading) - 1)
-        if [c // k for c, k in zip(leading[r], per_shard, strict=False)]
-        != [c // k for c, k in zip(leading[r + 1], per_shard, strict=False)]
-    ]
-    assert rows == expected_rows
-    assert columns == [2.5]
+def _edges_between_shards(grid: tuple[int, ...], per_shard: tuple[int, ...], side: int) -> list:
+    """Image edges (``side`` 0: between rows, 1: between columns) where two neighbouring
+    chunks of the picture lie in different shards along the axis drawn that way."""
+    axis = len(grid) - 2 + side
+    picture = as_image(np.indices(grid)[axis].astype(float))  # chunk index per cell
+    if side == 0:
+        picture = picture.T
+    shard = picture // per_shard[axis]
+    edges = []
+    for c in range(picture.shape[1] - 1):
+        both = np.isfinite(picture[:, c]) & np.isfinite(picture[:, c + 1])  # not a gap
+        if (shard[both, c] != shard[both, c + 1]).any():
+            edges.append(c + 0.5)
+    return edges
+
+
+@pytest.mark.parametrize(
+    ("grid", "per_shard"),
+    [((8, 12), (4, 4)), ((3, 5, 4), (2, 2, 3)), ((2, 2, 6, 6), (1, 1, 2, 3))],
+)
+def test_shard_edges_match_shard_coordinates(
+    grid: tuple[int, ...], per_shard: tuple[int, ...]
+) -> None:
+    assert shard_edges(grid, per_shard) == (
+        _edges_between_shards(grid, per_shard, 0), _edges_between_shards(grid, per_shard, 1)
+    )
     assert shard_edges((7,), (7,)) == ([], [])
+    assert shard_edges((9,), (4,)) == ([], [3.5, 7.5])
+
+
+@pytest.mark.parametrize("shape", [(8, 4, 4), (2, 3, 4, 5), (20, 1, 3)])
+def test_an_nd_grid_is_tiles_of_its_last_two_axes(tmp_path: Path, shape: tuple[int, ...]) -> None:
+    """A 3-D or 4-D chunk grid is a near-square picture of tiles, one per index of
+    the leading axes, labelled, with every chunk once and gaps that are no chunk."""
+    grid = np.arange(prod(shape), dtype=float).reshape(shape)
+    image = as_image(grid)
+    down, across = tile_layout(shape)
+    assert down * across >= prod(shape[:-2]) > (down - 1) * across
+    assert sorted(image[np.isfinite(image)].tolist()) == grid.ravel().tolist()
+    assert 1 / 4 <= image.shape[0] / image.shape[1] <= 4 or min(down, across) == 1
+    # a partly written array: the gaps are not counted as chunks not written
+    array = zarrext.create_array(str(tmp_path / "a.zarr"), shape=shape, chunks=(1,) * len(shape),
+                                 dtype="f4", fill_value=0)
+    array[:1] = np.random.default_rng(1).random((1, *shape[1:])).astype("f4") + 1
+    fig = plot_inventories([inventory(array)], tmp_path / "a.png", "a.zarr")
+    (ax,) = [ax for ax in fig.axes if ax.get_label() != "<colorbar>"]
+    labels = [t.get_text() for t in ax.texts if t.get_gid() == "tile label"]
+    assert labels == [",".join(map(str, i)) for i in np.ndindex(shape[:-2])]
+    legend = ax.get_legend()
+    unwritten = prod(shape) - prod(shape[1:])
+    texts = [t.get_text() for t in legend.get_texts()] if legend is not None else []
+    assert f"not written ({unwritten} chunks)" in texts
 
 
 def test_plot_file_name(tmp_path: Path) -> None:

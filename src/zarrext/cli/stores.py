@@ -196,11 +196,42 @@ def plot_file(plot: Path) -> Path:
 NOT_WRITTEN = "lightgrey"  # chunks never written: the fill value, no bytes stored
 
 
+GAP = np.inf
+"""Image cells between the tiles of an N-D grid (drawn white; never 'not written')."""
+
+
+def tile_layout(grid_shape: tuple[int, ...]) -> tuple[int, int]:
+    """(tiles down, tiles across) of :func:`as_image`'s picture of a chunk grid.
+
+    A grid of 3 or more axes is drawn as one tile per index of its leading axes
+    (the last two axes in each), laid out near-square; a 1-D or 2-D grid is one.
+
+    >>> tile_layout((4, 4)), tile_layout((8, 4, 4)), tile_layout((2, 1, 30))
+    ((1, 1), (3, 3), (2, 1))
+    """
+    if len(grid_shape) < 3:
+        return 1, 1
+    tiles = prod(grid_shape[:-2])
+    rows, columns = grid_shape[-2] + 1, grid_shape[-1] + 1  # with the gap
+    across = max(1, min(tiles, round(np.sqrt(tiles * rows / columns))))
+    return -(-tiles // across), across
+
+
 def as_image(grid: np.ndarray) -> np.ndarray:
-    """A chunk grid as rows x columns: the last axis across, the others flattened down."""
+    """A chunk grid as rows x columns: a 1-D grid one row, a 2-D grid as it is, more
+    axes as tiles of the last two (:func:`tile_layout`), :data:`GAP` between them, in
+    C order of the leading axes, left to right, then down."""
     if grid.ndim == 0:
         return grid.reshape(1, 1)
-    return grid.reshape(-1, grid.shape[-1])
+    if grid.ndim < 3:
+        return grid.reshape(-1, grid.shape[-1])
+    rows, columns = grid.shape[-2:]
+    down, across = tile_layout(grid.shape)
+    image = np.full((down * (rows + 1) - 1, across * (columns + 1) - 1), GAP)
+    for tile, values in enumerate(grid.reshape(-1, rows, columns)):
+        top, left = (tile // across) * (rows + 1), (tile % across) * (columns + 1)
+        image[top : top + rows, left : left + columns] = values
+    return image
 
 
 def shard_edges(
@@ -209,25 +240,25 @@ def shard_edges(
     """Where shard boundaries fall in :func:`as_image`'s picture: (row edges, column edges).
 
     An edge at ``r - 0.5`` separates image rows ``r - 1`` and ``r`` (image coordinates
-    put cell centres on integers). Rows flatten the leading axes, so two neighbouring
-    rows are in different shards when any leading coordinate crosses a shard.
+    put cell centres on integers); in a tiled picture, the boundaries of the last two
+    axes inside each tile (tiles are apart: their leading indices label them).
 
     >>> shard_edges((8, 12), (4, 4))
     ([3.5], [3.5, 7.5])
     >>> shard_edges((2, 3, 4), (1, 2, 4))
-    ([1.5, 2.5, 4.5], [])
+    ([1.5, 5.5], [])
     """
     if not grid_shape:
         return [], []
-    columns = [c - 0.5 for c in range(per_shard[-1], grid_shape[-1], per_shard[-1])]
-    leading, per_lead = grid_shape[:-1], np.array(per_shard[:-1])
-    rows: list[float] = []
-    if leading:
-        coords = np.stack(np.unravel_index(np.arange(prod(leading)), leading), axis=1)
-        shard_of = coords // per_lead
-        changes = np.any(shard_of[1:] != shard_of[:-1], axis=1)
-        rows = [float(r) + 0.5 for r in np.flatnonzero(changes)]
-    return rows, columns
+    if len(grid_shape) == 1:
+        return [], [c - 0.5 for c in range(per_shard[0], grid_shape[0], per_shard[0])]
+    down, across = tile_layout(grid_shape)
+    rows, columns = grid_shape[-2:]
+    row_edges = [t * (rows + 1) + r - 0.5 for t in range(down)
+                 for r in range(per_shard[-2], rows, per_shard[-2])]
+    column_edges = [t * (columns + 1) + c - 0.5 for t in range(across)
+                    for c in range(per_shard[-1], columns, per_shard[-1])]
+    return [float(r) for r in row_edges], [float(c) for c in column_edges]
 
 
 def plot_inventories(
@@ -286,20 +317,47 @@ def _draw_grid(
         np.ma.masked_invalid(image), cmap=cmap.with_extremes(bad=NOT_WRITTEN), norm=norm,
         interpolation="nearest", aspect=aspect,
     )
-    if per_shard is not None:
+    axis = len(grid_shape) - 1
+    if per_shard is not None and axis < 2:
         row_edges, column_edges = shard_edges(grid_shape, per_shard)
         for y in row_edges:
             ax.axhline(y, color="black", linewidth=1.5, gid="shard boundary")
         for x in column_edges:
             ax.axvline(x, color="black", linewidth=1.5, gid="shard boundary")
-    axis = len(grid_shape) - 1
     ax.set_xlabel(f"chunk index along axis {axis}")
-    ax.set_ylabel(
-        "" if axis == 0 else "chunk index along axis 0" if axis == 1
-        else f"chunk along axes 0-{axis - 1} (flattened)"
+    ax.set_ylabel("" if axis == 0 else f"chunk index along axis {axis - 1}")
+    if axis < 2:
+        ax.set_xticks(_index_ticks(columns))
+        ax.set_yticks(_index_ticks(rows) if axis else [])
+        return drawn
+    # tiles: white gaps between them, each labelled with its leading axes' indices;
+    # the ticks count chunks within the first tile (every tile has the same shape)
+    from matplotlib.colors import ListedColormap
+
+    gaps = np.ma.masked_where(~np.isinf(image), np.zeros(image.shape))
+    ax.imshow(gaps, cmap=ListedColormap(["white"]), interpolation="nearest", aspect=aspect)
+    tile_rows, tile_columns = grid_shape[-2:]
+    _, across = tile_layout(grid_shape)
+    row_edges, column_edges = ([], []) if per_shard is None else shard_edges(
+        grid_shape[-2:], per_shard[-2:]  # one tile's: the same in every tile
     )
-    ax.set_xticks(_index_ticks(columns))
-    ax.set_yticks(_index_ticks(rows) if axis else [])
+    for tile, leading in enumerate(np.ndindex(grid_shape[:-2])):
+        top = (tile // across) * (tile_rows + 1)
+        left = (tile % across) * (tile_columns + 1)
+        ax.text(left - 0.5, top - 0.5, ",".join(map(str, leading)), fontsize="x-small",
+                va="bottom", ha="left", gid="tile label")
+        bottom, right = top + tile_rows - 0.5, left + tile_columns - 0.5
+        for y in row_edges:  # shard boundaries inside the tile only, not across gaps
+            ax.plot([left - 0.5, right], [top + y] * 2, color="black", linewidth=1.5,
+                    gid="shard boundary")
+        for x in column_edges:
+            ax.plot([left + x] * 2, [top - 0.5, bottom], color="black", linewidth=1.5,
+                    gid="shard boundary")
+    ax.set_xticks(_index_ticks(tile_columns))
+    ax.set_yticks(_index_ticks(tile_rows))
+    leading_axes = "axis 0" if axis == 2 else f"axes 0-{axis - 2}"
+    ax.set_xlabel(f"chunk index along axis {axis}; a tile per index along {leading_axes}, "
+                  "labelled")
     return drawn
 
 
@@ -340,6 +398,7 @@ def _mask_panel(
     colours: list[Any] = [palette(m % palette.N) for m in present] or [NOT_WRITTEN]
     masks = as_image(inv.grid("mask"))
     rank = np.full(masks.shape, np.nan)
+    rank[np.isinf(masks)] = GAP  # between tiles: not a chunk
     for i, m in enumerate(present):
         rank[masks == m] = i
     levels = len(colours)
