@@ -615,13 +615,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         )
         return None if stored is None else planned[0]
 
-    def _shard_jobs(self, batch: Batch) -> bool:
-        """Whether ``batch`` reads local shards, each whole shard's read one thread job.
-
-        zarr-python's sharding path decodes a shard's inner chunks as asynchronous
-        tasks per shard; with each shard one job in the codec threads (read under
-        its lock, inner chunks decoded in turn) two threads keep two shards busy.
-        """
+    def _shard_reader(self, batch: Batch) -> ShardReading | None:
+        """The runtime sharding codec, when ``batch`` reads its shards with no other
+        codec around it (the case the whole-shard read paths take); else None."""
         codec = self.array_bytes_codec
         if (
             not batch
@@ -629,6 +625,18 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             or self.array_array_codecs
             or self.bytes_bytes_codecs
         ):
+            return None
+        return codec
+
+    def _shard_jobs(self, batch: Batch) -> bool:
+        """Whether ``batch`` reads local shards, each whole shard's read one thread job.
+
+        zarr-python's sharding path decodes a shard's inner chunks as asynchronous
+        tasks per shard; with each shard one job in the codec threads (read under
+        its lock, inner chunks decoded in turn) two threads keep two shards busy.
+        """
+        codec = self._shard_reader(batch)
+        if codec is None:
             return False
         from zarrext.sharding.reader import local_file
 
@@ -684,12 +692,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         Whole shards take :func:`zarrext.remote.read_shards`; parts of shards keep
         zarr-python's path (an index request, then the inner chunks' byte ranges).
         """
-        codec = self.array_bytes_codec
+        codec = self._shard_reader(batch)
         if (
-            not batch
-            or not isinstance(codec, ShardReading)
-            or self.array_array_codecs
-            or self.bytes_bytes_codecs
+            codec is None
             or _sync_io(batch[0][0], write=False)
             or not codec.reads_sync(batch[0][1])
         ):

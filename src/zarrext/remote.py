@@ -213,14 +213,19 @@ async def write_chunks(
             if not is_complete:
                 existing = await byte_setter.get(prototype=chunk_spec.prototype)
             encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
-            if encoded is None:
-                await byte_setter.delete()
-            else:
-                await upload(byte_setter, encoded)
+            await _store(byte_setter, encoded)
 
     await _all_or_cancel(
         [one(item, context) for item, context in zip(batch, contexts, strict=True)]
     )
+
+
+async def _store(byte_setter: Any, encoded: Buffer | None) -> None:
+    """Upload a chunk's or shard's new bytes; None (only fill values): delete it."""
+    if encoded is None:
+        await byte_setter.delete()
+    else:
+        await upload(byte_setter, encoded)
 
 
 async def write_shards(
@@ -256,11 +261,7 @@ async def write_shards(
                 return
             jobs, assemble = planned
             await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
-            encoded = await loop.run_in_executor(pool, assemble)
-            if encoded is None:
-                await byte_setter.delete()
-            else:
-                await upload(byte_setter, encoded)
+            await _store(byte_setter, await loop.run_in_executor(pool, assemble))
 
     await _all_or_cancel(
         [one(item, context) for item, context in zip(batch, contexts, strict=True)]
