@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 import typer
 
@@ -84,21 +89,25 @@ def test_quantize_refuses_a_snapshot_as_an_unknown_option(run: Run) -> None:
     assert "--icechunk-snapshot" in err
 
 
-def test_shell_completion_script_and_completions(
-    run: Run, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    code, out, _ = run("--show-completion", "bash")
-    assert code == 0
-    assert "_ZARREXT_COMPLETE=complete_bash" in out
-    assert "complete " in out
-    assert "zarrext" in out
-    monkeypatch.setenv("_ZARREXT_COMPLETE", "complete_bash")
-    monkeypatch.setenv("COMP_WORDS", "zarrext in")
-    monkeypatch.setenv("COMP_CWORD", "1")
-    code, out, _ = run()
-    assert code == 0
-    assert out.split() == ["info", "inspect"]
-    monkeypatch.setenv("COMP_WORDS", "zarrext recompress --dr")
-    monkeypatch.setenv("COMP_CWORD", "2")
-    code, out, _ = run()
-    assert out.split() == ["--dry-run"]
+def _console_script(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``zarrext ARGS`` as a shell runs it: the venv's console script, in a process of
+    its own (completion state is the shell's, not a test process's)."""
+    script = Path(sys.executable).with_name("zarrext")
+    return subprocess.run([str(script), *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env}, stdin=subprocess.DEVNULL)
+
+
+def test_shell_completion_script_and_completions() -> None:
+    shown = _console_script("--show-completion", "bash")
+    assert shown.returncode == 0, shown.stderr
+    assert "_ZARREXT_COMPLETE=complete_bash" in shown.stdout
+    assert "complete " in shown.stdout
+    assert "zarrext" in shown.stdout
+    commands = _console_script(_ZARREXT_COMPLETE="complete_bash", COMP_WORDS="zarrext in",
+                               COMP_CWORD="1")
+    assert commands.returncode == 0, commands.stderr
+    assert commands.stdout.split() == ["info", "inspect"]
+    options = _console_script(_ZARREXT_COMPLETE="complete_bash",
+                              COMP_WORDS="zarrext recompress --dr", COMP_CWORD="2")
+    assert options.returncode == 0, options.stderr
+    assert options.stdout.split() == ["--dry-run"]

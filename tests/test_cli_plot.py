@@ -127,7 +127,8 @@ def _edges_between_shards(grid: tuple[int, ...], per_shard: tuple[int, ...], sid
     picture = as_image(np.indices(grid)[axis].astype(float))  # chunk index per cell
     if side == 0:
         picture = picture.T
-    shard = picture // per_shard[axis]
+    with np.errstate(invalid="ignore"):  # the gaps between tiles (inf) have no shard
+        shard = picture // per_shard[axis]
     edges = []
     for c in range(picture.shape[1] - 1):
         both = np.isfinite(picture[:, c]) & np.isfinite(picture[:, c + 1])  # not a gap
