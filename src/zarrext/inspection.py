@@ -248,7 +248,7 @@ def inventory(
     """
     from zarrext.stores import open_job_array
 
-    array = open_job_array(array, mode="r", storage_options=storage_options)
+    array = open_job_array(array, storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")

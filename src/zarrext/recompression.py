@@ -70,7 +70,6 @@ from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.state import ShardCorruptError, state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
 from zarrext.store_refs import ArrayRef, array_ref
-from zarrext.stores import refuse_read_only
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -496,11 +495,10 @@ def recompress(
     """
     from zarrext.stores import open_job_array
 
-    array = open_job_array(array, mode="r" if dry_run else "r+", storage_options=storage_options)
+    array = open_job_array(array, writes=None if dry_run else "recompress",
+                           storage_options=storage_options)
     if on_damage not in ("raise", "report"):
         raise ValueError(f"on_damage must be 'raise' or 'report', not {on_damage!r}")
-    if not dry_run:
-        refuse_read_only(array, "recompress")
     report_progress = progress_callback(progress, f"recompress {array.path or '/'}")
     start_time = time.perf_counter()
     placement = conditional_placement(array.metadata)

@@ -519,22 +519,29 @@ def open_store(
 
 
 def open_job_array(
-    target: Any, *, mode: str = "r", storage_options: Mapping[str, Any] | None = None
+    target: Any, *, writes: str | None = None, storage_options: Mapping[str, Any] | None = None
 ) -> Any:
     """The array a job works on: a ``zarr.Array`` as it is; a local path, zip archive
     or URL opened with :func:`open_store` (and ``storage_options``); another store or
-    ``StorePath`` with ``zarr.open_array``. ``mode`` is ``"r"`` or ``"r+"``."""
+    ``StorePath`` with ``zarr.open_array``.
+
+    ``writes`` names a job that writes into the array (``"compact"``): the array is
+    opened for writing, and refused by name (:func:`refuse_read_only`) when it, or
+    the store it was given on, is read-only. Without it the array is opened to read.
+    """
     import zarr
 
-    if isinstance(target, zarr.Array):
-        return target
+    mode = "r+" if writes is not None else "r"
     if isinstance(target, str | os.PathLike):
         target = open_store(os.fspath(target), mode=mode, storage_options=storage_options)
-    elif getattr(target, "read_only", False):
-        # a store given read-only stays read-only: the job refuses it by name
-        # (refuse_read_only) rather than through zarr's mode mismatch
+    elif not isinstance(target, zarr.Array) and getattr(target, "read_only", False):
+        # a store given read-only stays read-only: the job refuses it by name below
+        # rather than through zarr's mode mismatch
         mode = "r"
-    return zarr.open_array(target, mode=mode)
+    array = target if isinstance(target, zarr.Array) else zarr.open_array(target, mode=mode)
+    if writes is not None:
+        refuse_read_only(array, writes)
+    return array
 
 
 def _open_fsspec(

@@ -64,7 +64,7 @@ from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.sharding.state import decode_table
-from zarrext.stores import open_job_array, refuse_read_only
+from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
 
@@ -684,12 +684,11 @@ def check(
     ShardLayoutError
         When the array is not a Zarr format 3 array in a local directory.
     """
-    array = open_job_array(array, mode="r+" if repair else "r", storage_options=storage_options)
+    array = open_job_array(array, writes="check --repair" if repair else None,
+                           storage_options=storage_options)
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
-    if repair:
-        refuse_read_only(array, "check --repair")
     store_path = async_array_of(array).store_path
     if not isinstance(store_path.store, LocalStore):
         if repair:

@@ -40,7 +40,7 @@ from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.store_refs import ArrayRef, array_ref
-from zarrext.stores import open_job_array, refuse_read_only
+from zarrext.stores import open_job_array
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
 
@@ -310,8 +310,8 @@ def _run(
     client: Any = None,
     storage_options: Mapping[str, Any] | None = None,
 ) -> RewriteReport:
-    array = open_job_array(array, mode="r+", storage_options=storage_options)
-    refuse_read_only(array, "compact" if mode == "dense" else "expand")
+    array = open_job_array(array, writes="compact" if mode == "dense" else "expand",
+                           storage_options=storage_options)
     shards = shards_of(array)
     refusal = rewrite_refusal(shards, mode)
     if refusal is not None:

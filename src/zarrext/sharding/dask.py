@@ -32,7 +32,7 @@ from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 from zarrext.store_refs import ArrayRef, store_ref
-from zarrext.stores import open_job_array, refuse_read_only
+from zarrext.stores import open_job_array
 
 __all__ = ["write_dask"]
 
@@ -166,8 +166,7 @@ def write_dask(
         import dask
         import dask.array as da
 
-    array = open_job_array(array, mode="r+", storage_options=storage_options)
-    refuse_read_only(array, "write_dask")
+    array = open_job_array(array, writes="write_dask", storage_options=storage_options)
     shards = shards_of(array)
     if not isinstance(source, da.Array):
         source = np.asarray(source)
