@@ -299,9 +299,8 @@ def inventory(
         only sizes are asked for)."""
         if got is None:
             return  # deleted since listed
-        result.object_sizes[key] = got if isinstance(got, int) else len(got)
+        size = result.object_sizes[key] = got if isinstance(got, int) else len(got)
         if sharding is None:
-            size = got if isinstance(got, int) else len(got)
             mask = None
             damaged = False
             if placement is not None and read_masks:
