@@ -305,7 +305,7 @@ def in_icechunk(
             bound.apply_defaults()
             arguments = bound.arguments
             if icechunk_branch is not None and icechunk_snapshot is not None:
-                fail("give --icechunk-branch or --icechunk-snapshot, not both", 2)
+                fail("give --icechunk-branch or --icechunk-snapshot, not both", ExitCode.USAGE)
             writing = writes(arguments)
             if writing and icechunk_snapshot is not None:
                 fail(

@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from zarrext.cli._common import QUIET_HELP, fail
+from zarrext.cli._common import QUIET_HELP, ExitCode, fail
 
 
 class CodecOption(StrEnum):
@@ -54,7 +54,8 @@ def register(app: typer.Typer) -> None:
 
         names = None if dimension_names is None else dimension_names.split(",")
         if names is not None and not all(n.strip() for n in names):
-            fail(f"--dimension-names {dimension_names!r}: expected names like x,y,z", code=2)
+            fail(f"--dimension-names {dimension_names!r}: expected names like x,y,z",
+                 code=ExitCode.USAGE)
         console = Console(quiet=quiet)
         try:
             results = write_zarr_metadata(

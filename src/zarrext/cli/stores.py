@@ -23,6 +23,7 @@ from zarrext.cli._common import (
     SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     CliError,
+    ExitCode,
     dask_client,
     fail,
     in_icechunk,
@@ -183,13 +184,15 @@ def plot_file(plot: Path) -> Path:
         from matplotlib.backend_bases import FigureCanvasBase
 
     if plot.is_dir():
-        fail(f"--plot {plot}: is a directory; give an image file name such as grid.png", 2)
+        fail(f"--plot {plot}: is a directory; give an image file name such as grid.png",
+             ExitCode.USAGE)
     if not plot.suffix:
         return plot.with_name(plot.name + ".png")
     formats = FigureCanvasBase.get_supported_filetypes()
     if plot.suffix[1:].lower() not in formats:
         known = ", ".join(f".{f}" for f in sorted(formats))
-        fail(f"--plot {plot}: matplotlib cannot write {plot.suffix} files; use one of {known}", 2)
+        fail(f"--plot {plot}: matplotlib cannot write {plot.suffix} files; use one of {known}",
+             ExitCode.USAGE)
     return plot
 
 
