@@ -48,6 +48,8 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
 from tests.moto_server import moto_server  # noqa: E402
 
+ROWS = ("write", "read", "ingest", "local")
+
 
 def _field(shape: tuple[int, int]) -> np.ndarray:
     y, x = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32)
@@ -71,7 +73,12 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256, help="MiB of float32 (default 256)")
     parser.add_argument("--quick", action="store_true", help="same as --mib 64")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, interleaved (best)")
+    parser.add_argument("--rows", default=",".join(ROWS),
+                        help=f"the groups of rows to run, of {','.join(ROWS)} (default all)")
     args = parser.parse_args()
+    rows = set(args.rows.split(","))
+    if not rows <= set(ROWS):
+        parser.error(f"--rows: unknown {', '.join(sorted(rows - set(ROWS)))}")
     mib = 64 if args.quick else args.mib
     width = 4 * SHARD  # 4 shards across; whole shards down
     shape = (max(SHARD, mib * 2**20 // 4 // width // SHARD * SHARD), width)
@@ -93,88 +100,101 @@ def main() -> None:
         so = bucket.storage_options()
         s3fs.S3FileSystem(**so, skip_instance_cache=True).mkdir(bucket.name)
         rounds = iter(range(10**6))
+        written: list[str] = []
+
+        def remove_written(_: str) -> None:
+            """Untimed, before each call: delete the last calls' outputs (moto keeps
+            objects in memory). s3fs's client setup alone costs ~0.5 s of CPU."""
+            while written:
+                bucket.remove(written.pop())
 
         # -- write ---------------------------------------------------------------------
         def zarrext_write() -> None:
             path = f"w{next(rounds)}.zarr"
             zarrext.create_array(bucket.url(path), storage_options=so, **sharded,
                                  **conditional)[:] = data
-            bucket.remove(path)  # moto keeps objects in memory
+            written.append(path)
 
         def ts_write() -> None:
             path = f"w{next(rounds)}.zarr"
             ts.open(ts_spec(bucket, path, shape), create=True).result().write(data).result()
-            bucket.remove(path)
+            written.append(path)
 
-        writes = interleave({"zarrext": zarrext_write, "tensorstore": ts_write}, args.repeat,
-                            alternate_order=True)
+        if "write" in rows:
+            writes = interleave({"zarrext": zarrext_write, "tensorstore": ts_write},
+                                args.repeat, before=remove_written, alternate_order=True)
         zarrext.create_array(bucket.url("zarrext.zarr"), storage_options=so, **sharded,
                              **conditional)[:] = data
         ts.open(ts_spec(bucket, "ts.zarr", shape), create=True).result().write(data).result()
         stored = bucket.stored_bytes("ts.zarr")
         shards = (shape[0] // SHARD) * (shape[1] // SHARD)
         raw = measure_raw(bucket, stored // shards, stored, (1, 4, 16), 2)
-        _header(f"write, best of {args.repeat}", "tensorstore", "of moto")
-        for name in ("tensorstore", "zarrext"):
-            _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put)
+        if "write" in rows:
+            _header(f"write, best of {args.repeat}", "tensorstore", "of moto")
+            for name in ("tensorstore", "zarrext"):
+                _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put)
         print(f"  moto raw PUT {raw.put / 2**20:.0f} MiB/s, GET {raw.get / 2**20:.0f} MiB/s "
               f"({stored / shards / 2**20:.1f} MiB objects)", flush=True)
 
         # -- read ------------------------------------------------------------------------
-        missing = (np.arange(data.size).reshape(shape) % 7) == 0
-        zarrext.create_array(
-            bucket.url("optional.zarr"), storage_options=so, **sharded,
-            dtype=zarrext.OptionalDType(Float32()), fill_value=None, compressors=None,
-        )[:] = np.ma.MaskedArray(data, mask=missing)
-        zarrext.create_array(
-            bucket.url("pad.zarr"), storage_options=so, shape=shape, chunks=(INNER, INNER),
-            dtype="float32", fill_value=0, serializer=BytesCodec(),
-            compressors=[ZstdCodec(level=LEVEL), zarrext.PadCodec(location="end", nbytes=8)],
-        )[:] = data
-        readers: dict[str, Callable[[], Any]] = {
-            "tensorstore, zstd": lambda: ts.open(
-                {"driver": "zarr3", "kvstore": bucket.tensorstore_kvstore("ts.zarr")}
-            ).result().read().result(),
-            "zarrext, its conditional(zstd)": lambda: zarrext.open_array(
-                bucket.url("zarrext.zarr"), storage_options=so, mode="r")[:],
-            "zarrext, the zstd one (tensorstore's)": lambda: zarrext.open_array(
-                bucket.url("ts.zarr"), storage_options=so, mode="r")[:],
-            "zarrext, optional (nullable, 1/7 missing, sharded)": lambda: zarrext.open_array(
-                bucket.url("optional.zarr"), storage_options=so, mode="r")[:],
-            "zarrext, pad(zstd), unsharded 1 MiB chunks": lambda: zarrext.open_array(
-                bucket.url("pad.zarr"), storage_options=so, mode="r")[:],
-        }
-        reads = interleave(readers, args.repeat)
-        _header(f"read, best of {args.repeat}", "tensorstore", "of moto")
-        for name in readers:
-            _row(name, reads.best(name), mib, reads.best("tensorstore, zstd"), stored / raw.get)
+        if "read" in rows:
+            missing = (np.arange(data.size).reshape(shape) % 7) == 0
+            zarrext.create_array(
+                bucket.url("optional.zarr"), storage_options=so, **sharded,
+                dtype=zarrext.OptionalDType(Float32()), fill_value=None, compressors=None,
+            )[:] = np.ma.MaskedArray(data, mask=missing)
+            zarrext.create_array(
+                bucket.url("pad.zarr"), storage_options=so, shape=shape, chunks=(INNER, INNER),
+                dtype="float32", fill_value=0, serializer=BytesCodec(),
+                compressors=[ZstdCodec(level=LEVEL), zarrext.PadCodec(location="end", nbytes=8)],
+            )[:] = data
+            readers: dict[str, Callable[[], Any]] = {
+                "tensorstore, zstd": lambda: ts.open(
+                    {"driver": "zarr3", "kvstore": bucket.tensorstore_kvstore("ts.zarr")}
+                ).result().read().result(),
+                "zarrext, its conditional(zstd)": lambda: zarrext.open_array(
+                    bucket.url("zarrext.zarr"), storage_options=so, mode="r")[:],
+                "zarrext, the zstd one (tensorstore's)": lambda: zarrext.open_array(
+                    bucket.url("ts.zarr"), storage_options=so, mode="r")[:],
+                "zarrext, optional (nullable, 1/7 missing, sharded)": lambda: zarrext.open_array(
+                    bucket.url("optional.zarr"), storage_options=so, mode="r")[:],
+                "zarrext, pad(zstd), unsharded 1 MiB chunks": lambda: zarrext.open_array(
+                    bucket.url("pad.zarr"), storage_options=so, mode="r")[:],
+            }
+            reads = interleave(readers, args.repeat)
+            _header(f"read, best of {args.repeat}", "tensorstore", "of moto")
+            for name in readers:
+                _row(name, reads.best(name), mib, reads.best("tensorstore, zstd"), stored / raw.get)
 
         # -- ingest on a cluster -----------------------------------------------------------
-        import dask.array as da
-        from dask.distributed import Client, LocalCluster
+        if "ingest" in rows:
+            import dask.array as da
+            from dask.distributed import Client, LocalCluster
 
-        with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                          dashboard_address=None) as cluster, Client(cluster) as client:
-            src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
+            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                              dashboard_address=None) as cluster, Client(cluster) as client:
+                src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
 
-            def dask_write() -> None:
-                path = f"w{next(rounds)}.zarr"
-                target = zarrext.create_array(bucket.url(path), storage_options=so,
-                                              **sharded, **conditional)
-                zarrext.write_dask(src, target, client=client)
-                bucket.remove(path)
+                def dask_write() -> None:
+                    path = f"w{next(rounds)}.zarr"
+                    target = zarrext.create_array(bucket.url(path), storage_options=so,
+                                                  **sharded, **conditional)
+                    zarrext.write_dask(src, target, client=client)
+                    written.append(path)
 
-            ingest = interleave({"zarrext, this process": zarrext_write,
-                                 "zarrext.write_dask, 2 processes": dask_write}, args.repeat,
-                                alternate_order=True)
-        _header(f"ingest, best of {args.repeat}", "this process", "")
-        for name in ("zarrext, this process", "zarrext.write_dask, 2 processes"):
-            _row(name, ingest.best(name), mib, ingest.best("zarrext, this process"), None)
+                ingest = interleave({"zarrext, this process": zarrext_write,
+                                     "zarrext.write_dask, 2 processes": dask_write}, args.repeat,
+                                    before=remove_written, alternate_order=True)
+            _header(f"ingest, best of {args.repeat}", "this process", "")
+            for name in ("zarrext, this process", "zarrext.write_dask, 2 processes"):
+                _row(name, ingest.best(name), mib, ingest.best("zarrext, this process"), None)
 
     # -- local read against zstd decoding on every core --------------------------------------
-    rows = max(1, 2**20 // 4 // width)  # 1 MiB chunks of whole rows: contiguous in the output
+    if "local" not in rows:
+        return
+    chunk_rows = max(1, 2**20 // 4 // width)  # 1 MiB chunks of whole rows: contiguous
     with tempfile.TemporaryDirectory() as tmp:
-        zarr.create_array(f"{tmp}/a.zarr", shape=shape, chunks=(rows, width), dtype="float32",
+        zarr.create_array(f"{tmp}/a.zarr", shape=shape, chunks=(chunk_rows, width), dtype="float32",
                           fill_value=0, compressors=[ZstdCodec(level=LEVEL)])[:] = data
         files = [(int(p.parent.name), p.read_bytes()) for p in Path(tmp, "a.zarr", "c").glob("*/*")]
         codec = Zstd()
@@ -184,7 +204,7 @@ def main() -> None:
 
             def one(job: tuple[int, bytes]) -> None:
                 k, blob = job
-                codec.decode(blob, out=out[k * rows:(k + 1) * rows])
+                codec.decode(blob, out=out[k * chunk_rows:(k + 1) * chunk_rows])
 
             with ThreadPoolExecutor(os.cpu_count()) as pool:
                 list(pool.map(one, files))
@@ -196,7 +216,7 @@ def main() -> None:
             "zarrext.open_array(path)[:]": lambda: zarrext.open_array(f"{tmp}/a.zarr",
                                                                       mode="r")[:],
         }, args.repeat)
-    _header(f"local read, {rows}x{width} chunks, best of {args.repeat}", "decoding", "")
+    _header(f"local read, {chunk_rows}x{width} chunks, best of {args.repeat}", "decoding", "")
     for name in local.seconds:
         _row(name, local.best(name), mib,
              local.best("zstd decoding into a fresh output, every core"), None)

@@ -314,3 +314,86 @@ def test_remote_write_memory_stays_within_the_in_flight_bound(s3: dict[str, Any]
     assert 0 < store.most_held <= concurrency * encoded_max  # objects in flight at once
     assert values.nbytes >= 6 * bound
     assert peak <= bound, (peak, bound)
+
+
+class _SlowSetter:
+    """A byte setter whose upload takes a while: records when each upload starts."""
+
+    def __init__(self, name: str, events: list[str]) -> None:
+        self.path, self.events = name, events
+
+    async def set(self, value: Any) -> None:
+        import asyncio
+
+        self.events.append(f"upload {self.path}")
+        await asyncio.sleep(0.02)
+
+    async def delete(self) -> None:  # pragma: no cover - no shard here is empty
+        raise AssertionError("nothing to delete")
+
+
+@pytest.mark.parametrize("path", ["shards", "chunks"])
+def test_remote_writes_upload_each_object_as_its_encoding_ends(path: str) -> None:
+    # 12 objects, 10 in flight: encoding is limited to 2 shards (or the codec
+    # threads' number of chunks) at once, in order, so that the first uploads go
+    # out while later objects still encode (all 10 encoding at once would queue
+    # each shard's layout behind the others' inner chunks).
+    import asyncio
+    import contextvars
+    from concurrent.futures import ThreadPoolExecutor
+
+    from zarr.core.buffer import default_buffer_prototype
+
+    from zarrext import remote
+
+    events: list[str] = []
+    lock = threading.Lock()
+    busy = {"now": 0, "most": 0}  # encoding jobs running
+    shards = {"now": 0, "most": 0}  # shards between their planning and their layout
+
+    def encoding(name: str) -> Buffer:
+        with lock:
+            busy["now"] += 1
+            busy["most"] = max(busy["most"], busy["now"])
+            events.append(f"encode {name}")
+        threading.Event().wait(0.01)
+        with lock:
+            busy["now"] -= 1
+        return default_buffer_prototype().buffer.from_bytes(b"x")
+
+    batch = [(_SlowSetter(f"o{k}", events), None, None, None, True) for k in range(12)]
+    contexts = [contextvars.copy_context() for _ in batch]
+
+    async def run(pool: ThreadPoolExecutor) -> None:
+        if path == "shards":
+            def plan(item: Any) -> Any:  # a shard is being encoded from here ...
+                name = item[0].path
+                with lock:
+                    shards["now"] += 1
+                    shards["most"] = max(shards["most"], shards["now"])
+
+                def assemble() -> Buffer:  # ... to here
+                    with lock:
+                        shards["now"] -= 1
+                    return default_buffer_prototype().buffer.from_bytes(b"s")
+
+                return [lambda: encoding(name)] * 2, assemble
+
+            await remote.write_shards(batch, contexts, plan, pool)
+        else:
+            await remote.write_chunks(
+                batch, contexts, lambda item, _: encoding(item[0].path), pool, encoders=2
+            )
+
+    with zarr.config.set({"async.concurrency": 10}), ThreadPoolExecutor(4) as pool:
+        asyncio.run(run(pool))
+    assert sorted(e for e in events if e.startswith("upload")) == sorted(
+        f"upload o{k}" for k in range(12)
+    )
+    if path == "shards":
+        assert shards["most"] == 2
+    else:
+        assert busy["most"] == 2
+    first_upload = events.index(next(e for e in events if e.startswith("upload")))
+    last_encode = max(i for i, e in enumerate(events) if e.startswith("encode"))
+    assert first_upload < last_encode, events

@@ -799,10 +799,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self._writes_remote(batch):
             from zarrext.remote import write_chunks
 
+            workers = codec_workers()
             await write_chunks(
                 batch, [self._in_context(item) for item in batch],
                 functools.partial(self._encode_merged, value=value, drop_axes=drop_axes),
-                codec_pool(codec_workers()),
+                codec_pool(workers), encoders=workers,
             )
             return
         if not self._threaded(batch, write=True):

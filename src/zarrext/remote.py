@@ -189,6 +189,8 @@ async def write_chunks(
     contexts: Sequence[contextvars.Context],
     encode: Callable[[Any, Buffer | None], Buffer | None],
     pool: Executor,
+    *,
+    encoders: int,
 ) -> None:
     """Write whole or partial chunks: for each, its stored bytes fetched first when
     the write covers part of it, then ``encode(item, existing)`` (merge and encode)
@@ -202,9 +204,14 @@ async def write_chunks(
     each upload in flight (s3fs: a copy of the object) and a small fixed part
     (tasks and requests' bookkeeping): not the array's size. Encoding goes on
     while other chunks upload: a chunk waits only for its own requests.
+
+    At most ``encoders`` chunks (the codec threads' number) are being encoded at
+    once, in the batch's order, so that each chunk's upload starts as soon as its
+    own encoding ends instead of behind the other chunks in flight.
     """
     loop = asyncio.get_running_loop()
     in_flight = asyncio.Semaphore(in_flight_limit())
+    encoding = asyncio.Semaphore(max(1, encoders))
 
     async def one(item: Any, context: contextvars.Context) -> None:
         byte_setter, chunk_spec, *_, is_complete = item
@@ -212,7 +219,8 @@ async def write_chunks(
             existing = None
             if not is_complete:
                 existing = await byte_setter.get(prototype=chunk_spec.prototype)
-            encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
+            async with encoding:
+                encoded = await loop.run_in_executor(pool, context.run, encode, item, existing)
             await _store(byte_setter, encoded)
 
     await _all_or_cancel(
@@ -248,20 +256,31 @@ async def write_shards(
     between their planning and the end of their upload at once: that many times
     (a shard's decoded size + its encoded inner chunks + the laid-out shard),
     plus the store's copy of each upload in flight.
+
+    Two shards at most are being encoded at once, in the batch's order: one
+    shard's jobs already fill the codec threads, and the second keeps them busy
+    while the first is laid out. A shard's upload so starts as soon as its own
+    encoding ends; with every shard in flight encoding at once, the codec threads'
+    queue would hold each shard's layout behind the other shards' inner chunks
+    and the uploads would start together at the end.
     """
     loop = asyncio.get_running_loop()
     in_flight = asyncio.Semaphore(in_flight_limit())
+    encoding = asyncio.Semaphore(2)
 
     async def one(item: Any, context: contextvars.Context) -> None:
         byte_setter = item[0]
         async with in_flight:
-            planned = await loop.run_in_executor(pool, context.run, plan, item)
+            async with encoding:
+                planned = await loop.run_in_executor(pool, context.run, plan, item)
+                if planned is not None:
+                    jobs, assemble = planned
+                    await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
+                    encoded = await loop.run_in_executor(pool, assemble)
             if planned is None:
                 await byte_setter.delete()
-                return
-            jobs, assemble = planned
-            await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
-            await _store(byte_setter, await loop.run_in_executor(pool, assemble))
+            else:
+                await _store(byte_setter, encoded)
 
     await _all_or_cancel(
         [one(item, context) for item, context in zip(batch, contexts, strict=True)]
