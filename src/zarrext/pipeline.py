@@ -63,6 +63,7 @@ from zarr.core.config import config
 from zarr.storage import LocalStore, StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
+from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext._zarr_compat import (
     inner_chunk_spec,
     store_is_open,
@@ -475,9 +476,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     def _scatter_into(self, out: NDBuffer) -> Callable[..., GetResult]:
         """How a chunk's bytes are decoded into ``out``: zarr's
-        ``decode_and_scatter_chunk`` with this pipeline's chain, or, for a chain
-        that is the ``optional`` codec alone and an output that takes the fields
-        apart, :func:`_decode_split_into` (no interleaved chunk is built)."""
+        ``decode_and_scatter_chunk`` with this pipeline's chain; for a chain that
+        is the ``optional`` codec alone and an output that takes the fields apart,
+        :func:`_decode_split_into` (no interleaved chunk is built); for a
+        ``[bytes, zstd]`` chain, straight into the chunk's place where it is one
+        contiguous block (:func:`zarrext.direct.zstd_into_place`)."""
         assert self.transform is not None
         codecs = self.transform.codecs
         if (
@@ -486,7 +489,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and (isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer)
         ):
             return functools.partial(_decode_split_into, codecs[0])
-        return functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
+        scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
+        if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
+            return functools.partial(zstd_into_place, otherwise=scatter)
+        return scatter
 
     def _read_chunk(
         self,

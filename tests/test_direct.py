@@ -1,0 +1,124 @@
+"""Chunks decoded straight into their place in the output (:mod:`zarrext.direct`):
+the same values as zarr-python wherever a read lands, the copy skipped only where
+the chunk's place is one contiguous block, and damaged chunks still named."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from numcodecs import Zstd
+from zarr.codecs import BytesCodec, ZstdCodec
+
+import zarrext
+import zarrext.direct
+from zarrext.errors import ChunkDecodeError
+
+_NAMES = itertools.count()  # one array per example (hypothesis reuses tmp_path)
+DTYPES = ["uint8", "int16", "<f4", ">f4", "float64", "complex64", "bool"]
+
+
+def _spy_places(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each chunk read through a ``[bytes, zstd]`` chain found a place to
+    decode into (True) or took zarr's decode and copy (False)."""
+    seen: list[bool] = []
+    real = zarrext.direct._place
+
+    def place(*args: Any) -> Any:
+        found = real(*args)
+        seen.append(found is not None)
+        return found
+
+    monkeypatch.setattr(zarrext.direct, "_place", place)
+    return seen
+
+
+def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype) == bool:
+        return rng.random(shape) < 0.5
+    return (rng.random(shape) * 100).astype(dtype)
+
+
+@st.composite
+def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str, Any]:
+    ndim = draw(st.integers(1, 3))
+    shape = tuple(draw(st.lists(st.integers(1, 12), min_size=ndim, max_size=ndim)))
+    # Chunks spanning every trailing axis (contiguous places) as often as not.
+    full = draw(st.booleans())
+    chunks = tuple(
+        n if (full and axis > 0) else draw(st.integers(1, n))
+        for axis, n in enumerate(shape)
+    )
+    dtype = draw(st.sampled_from(DTYPES))
+    endian = draw(st.sampled_from(["little", "big"]))
+    selection = tuple(
+        draw(st.sampled_from([slice(None), slice(0, max(1, n // 2)), slice(n // 3, n), 0]))
+        for n in shape
+    )
+    return shape, chunks, dtype, endian, selection
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=_arrays(), seed=st.integers(0, 2**16))
+def test_reads_match_zarr_python_wherever_they_land(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: Any, seed: int
+) -> None:
+    shape, chunks, dtype, endian, selection = case
+    path = tmp_path / f"a{next(_NAMES)}.zarr"
+    values = _values(shape, dtype, seed)
+    zarr.create_array(
+        str(path), shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
+        serializer=BytesCodec(endian=endian), compressors=[ZstdCodec(level=1)],
+    )[...] = values
+    expected = zarr.open_array(str(path), mode="r")[selection]
+    seen = _spy_places(monkeypatch)
+    got = zarrext.open_array(str(path), mode="r")[selection]
+    monkeypatch.undo()
+    np.testing.assert_array_equal(got, expected)
+    assert np.asarray(got).dtype == np.asarray(expected).dtype
+    if endian != "little" and np.dtype(dtype).itemsize > 1:
+        assert not any(seen)  # stored bytes in another order are not the values
+
+
+def test_whole_row_chunks_decode_into_their_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    values = _values((64, 40), "<f4", 1)
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=values.shape, chunks=(8, 40),
+                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    seen = _spy_places(monkeypatch)
+    np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:],
+                                  values)
+    assert seen == [True] * 8
+    seen.clear()  # columns: each chunk's place is strided, so zarr's decode and copy
+    zarr.create_array(str(tmp_path / "b.zarr"), shape=values.shape, chunks=(64, 8),
+                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "b.zarr"), mode="r")[:],
+                                  values)
+    assert seen == [False] * 5
+
+
+@pytest.mark.parametrize("damage", ["garbage", "another size", "truncated"])
+def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str) -> None:
+    values = _values((16, 32), "<f4", 2)
+    zarr.create_array(str(tmp_path / "a.zarr"), shape=values.shape, chunks=(8, 32),
+                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    chunk = tmp_path / "a.zarr" / "c" / "1" / "0"
+    stored = chunk.read_bytes()
+    if damage == "garbage":
+        chunk.write_bytes(b"\x00" * len(stored))
+    elif damage == "another size":  # a valid zstd frame of half the chunk's bytes
+        chunk.write_bytes(Zstd(level=1).encode(values[:4].tobytes()))
+    else:
+        chunk.write_bytes(stored[: len(stored) // 2])
+    with pytest.raises(ChunkDecodeError, match="c/1/0"):
+        zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
