@@ -23,9 +23,11 @@ Usage: ``python benchmarks/bench_remote.py [--mib 256] [--repeat 3]``
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
+import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import psutil
 import s3fs
 import tensorstore as ts
 import zarr
@@ -49,6 +52,27 @@ sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
 from tests.moto_server import moto_server  # noqa: E402
 
 ROWS = ("write", "read", "ingest", "local")
+PAD = "zarrext, pad(zstd), unsharded 1 MiB chunks"
+ONE_PROCESS = "zarrext, this process"
+DASK_DEFAULT = "zarrext.write_dask, 2 processes"
+DASK_NO_TRIM = "zarrext.write_dask, 2 processes, no MALLOC_TRIM_THRESHOLD_"
+CORES = os.cpu_count() or 1
+
+
+def ts_unsharded_spec(bucket: Bucket, path: str, shape: tuple[int, int]) -> dict[str, Any]:
+    """tensorstore's zarr v3 array of unsharded INNER^2 zstd chunks."""
+    return {
+        "driver": "zarr3",
+        "kvstore": bucket.tensorstore_kvstore(path),
+        "metadata": {
+            "shape": list(shape),
+            "data_type": "float32",
+            "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [INNER, INNER]}},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                       {"name": "zstd", "configuration": {"level": LEVEL}}],
+        },
+    }
 
 
 def _field(shape: tuple[int, int]) -> np.ndarray:
@@ -57,15 +81,55 @@ def _field(shape: tuple[int, int]) -> np.ndarray:
     return (np.sin(x / 50) * np.cos(y / 70) * 100 + noise).astype(np.float32)
 
 
-def _row(name: str, t: float, mib: float, base: float | None, limit: float | None) -> None:
+def _cpu_seconds() -> float:
+    """CPU seconds used so far by this process and every process it started (the
+    moto server, a cluster's workers), alive now."""
+    me = psutil.Process()
+    total = time.process_time()
+    for child in me.children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+class _Cpu:
+    """Each call's CPU seconds in all processes (:func:`_cpu_seconds`), by name: with
+    the wall time it says how busy the machine was. Where this process and moto
+    together keep every core busy, the row is bound by the machine's CPU."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+
+    def wrap(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        def run() -> Any:
+            start = _cpu_seconds()
+            try:
+                return fn()
+            finally:
+                self.seconds.setdefault(name, []).append(_cpu_seconds() - start)
+
+        return run
+
+    def of_best(self, name: str, times: list[float]) -> float:
+        """CPU seconds of the round with the best wall time."""
+        return self.seconds[name][times.index(min(times))]
+
+
+def _row(
+    name: str, t: float, mib: float, base: float | None, limit: float | None,
+    cpu: float | None = None,
+) -> None:
     ratio = f"{base / t:8.2f}x" if base else f"{'':>9}"
     of_limit = f"{limit / t:8.2f}" if limit else f"{'':>8}"
-    print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {of_limit}", flush=True)
+    busy = f"{cpu:6.2f} s {cpu / t / CORES:5.0%}" if cpu is not None else ""
+    print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {of_limit} {busy}", flush=True)
 
 
-def _header(title: str, reference: str, limit: str) -> None:
+def _header(title: str, reference: str, limit: str, cpu: bool = False) -> None:
     print(title)
-    print(f"  {'':<58} {'':>9} {'':>13} {'/ ' + reference[:7]:>9} {limit:>8}")
+    busy = f"{'cpu, all':>8} {'of cores':>8}" if cpu else ""
+    print(f"  {'':<58} {'':>9} {'':>13} {'/ ' + reference[:7]:>9} {limit:>8} {busy}")
 
 
 def main() -> None:
@@ -120,8 +184,10 @@ def main() -> None:
             ts.open(ts_spec(bucket, path, shape), create=True).result().write(data).result()
             written.append(path)
 
+        cpu = _Cpu()
         if "write" in rows:
-            writes = interleave({"zarrext": zarrext_write, "tensorstore": ts_write},
+            writes = interleave({"zarrext": cpu.wrap("zarrext", zarrext_write),
+                                 "tensorstore": cpu.wrap("tensorstore", ts_write)},
                                 args.repeat, before=remove_written, alternate_order=True)
         zarrext.create_array(bucket.url("zarrext.zarr"), storage_options=so, **sharded,
                              **conditional)[:] = data
@@ -130,9 +196,10 @@ def main() -> None:
         shards = (shape[0] // SHARD) * (shape[1] // SHARD)
         raw = measure_raw(bucket, stored // shards, stored, (1, 4, 16), 2)
         if "write" in rows:
-            _header(f"write, best of {args.repeat}", "tensorstore", "of moto")
+            _header(f"write, best of {args.repeat}", "tensorstore", "of moto", cpu=True)
             for name in ("tensorstore", "zarrext"):
-                _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put)
+                _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put,
+                     cpu.of_best(name, writes.seconds[name]))
         print(f"  moto raw PUT {raw.put / 2**20:.0f} MiB/s, GET {raw.get / 2**20:.0f} MiB/s "
               f"({stored / shards / 2**20:.1f} MiB objects)", flush=True)
 
@@ -148,6 +215,10 @@ def main() -> None:
                 dtype="float32", fill_value=0, serializer=BytesCodec(),
                 compressors=[ZstdCodec(level=LEVEL), zarrext.PadCodec(location="end", nbytes=8)],
             )[:] = data
+            # pad's like for like: the same unsharded 1 MiB chunks, plain zstd (a pad
+            # array is a TIFF's chunks: one object each, 16x the requests of a shard).
+            ts.open(ts_unsharded_spec(bucket, "ts-unsharded.zarr", shape),
+                    create=True).result().write(data).result()
             readers: dict[str, Callable[[], Any]] = {
                 "tensorstore, zstd": lambda: ts.open(
                     {"driver": "zarr3", "kvstore": bucket.tensorstore_kvstore("ts.zarr")}
@@ -158,36 +229,62 @@ def main() -> None:
                     bucket.url("ts.zarr"), storage_options=so, mode="r")[:],
                 "zarrext, optional (nullable, 1/7 missing, sharded)": lambda: zarrext.open_array(
                     bucket.url("optional.zarr"), storage_options=so, mode="r")[:],
-                "zarrext, pad(zstd), unsharded 1 MiB chunks": lambda: zarrext.open_array(
+                "tensorstore, zstd, unsharded 1 MiB chunks": lambda: ts.open(
+                    {"driver": "zarr3",
+                     "kvstore": bucket.tensorstore_kvstore("ts-unsharded.zarr")}
+                ).result().read().result(),
+                PAD: lambda: zarrext.open_array(
                     bucket.url("pad.zarr"), storage_options=so, mode="r")[:],
             }
             reads = interleave(readers, args.repeat)
-            _header(f"read, best of {args.repeat}", "tensorstore", "of moto")
+            _header(f"read, best of {args.repeat} (pad: / tensorstore unsharded)", "tensorstore",
+                    "of moto")
             for name in readers:
-                _row(name, reads.best(name), mib, reads.best("tensorstore, zstd"), stored / raw.get)
+                reference = "tensorstore, zstd, unsharded 1 MiB chunks" if name == PAD else (
+                    "tensorstore, zstd")
+                _row(name, reads.best(name), mib, reads.best(reference), stored / raw.get)
 
         # -- ingest on a cluster -----------------------------------------------------------
         if "ingest" in rows:
+            import dask
             import dask.array as da
             from dask.distributed import Client, LocalCluster
 
-            with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                              dashboard_address=None) as cluster, Client(cluster) as client:
-                src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
+            ingest: dict[str, list[float]] = {}
+            # The second cluster's workers start without the allocator setting dask's
+            # nanny gives them (MALLOC_TRIM_THRESHOLD_=65536): with it, every buffer
+            # over 128 KiB is fresh memory from the system, faulted in page by page,
+            # and the same encoding costs about twice the CPU (0.85 -> 1.65 s for this
+            # write in one process started with it).
+            # A nanny sets those variables in its own process too (dask says so), and
+            # workers started later inherit them: the cluster without them goes first.
+            for label, environ in ((DASK_NO_TRIM, {}), (DASK_DEFAULT, None)):
+                settings: dict[str, Any] = {} if environ is None else {
+                    "distributed.nanny.pre-spawn-environ": environ}
+                if environ is not None:
+                    os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
+                with dask.config.set(settings), LocalCluster(
+                    n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+                ) as cluster, Client(cluster) as client:
+                    src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
 
-                def dask_write() -> None:
-                    path = f"w{next(rounds)}.zarr"
-                    target = zarrext.create_array(bucket.url(path), storage_options=so,
-                                                  **sharded, **conditional)
-                    zarrext.write_dask(src, target, client=client)
-                    written.append(path)
+                    def dask_write(client: Client = client, src: da.Array = src) -> None:
+                        path = f"w{next(rounds)}.zarr"
+                        target = zarrext.create_array(bucket.url(path), storage_options=so,
+                                                      **sharded, **conditional)
+                        zarrext.write_dask(src, target, client=client)
+                        written.append(path)
 
-                ingest = interleave({"zarrext, this process": zarrext_write,
-                                     "zarrext.write_dask, 2 processes": dask_write}, args.repeat,
-                                    before=remove_written, alternate_order=True)
-            _header(f"ingest, best of {args.repeat}", "this process", "")
-            for name in ("zarrext, this process", "zarrext.write_dask, 2 processes"):
-                _row(name, ingest.best(name), mib, ingest.best("zarrext, this process"), None)
+                    runs = interleave({ONE_PROCESS: cpu.wrap(ONE_PROCESS, zarrext_write),
+                                       label: cpu.wrap(label, dask_write)}, args.repeat,
+                                      before=remove_written, alternate_order=True)
+                    for name, times in runs.seconds.items():
+                        ingest.setdefault(name, []).extend(times)
+            _header(f"ingest, best of {args.repeat} (this process: of both rounds)",
+                    "this process", "", cpu=True)
+            for name, times in ingest.items():
+                _row(name, min(times), mib, min(ingest[ONE_PROCESS]), None,
+                     cpu.of_best(name, times))
 
     # -- local read against zstd decoding on every core --------------------------------------
     if "local" not in rows:

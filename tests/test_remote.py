@@ -397,3 +397,80 @@ def test_remote_writes_upload_each_object_as_its_encoding_ends(path: str) -> Non
     first_upload = events.index(next(e for e in events if e.startswith("upload")))
     last_encode = max(i for i, e in enumerate(events) if e.startswith("encode"))
     assert first_upload < last_encode, events
+
+
+@pytest.mark.parametrize("name", ["sharded", "sharded-pad", "sharded-optional"])
+def test_staged_inner_chunks_store_the_local_bytes(
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+) -> None:
+    # Inner chunks of 256 KiB (float32) are encoded in the codec threads' arenas and
+    # kept in staging segments until their shard is laid out (scratch.Staging).
+    # Segments of 600 KiB: two inner chunks each at most, some chunks compress
+    # and some do not, so shards span several segments, and the segments go back
+    # to the pool and serve the next shards (4 shards, 2 encoded at once).
+    from zarrext import scratch
+
+    monkeypatch.setattr(scratch, "SEGMENT_BYTES", 600 << 10)
+    kept: list[int] = []
+    real_keep = scratch.Staging.keep
+
+    def keep(self: Any, data: np.ndarray) -> np.ndarray:
+        kept.append(data.nbytes)
+        return real_keep(self, data)
+
+    monkeypatch.setattr(scratch.Staging, "keep", keep)
+    shape, inner, shard = (1024, 1024), (256, 256), (512, 512)
+    rng = np.random.default_rng(11)
+    field = np.sin(np.arange(shape[0] * shape[1]).reshape(shape) / 900).astype("float32")
+    field[256:512, :] = rng.random((256, shape[1]))  # incompressible rows: stored raw
+    field[:256, :256] = 0  # fill values: not stored
+    case = dict(WRITE_CASES[name], shards=shard)
+    values: Any = field
+    if name == "sharded-pad":
+        values = (np.abs(field) * 1000).astype("uint16")
+    elif name == "sharded-optional":
+        values = np.ma.MaskedArray(field, mask=(np.arange(field.size) % 5 == 0).reshape(shape))
+    url = f"{s3['url']}/staged-{name}.zarr"
+    with zarr.config.set({"codec_pipeline.max_workers": 2, "async.concurrency": 4}):
+        for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
+            zarrext.create_array(location, storage_options=options, shape=shape, chunks=inner,
+                                 **case)[:] = values
+    fs = s3fs.S3FileSystem(**s3["options"], skip_instance_cache=True)
+    remote = {p[len(url) - 5 + 1:]: fs.cat(p) for p in fs.find(url)
+              if not p.endswith("zarr.json")}
+    local = {str(p.relative_to(tmp_path / "a.zarr")): p.read_bytes()
+             for p in (tmp_path / "a.zarr").rglob("*") if p.is_file() and p.name != "zarr.json"}
+    assert remote.keys() == local.keys()
+    assert len(local) == 4
+    for key in local:
+        assert remote[key] == local[key], key
+    if name != "sharded-optional":  # optional's inner chunks: (value, valid) records
+        assert len(kept) >= 15  # every stored inner chunk of the S3 write was staged
+    assert len(scratch._free_segments) <= scratch._SEGMENTS_KEPT
+    back = zarrext.open_array(url, storage_options=s3["options"], mode="r")[:]
+    if name == "sharded-optional":
+        np.testing.assert_array_equal(back["valid"], ~values.mask)
+        np.testing.assert_array_equal(back["value"][~values.mask], field[~values.mask])
+    else:
+        np.testing.assert_array_equal(back, values)
+
+
+def test_staging_copies_and_reuses_its_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    from zarrext import scratch
+
+    monkeypatch.setattr(scratch, "SEGMENT_BYTES", 1000)
+    monkeypatch.setattr(scratch, "_free_segments", [])
+    staging = scratch.Staging()
+    pieces = [np.full(n, k, np.uint8) for k, n in enumerate((400, 400, 400, 1500))]
+    kept = [staging.keep(p) for p in pieces]
+    for piece, copy in zip(pieces, kept, strict=True):
+        np.testing.assert_array_equal(copy, piece)
+        assert not np.may_share_memory(copy, piece)
+    assert staging.holds(kept[0])
+    assert staging.holds(kept[2])
+    assert not staging.holds(kept[3])  # larger than a segment: a fresh copy
+    assert not np.may_share_memory(kept[0], kept[2])  # the third took a new segment
+    staging.release()
+    assert len(scratch._free_segments) == 2
+    again = scratch.Staging().keep(pieces[0])
+    assert any(np.may_share_memory(again, s) for s in [kept[0], kept[2]])  # reused

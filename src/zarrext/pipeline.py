@@ -63,13 +63,13 @@ from zarr.core.config import config
 from zarr.storage import LocalStore, StorePath
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
-from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext._zarr_compat import (
     inner_chunk_spec,
     store_is_open,
     store_supports_sync_io,
 )
 from zarrext.codecs.optional import OptionalCodec
+from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs

@@ -255,7 +255,10 @@ async def write_shards(
     Memory: as :func:`write_chunks`, at most :func:`in_flight_limit` shards are
     between their planning and the end of their upload at once: that many times
     (a shard's decoded size + its encoded inner chunks + the laid-out shard),
-    plus the store's copy of each upload in flight.
+    plus the store's copy of each upload in flight. Encoded inner chunks of 128 KiB
+    or more are kept in staging segments (:class:`zarrext.scratch.Staging`) until
+    their shard is laid out; between writes the process keeps at most
+    ``SEGMENT_BYTES * 8`` (32 MiB) of them for the next shards.
 
     Two shards at most are being encoded at once, in the batch's order: one
     shard's jobs already fill the codec threads, and the second keeps them busy

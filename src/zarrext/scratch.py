@@ -25,6 +25,10 @@ Two rules make that safe, and the pipeline keeps both:
 - nothing else keeps the bytes past the job: only built-in decisions see them
   (:attr:`zarrext.decisions.Decision.keeps_chunk_bytes`), never a user function.
 
+A shard written to an object store (:class:`Staging`): each large inner chunk is
+encoded in its thread's arena as above, and its encoded bytes are copied out into
+segments that live until the shard is laid out, then serve the next shard.
+
 Outside an arena the encoders below are exactly zarr's and zarrext's.
 """
 
@@ -57,6 +61,7 @@ __all__ = [
     "ScratchConditionalCodec",
     "ScratchPadCodec",
     "ScratchZstdCodec",
+    "Staging",
     "arena_buffer",
     "encode_arena",
     "keeps_no_chunk_bytes",
@@ -215,6 +220,64 @@ class ScratchBytesCodec(BytesCodec):
                 np.copyto(out.view(array.dtype).reshape(array.shape), array)
                 return chunk_spec.prototype.buffer.from_array_like(out)
         return super()._encode_sync(chunk_array, chunk_spec)
+
+
+# -- a shard's encoded inner chunks ----------------------------------------------------
+# Segments the staged inner chunks are copied into; at most _SEGMENTS_KEPT of them
+# wait for the next shard between writes (SEGMENT_BYTES * _SEGMENTS_KEPT held).
+SEGMENT_BYTES = 4 << 20
+_SEGMENTS_KEPT = 8
+_free_segments: list[np.ndarray] = []
+_segments_lock = threading.Lock()
+
+
+class Staging:
+    """A shard's encoded inner chunks, kept from their encoding in a codec thread's
+    arena until the shard is laid out (``RuntimeShardingCodec.encode_jobs``).
+
+    Encoding an inner chunk into fresh memory faults in its C-ordered bytes and
+    its encoded bytes page by page (3 MiB for a 1 MiB ``conditional(zstd)``
+    chunk); under an allocator that returns large blocks to the system at once
+    (dask's workers start with ``MALLOC_TRIM_THRESHOLD_=65536``) that doubled a
+    sharded write's CPU. Here a chunk is encoded in the thread's arena and only
+    its encoded bytes are copied out, into segments that go back to a small
+    process-wide pool when the shard is laid out (:meth:`release`).
+
+    One ``Staging`` per job: not for several threads at once.
+    """
+
+    def __init__(self) -> None:
+        self._segments: list[np.ndarray] = []
+        self._used = SEGMENT_BYTES
+
+    def keep(self, data: np.ndarray) -> np.ndarray:
+        """A copy of ``data`` (bytes), valid until :meth:`release`."""
+        n = data.nbytes
+        if n > SEGMENT_BYTES:
+            return data.copy()
+        if SEGMENT_BYTES - self._used < n:
+            with _segments_lock:
+                segment = _free_segments.pop() if _free_segments else None
+            self._segments.append(
+                np.empty(SEGMENT_BYTES, np.uint8) if segment is None else segment
+            )
+            self._used = 0
+        out = self._segments[-1][self._used : self._used + n]
+        np.copyto(out, data)
+        self._used += n
+        return out
+
+    def holds(self, array: np.ndarray) -> bool:
+        """Whether ``array`` may share memory with this staging's segments."""
+        return any(np.may_share_memory(array, segment) for segment in self._segments)
+
+    def release(self) -> None:
+        """Give the segments back: nothing :meth:`keep` returned may be used after."""
+        with _segments_lock:
+            room = max(0, _SEGMENTS_KEPT - len(_free_segments))
+            _free_segments.extend(self._segments[:room])
+        self._segments = []
+        self._used = SEGMENT_BYTES
 
 
 def _arena_or_new(nbytes: int) -> np.ndarray:

@@ -30,7 +30,8 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
 )
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
-from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.pipeline import ARENA_MIN_BYTES, ZarrextCodecPipeline
+from zarrext.scratch import Staging, encode_arena
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -141,27 +142,53 @@ class RuntimeShardingCodec(ShardingCodec):
         every = list(np.ndindex(*per_shard))
         # Each job writes its own inner chunks' entries: no two jobs share a key.
         encoded: dict[tuple[int, ...], Buffer | None] = {}
+        # Large inner chunks are encoded in the thread's arena and their encoded
+        # bytes kept in the job's staging segments (zarrext.scratch.Staging), when
+        # no decision keeps chunk bytes; else each in fresh memory, as zarr does.
+        staged = pipeline.encodes_into_arena and (
+            math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
+            >= ARENA_MIN_BYTES
+        )
+        size = max(1, math.ceil(len(every) / max(1, groups)))
+        parts = [every[k : k + size] for k in range(0, len(every), size)]
+        stagings = [Staging() for _ in parts]
 
-        def run(part: list[tuple[int, ...]]) -> None:
+        def encode(coords: tuple[int, ...], staging: Staging) -> Buffer | None:
+            where = tuple(
+                slice(c * n, (c + 1) * n) for c, n in zip(coords, self.chunk_shape, strict=True)
+            )
+            context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
+            if not staged:
+                return cast("Buffer | None", context.run(
+                    encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
+                ))
+            with encode_arena():
+                chunk = context.run(
+                    encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
+                )
+                if chunk is None:
+                    return None
+                kept = staging.keep(chunk.as_numpy_array())  # out of the arena
+            return chunk_spec.prototype.buffer.from_array_like(kept)
+
+        def run(part: list[tuple[int, ...]], staging: Staging) -> None:
             for coords in part:
-                where = tuple(
-                    slice(c * n, (c + 1) * n)
-                    for c, n in zip(coords, self.chunk_shape, strict=True)
-                )
-                context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
-                encoded[coords] = context.run(
-                    encode_or_elide_chunk, shard_array[where], chunk_spec,
-                    transform.encode_chunk,
-                )
+                encoded[coords] = encode(coords, staging)
 
         def assemble() -> Buffer | None:
             in_order = {coords: encoded[coords] for coords in every}  # zarr's order
-            return cast("Buffer | None", encode_shard_dict_sync(self, in_order, per_shard))
+            shard = cast("Buffer | None", encode_shard_dict_sync(self, in_order, per_shard))
+            encoded.clear()
+            if shard is not None and any(s.holds(shard.as_numpy_array()) for s in stagings):
+                # zarr's layout handed back a staged buffer itself: keep a copy
+                shard = shard_spec.prototype.buffer.from_array_like(shard.as_numpy_array().copy())
+            for staging in stagings:
+                staging.release()
+            return shard
 
-        size = max(1, math.ceil(len(every) / max(1, groups)))
         jobs: list[Callable[[], None]] = [
-            functools.partial(contextvars.copy_context().run, run, every[k : k + size])
-            for k in range(0, len(every), size)
+            functools.partial(contextvars.copy_context().run, run, part, staging)
+            for part, staging in zip(parts, stagings, strict=True)
         ]
         return jobs, assemble
 
