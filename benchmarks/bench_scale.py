@@ -285,7 +285,7 @@ def main() -> None:
     parser.add_argument("--gib", type=float, default=1.0, help="GiB to ingest (default 1)")
     parser.add_argument("--quick", action="store_true", help="same as --gib 0.0625")
     parser.add_argument("--repeat", type=int, default=2,
-                        help="recompress and latency rows: runs of each (best)")
+                        help="zarrext's ingest, recompress and latency rows: runs of each (best)")
     parser.add_argument("--read-repeat", type=int, default=5,
                         help="reads: runs of each, in turn (best)")
     parser.add_argument("--in-flight", type=int, default=16,
@@ -324,8 +324,9 @@ def main() -> None:
             decision="compress_if_smaller", **sharded,
         )
         ingest: dict[str, float | None] = {}
-        ingest["zarrext.write_dask, cluster"] = attempt(
-            "zarrext.write_dask, cluster", lambda: zarrext.write_dask(src, ours, client=client)
+        ingest["zarrext.write_dask, cluster"] = attempt(  # the first run starts the workers'
+            "zarrext.write_dask, cluster",  # imports: the best of --repeat
+            lambda: zarrext.write_dask(src, ours, client=client), args.repeat,
         )
         if ingest["zarrext.write_dask, cluster"] is None:
             # Untimed stand-in so that recompress and reads have the array.
@@ -344,8 +345,19 @@ def main() -> None:
         ingest["tensorstore (s3 kvstore), this process"] = attempt(
             "tensorstore", lambda: ts_array.write(data).result()
         )
+        # The same write as the cluster's, from this process alone (its codec threads,
+        # the data in memory): write_dask's goal is to be at least as fast.
+        one = zarrext.create_array(
+            bucket.url("zarrext-one.zarr"), storage_options=so, serializer=BytesCodec(),
+            compressors=[zarrext.ConditionalCodec([ZstdCodec(level=LEVEL)])],
+            decision="compress_if_smaller", **sharded,
+        )
+        ingest["zarrext, this process ([:] = data)"] = attempt(
+            "zarrext, this process", lambda: one.__setitem__(slice(None), data), args.repeat
+        )
         stored = {name: bucket.stored_bytes(name) for name in ("zarrext.zarr", "zarr.zarr",
                                                                  "ts.zarr")}
+        bucket.remove("zarrext-one.zarr")
         assert np.array_equal(zarr.open_array(stock.store, mode="r")[:], data)
         assert np.array_equal(zarrext.open_array(bucket.url("zarrext.zarr"),
                                                  storage_options=so, mode="r")[:], data)
@@ -363,6 +375,12 @@ def main() -> None:
         Table("ingest (of moto: moto's raw PUT time for the bytes stored / row's time)", mib,
               "zarr-python + dask (da.store, fsspec), cluster", ingest,
               stored["zarr.zarr"] / raw.put).print()
+        cluster_t, one_t = (ingest["zarrext.write_dask, cluster"],
+                            ingest["zarrext, this process ([:] = data)"])
+        if cluster_t and one_t:
+            print(f"  write_dask on the cluster / zarrext in this process: "
+                  f"{one_t / cluster_t:.2f}x (goal >= 1.0x; benchmarks/bench_remote.py "
+                  "--rows ingest shows the CPU of each)")
 
         # -- recompress ----------------------------------------------------------------------
         def recompress(endpoint_url: str, on_cluster: bool) -> Callable[[], Any]:

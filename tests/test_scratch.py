@@ -375,3 +375,34 @@ def test_scratch_decodes_of_optional_values(tmp_path: Path, workers: int) -> Non
         np.testing.assert_array_equal(back.data[~mask], values[~mask])
 
 
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_chunk_files_read_into_thread_memory_give_each_chunk_its_own_values(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, workers: int
+) -> None:
+    # A chunk file is read into its thread's read buffer, reused by the thread's
+    # next chunk. Chunks stored raw behind the conditional header decode to a view
+    # of that buffer: each must reach the output before the next read, and chunks
+    # of other sizes (the edge) must not see a longer chunk's tail.
+    sizes: list[int] = []
+    real = scratch.read_scratch
+
+    def read_scratch(nbytes: int) -> np.ndarray:
+        sizes.append(nbytes)
+        return real(nbytes)
+
+    monkeypatch.setattr(zarrext.pipeline, "read_scratch", read_scratch)
+    rng = np.random.default_rng(5)
+    values = rng.random((200, 130)).astype("float32")  # incompressible: stored raw
+    values[:64, :64] = np.arange(64 * 64, dtype="float32").reshape(64, 64)  # compresses
+    path = str(tmp_path / "a.zarr")
+    zarrext.create_array(path, shape=values.shape, chunks=(64, 64), dtype="float32",
+                         fill_value=0, serializer=BytesCodec(),
+                         compressors=[ConditionalCodec([ZstdCodec(level=1)])],
+                         decision="compress_if_smaller")[:] = values
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        back = zarrext.open_array(path, mode="r")[:]
+    np.testing.assert_array_equal(back, values)
+    assert len(sizes) == 4 * 3  # every chunk file went through a thread's read buffer
+    assert len(set(sizes)) > 2  # of several sizes: raw, compressed, edge chunks

@@ -72,7 +72,13 @@ from zarrext.codecs.optional import OptionalCodec
 from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.masked_read import SplitOptionalBuffer
-from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
+from zarrext.scratch import (
+    SCRATCH_MAX_BYTES,
+    encode_arena,
+    keeps_no_chunk_bytes,
+    read_scratch,
+    scratch_codecs,
+)
 from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
@@ -160,10 +166,22 @@ def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
         return byte_getter.get_sync(prototype=prototype)
     try:
         with open(os.path.join(store.root, key), "rb", buffering=0) as file:
-            data = file.readall()
+            size = os.fstat(file.fileno()).st_size
+            if size > SCRATCH_MAX_BYTES:
+                return prototype.buffer.from_bytes(file.readall())
+            data = read_scratch(size)
+            got = 0
+            while got < size:
+                n = file.readinto(memoryview(data)[got:])
+                if not n:
+                    break
+                got += n
+            rest = file.readall()  # grown since fstat
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None  # as LocalStore.get_sync: no chunk
-    return prototype.buffer.from_bytes(data)
+    if got < size or rest:
+        return prototype.buffer.from_bytes(bytes(data[:got]) + rest)
+    return prototype.buffer.from_array_like(data)
 
 
 def _decode_split_into(

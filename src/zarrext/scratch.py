@@ -96,6 +96,15 @@ def decode_scratch(nbytes: int, source: np.ndarray) -> np.ndarray:
     return buffers[k][:nbytes]
 
 
+def read_scratch(nbytes: int) -> np.ndarray:
+    """``nbytes`` of this thread's memory for a chunk file's bytes, apart from the
+    decode buffers: valid until the thread reads its next chunk file."""
+    buffer: np.ndarray | None = getattr(_thread, "read_buffer", None)
+    if buffer is None or buffer.nbytes < nbytes:
+        buffer = _thread.read_buffer = np.empty(nbytes, np.uint8)
+    return buffer[:nbytes]
+
+
 def decoded_bound(chunk_spec: ArraySpec) -> int | None:
     """Most bytes a bytes->bytes stage of a fixed-size chunk decodes to, if scratch fits."""
     try:
