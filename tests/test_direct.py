@@ -39,6 +39,28 @@ def _spy_places(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
+def _create(
+    path: str, values: np.ndarray, chunks: tuple[int, ...], *, header: bool,
+    endian: str = "little",
+) -> None:
+    """``values`` stored as ``[bytes, zstd]``, or with ``header`` as zarrext's
+    ``[bytes, conditional([zstd])]`` (compress_if_smaller: chunks that do not
+    shrink are stored raw behind the header)."""
+    if header:
+        zarrext.create_array(
+            path, shape=values.shape, chunks=chunks, dtype=values.dtype, fill_value=0,
+            serializer=BytesCodec(endian=endian),  # type: ignore[arg-type]
+            compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+            decision="compress_if_smaller",
+        )[...] = values
+        return
+    zarr.create_array(
+        path, shape=values.shape, chunks=chunks, dtype=values.dtype, fill_value=0,
+        serializer=BytesCodec(endian=endian),  # type: ignore[arg-type]
+        compressors=[ZstdCodec(level=1)],
+    )[...] = values
+
+
 def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
     rng = np.random.default_rng(seed)
     if np.dtype(dtype) == bool:
@@ -47,7 +69,7 @@ def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
 
 
 @st.composite
-def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str, Any]:
+def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str, Any, bool]:
     ndim = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 12), min_size=ndim, max_size=ndim)))
     # Chunks spanning every trailing axis (contiguous places) as often as not.
@@ -62,7 +84,7 @@ def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str
         draw(st.sampled_from([slice(None), slice(0, max(1, n // 2)), slice(n // 3, n), 0]))
         for n in shape
     )
-    return shape, chunks, dtype, endian, selection
+    return shape, chunks, dtype, endian, selection, draw(st.booleans())
 
 
 @settings(
@@ -72,13 +94,10 @@ def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str
 def test_reads_match_zarr_python_wherever_they_land(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: Any, seed: int
 ) -> None:
-    shape, chunks, dtype, endian, selection = case
+    shape, chunks, dtype, endian, selection, header = case
     path = tmp_path / f"a{next(_NAMES)}.zarr"
     values = _values(shape, dtype, seed)
-    zarr.create_array(
-        str(path), shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
-        serializer=BytesCodec(endian=endian), compressors=[ZstdCodec(level=1)],
-    )[...] = values
+    _create(str(path), values, chunks, header=header, endian=endian)
     expected = zarr.open_array(str(path), mode="r")[selection]
     seen = _spy_places(monkeypatch)
     got = zarrext.open_array(str(path), mode="r")[selection]
@@ -89,36 +108,42 @@ def test_reads_match_zarr_python_wherever_they_land(
         assert not any(seen)  # stored bytes in another order are not the values
 
 
+@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
 def test_whole_row_chunks_decode_into_their_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: bool
 ) -> None:
     values = _values((64, 40), "<f4", 1)
-    zarr.create_array(str(tmp_path / "a.zarr"), shape=values.shape, chunks=(8, 40),
-                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    values[:32] = 1.5  # compresses: the other rows are stored raw behind the header
+    _create(str(tmp_path / "a.zarr"), values, (8, 40), header=header)
     seen = _spy_places(monkeypatch)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:],
                                   values)
     assert seen == [True] * 8
     seen.clear()  # columns: each chunk's place is strided, so zarr's decode and copy
-    zarr.create_array(str(tmp_path / "b.zarr"), shape=values.shape, chunks=(64, 8),
-                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    _create(str(tmp_path / "b.zarr"), values, (64, 8), header=header)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "b.zarr"), mode="r")[:],
                                   values)
     assert seen == [False] * 5
 
 
-@pytest.mark.parametrize("damage", ["garbage", "another size", "truncated"])
-def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str) -> None:
+@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
+@pytest.mark.parametrize("damage", ["garbage", "another size", "truncated", "unknown bit"])
+def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: bool) -> None:
     values = _values((16, 32), "<f4", 2)
-    zarr.create_array(str(tmp_path / "a.zarr"), shape=values.shape, chunks=(8, 32),
-                      dtype="<f4", fill_value=0, compressors=[ZstdCodec(level=1)])[:] = values
+    values[8:] = 2.5  # compresses
+    _create(str(tmp_path / "a.zarr"), values, (8, 32), header=header)
     chunk = tmp_path / "a.zarr" / "c" / "1" / "0"
     stored = chunk.read_bytes()
+    head = stored[:1] if header else b""
     if damage == "garbage":
         chunk.write_bytes(b"\x00" * len(stored))
     elif damage == "another size":  # a valid zstd frame of half the chunk's bytes
-        chunk.write_bytes(Zstd(level=1).encode(values[:4].tobytes()))
-    else:
+        chunk.write_bytes(head + Zstd(level=1).encode(values[:4].tobytes()))
+    elif damage == "truncated":
         chunk.write_bytes(stored[: len(stored) // 2])
+    elif header:  # a header bit for a nested codec the metadata does not list
+        chunk.write_bytes(bytes([stored[0] | 0x80]) + stored[1:])
+    else:
+        chunk.write_bytes(b"\xff" + stored[1:])
     with pytest.raises(ChunkDecodeError, match="c/1/0"):
         zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:]

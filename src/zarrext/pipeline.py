@@ -497,8 +497,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         ``decode_and_scatter_chunk`` with this pipeline's chain; for a chain that
         is the ``optional`` codec alone and an output that takes the fields apart,
         :func:`_decode_split_into` (no interleaved chunk is built); for a
-        ``[bytes, zstd]`` chain, straight into the chunk's place where it is one
-        contiguous block (:func:`zarrext.direct.zstd_into_place`)."""
+        ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]`` chain, straight into
+        the chunk's place where it is one contiguous block
+        (:func:`zarrext.direct.zstd_into_place`)."""
         assert self.transform is not None
         codecs = self.transform.codecs
         if (
@@ -509,7 +510,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return functools.partial(_decode_split_into, codecs[0])
         scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
         if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
-            return functools.partial(zstd_into_place, otherwise=scatter)
+            return functools.partial(zstd_into_place, compressor=codecs[1], otherwise=scatter)
         return scatter
 
     def _read_chunk(
