@@ -3,21 +3,27 @@
 One process against a moto S3 server on loopback (``tests/moto_server.py``), the
 array in 16 MiB shards of 1 MiB inner chunks, zstd level 3 (zarrext:
 ``conditional(zstd)``, ``compress_if_smaller``; tensorstore: plain ``zstd``).
-Every row is printed with its ratio to the row it is compared with:
+Every row is printed with its best time, its ratio to the row it is compared with
+(bests, and the median of the rounds' paired ratios: both runs of a round share
+the load of their moment) and, where a limit exists, the fraction of it:
 
 * write: zarrext (``zarrext.create_array("s3://...")[:] = data``) / tensorstore;
-  moto's raw PUT rate (obstore, one PUT per object of the shards' size) beside;
+  of moto: moto's raw PUT rate (obstore, one PUT per object of the shards' size);
+  beside each, the CPU seconds of every process (this one, moto) and their share
+  of the cores: where it is near 100 %, the row is bound by the machine's CPU;
 * read: zarrext reading its own ``conditional(zstd)`` array / tensorstore reading
-  its ``zstd`` one; ``optional`` (nullable float32) and ``pad`` arrays read by
-  zarrext beside; moto's raw GET rate beside;
-* ingest: ``zarrext.write_dask`` on a 2-process ``LocalCluster`` / zarrext's write
-  in this process;
+  its ``zstd`` one; ``optional`` (nullable float32) beside; a ``pad`` array (a
+  TIFF's chunks: unsharded 1 MiB objects) / tensorstore reading the same unsharded
+  chunks; of moto: moto's raw GET rate;
+* ingest: ``zarrext.write_dask`` on a 2-process ``LocalCluster`` (``--threads``
+  per worker) / zarrext's write in this process, on a cluster started without and
+  one with dask's ``MALLOC_TRIM_THRESHOLD_`` (see :func:`zarrext.write_dask`);
 * local read: ``zarrext.open_array(path)[:]`` of an unsharded zstd array / zstd
   decoding of the same chunk files (bytes in memory) into a fresh output on every
   core (the limit).
 
-Usage: ``python benchmarks/bench_remote.py [--mib 256] [--repeat 3]``
-(``--quick`` means ``--mib 64``).
+Usage: ``python benchmarks/bench_remote.py [--mib 256] [--repeat 3] [--rows
+write,read,ingest,local]`` (``--quick`` means ``--mib 64``).
 """
 
 from __future__ import annotations
@@ -118,18 +124,24 @@ class _Cpu:
 
 def _row(
     name: str, t: float, mib: float, base: float | None, limit: float | None,
-    cpu: float | None = None,
+    cpu: float | None = None, paired: float | None = None,
 ) -> None:
+    """One row: best time, throughput, ratio of bests to the reference, the median
+    of the rounds' paired ratios (each round's two runs share its load), the
+    fraction of the limit, the CPU of every process and its share of the cores."""
     ratio = f"{base / t:8.2f}x" if base else f"{'':>9}"
+    median = f"{paired:7.2f}x" if paired else f"{'':>8}"
     of_limit = f"{limit / t:8.2f}" if limit else f"{'':>8}"
     busy = f"{cpu:6.2f} s {cpu / t / CORES:5.0%}" if cpu is not None else ""
-    print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {of_limit} {busy}", flush=True)
+    print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {median} {of_limit} {busy}",
+          flush=True)
 
 
 def _header(title: str, reference: str, limit: str, cpu: bool = False) -> None:
     print(title)
     busy = f"{'cpu, all':>8} {'of cores':>8}" if cpu else ""
-    print(f"  {'':<58} {'':>9} {'':>13} {'/ ' + reference[:7]:>9} {limit:>8} {busy}")
+    print(f"  {'':<58} {'':>9} {'':>13} {'/ ' + reference[:7]:>9} {'median':>8} {limit:>8} "
+          f"{busy}")
 
 
 def main() -> None:
@@ -137,6 +149,8 @@ def main() -> None:
     parser.add_argument("--mib", type=int, default=256, help="MiB of float32 (default 256)")
     parser.add_argument("--quick", action="store_true", help="same as --mib 64")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, interleaved (best)")
+    parser.add_argument("--threads", type=int, default=2,
+                        help="threads per worker of the 2-process cluster (default 2)")
     parser.add_argument("--rows", default=",".join(ROWS),
                         help=f"the groups of rows to run, of {','.join(ROWS)} (default all)")
     args = parser.parse_args()
@@ -199,7 +213,8 @@ def main() -> None:
             _header(f"write, best of {args.repeat}", "tensorstore", "of moto", cpu=True)
             for name in ("tensorstore", "zarrext"):
                 _row(name, writes.best(name), mib, writes.best("tensorstore"), stored / raw.put,
-                     cpu.of_best(name, writes.seconds[name]))
+                     cpu.of_best(name, writes.seconds[name]),
+                     writes.paired_ratio("tensorstore", name))
         print(f"  moto raw PUT {raw.put / 2**20:.0f} MiB/s, GET {raw.get / 2**20:.0f} MiB/s "
               f"({stored / shards / 2**20:.1f} MiB objects)", flush=True)
 
@@ -242,7 +257,8 @@ def main() -> None:
             for name in readers:
                 reference = "tensorstore, zstd, unsharded 1 MiB chunks" if name == PAD else (
                     "tensorstore, zstd")
-                _row(name, reads.best(name), mib, reads.best(reference), stored / raw.get)
+                _row(name, reads.best(name), mib, reads.best(reference), stored / raw.get,
+                     paired=reads.paired_ratio(reference, name))
 
         # -- ingest on a cluster -----------------------------------------------------------
         if "ingest" in rows:
@@ -251,6 +267,7 @@ def main() -> None:
             from dask.distributed import Client, LocalCluster
 
             ingest: dict[str, list[float]] = {}
+            pairs: dict[str, float] = {}
             # The second cluster's workers start without the allocator setting dask's
             # nanny gives them (MALLOC_TRIM_THRESHOLD_=65536): with it, every buffer
             # over 128 KiB is fresh memory from the system, faulted in page by page,
@@ -264,7 +281,8 @@ def main() -> None:
                 if environ is not None:
                     os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
                 with dask.config.set(settings), LocalCluster(
-                    n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+                    n_workers=2, threads_per_worker=args.threads, processes=True,
+                    dashboard_address=None,
                 ) as cluster, Client(cluster) as client:
                     src = da.from_array(data, chunks=(SHARD, SHARD)).persist()
 
@@ -280,11 +298,12 @@ def main() -> None:
                                       before=remove_written, alternate_order=True)
                     for name, times in runs.seconds.items():
                         ingest.setdefault(name, []).extend(times)
+                    pairs[label] = runs.paired_ratio(ONE_PROCESS, label)
             _header(f"ingest, best of {args.repeat} (this process: of both rounds)",
                     "this process", "", cpu=True)
             for name, times in ingest.items():
                 _row(name, min(times), mib, min(ingest[ONE_PROCESS]), None,
-                     cpu.of_best(name, times))
+                     cpu.of_best(name, times), pairs.get(name))
 
     # -- local read against zstd decoding on every core --------------------------------------
     if "local" not in rows:
@@ -314,9 +333,10 @@ def main() -> None:
                                                                       mode="r")[:],
         }, args.repeat)
     _header(f"local read, {chunk_rows}x{width} chunks, best of {args.repeat}", "decoding", "")
+    decoding = "zstd decoding into a fresh output, every core"
     for name in local.seconds:
-        _row(name, local.best(name), mib,
-             local.best("zstd decoding into a fresh output, every core"), None)
+        _row(name, local.best(name), mib, local.best(decoding), None,
+             paired=local.paired_ratio(decoding, name))
 
 
 if __name__ == "__main__":
