@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import os
 import uuid
 from collections import Counter
@@ -101,6 +102,7 @@ class Where:
     def location(self, name: str) -> str:
         return f"{self.root}/{name}"
 
+    @functools.cached_property
     def _fs(self) -> Any:
         import s3fs
 
@@ -113,7 +115,8 @@ class Where:
                 for p in sorted(Path(self.root, name).rglob("*")) if p.is_file()
             }
         prefix = self.location(name)[len("s3://"):] + "/"
-        fs = self._fs()
+        fs = self._fs
+        fs.invalidate_cache()  # the objects as they are now, not as last listed
         found = fs.find(prefix)
         return {k[len(prefix):]: v for k, v in sorted(fs.cat(found).items())} if found else {}
 
@@ -121,7 +124,7 @@ class Where:
         if self.local:
             Path(self.root, name, key).write_bytes(data)
         else:
-            self._fs().pipe(f"{self.location(name)}/{key}", data)
+            self._fs.pipe(f"{self.location(name)}/{key}", data)
 
 
 @pytest.fixture(params=["local", "s3"])
