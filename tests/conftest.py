@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import functools
 import os
 import uuid
 from collections import Counter
@@ -76,6 +78,63 @@ def s3(s3_server: str) -> dict[str, Any]:
     bucket = f"zarrext-{uuid.uuid4().hex[:12]}"
     s3fs.S3FileSystem(**options, skip_instance_cache=True).mkdir(bucket)
     return {"url": f"s3://{bucket}", "options": options}
+
+
+@dataclasses.dataclass
+class Where:
+    """Where a test's arrays live: a local folder or a bucket on the loopback S3 server.
+
+    ``location(name)`` is the array's path or URL, ``options`` the storage options to
+    pass with it (``None`` locally), ``stored(name)`` every object under the array as
+    the store holds it (keys relative to the array, ``/``-separated, e.g. ``c/0/1``)
+    and ``put(name, key, data)`` replaces one object (a damaged chunk, an edited
+    ``zarr.json``).
+    """
+
+    kind: str
+    root: str
+    options: dict[str, Any] | None = None
+
+    @property
+    def local(self) -> bool:
+        return self.kind == "local"
+
+    def location(self, name: str) -> str:
+        return f"{self.root}/{name}"
+
+    @functools.cached_property
+    def _fs(self) -> Any:
+        import s3fs
+
+        return s3fs.S3FileSystem(**(self.options or {}), skip_instance_cache=True)
+
+    def stored(self, name: str) -> dict[str, bytes]:
+        if self.local:
+            return {
+                p.relative_to(Path(self.root, name)).as_posix(): p.read_bytes()
+                for p in sorted(Path(self.root, name).rglob("*")) if p.is_file()
+            }
+        prefix = self.location(name)[len("s3://"):] + "/"
+        fs = self._fs
+        fs.invalidate_cache()  # the objects as they are now, not as last listed
+        found = fs.find(prefix)
+        return {k[len(prefix):]: v for k, v in sorted(fs.cat(found).items())} if found else {}
+
+    def put(self, name: str, key: str, data: bytes) -> None:
+        if self.local:
+            Path(self.root, name, key).write_bytes(data)
+        else:
+            self._fs.pipe(f"{self.location(name)}/{key}", data)
+
+
+@pytest.fixture(params=["local", "s3"])
+def where(request: pytest.FixtureRequest, tmp_path: Path) -> Where:
+    """The test once on local disk and once on the loopback S3 server (a fresh bucket,
+    the server started only when an ``s3`` run needs it)."""
+    if request.param == "local":
+        return Where("local", str(tmp_path))
+    s3 = request.getfixturevalue("s3")
+    return Where("s3", s3["url"], s3["options"])
 
 
 @pytest.fixture

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -31,7 +30,7 @@ from zarr.core.dtype import (
 from zarr.errors import DataTypeValidationError
 
 import zarrext
-from tests.conftest import DATA
+from tests.conftest import DATA, Where
 from zarrext import OptionalDType, as_optional_array, from_arrow, from_masked, to_arrow, to_masked
 
 DTYPE_SCHEMA = json.loads((DATA / "optional-dtype.schema.json").read_text())
@@ -106,7 +105,7 @@ FILL_CASES = [
 
 @pytest.mark.parametrize(("dtype", "fill"), FILL_CASES)
 def test_fill_value_json_both_directions(dtype: OptionalDType, fill: object,
-                                         tmp_path: Path) -> None:
+                                         where: Where) -> None:
     scalar = dtype.from_json_scalar(fill, zarr_format=3)  # type: ignore[arg-type]
     assert dtype.to_json_scalar(scalar, zarr_format=3) == fill
     # the structure of the scalar follows the JSON: null is valid=False at that level
@@ -117,10 +116,11 @@ def test_fill_value_json_both_directions(dtype: OptionalDType, fill: object,
     if value is None:
         assert not bool(level["valid"])
     # and zarr writes it to zarr.json unchanged
-    z = zarr.create_array(tmp_path / "a", shape=(3,), dtype=dtype, fill_value=scalar)
-    written = json.loads((tmp_path / "a" / "zarr.json").read_text())
+    z = zarr.create_array(where.location("a"), storage_options=where.options, shape=(3,),
+                          dtype=dtype, fill_value=scalar)
+    written = json.loads(where.stored("a")["zarr.json"])
     assert written["fill_value"] == fill
-    reopened = zarr.open_array(tmp_path / "a")
+    reopened = zarr.open_array(where.location("a"), storage_options=where.options)
     assert dtype.to_json_scalar(reopened.metadata.fill_value, zarr_format=3) == fill
     # unwritten elements read as the fill value (NaN-safe: compare JSON forms)
     assert dtype.to_json_scalar(z[0][()], zarr_format=3) == fill
@@ -193,9 +193,9 @@ def test_strings_and_bools_to_arrow() -> None:
     assert to_arrow(bools).to_pylist() == [True, None, False]
 
 
-def test_writing_masked_arrays_scalars_and_arrow(tmp_path: Path) -> None:
-    z = zarr.create_array(tmp_path / "a", shape=(4, 6), chunks=(2, 4),
-                          dtype=OptionalDType(Float32()), fill_value=None)
+def test_writing_masked_arrays_scalars_and_arrow(where: Where) -> None:
+    z = zarr.create_array(where.location("a"), storage_options=where.options, shape=(4, 6),
+                          chunks=(2, 4), dtype=OptionalDType(Float32()), fill_value=None)
     block = np.ma.MaskedArray(np.arange(6, dtype="f4").reshape(2, 3),
                               mask=[[0, 1, 0], [1, 0, 0]])
     z[1:3, 2:5] = block  # partial chunks on both sides
@@ -203,7 +203,8 @@ def test_writing_masked_arrays_scalars_and_arrow(tmp_path: Path) -> None:
     z[3, 5] = 2.0
     z[3, 5] = None
     z[0, 1:3] = pa.array([None, 8.0], pa.float32())
-    got = to_masked(zarr.open_array(tmp_path / "a", mode="r")[...])
+    got = to_masked(
+        zarr.open_array(where.location("a"), storage_options=where.options, mode="r")[...])
     expected = np.ma.masked_all((4, 6), dtype="f4")
     expected[1:3, 2:5] = block
     expected[0, 0] = 4.5
@@ -212,32 +213,34 @@ def test_writing_masked_arrays_scalars_and_arrow(tmp_path: Path) -> None:
     assert got.compressed().tolist() == expected.compressed().tolist()
 
 
-def test_all_missing_chunks_are_not_stored(tmp_path: Path) -> None:
-    z = zarr.create_array(tmp_path / "a", shape=(8,), chunks=(4,),
-                          dtype=OptionalDType(Int16()), fill_value=None)
+def test_all_missing_chunks_are_not_stored(where: Where) -> None:
+    z = zarr.create_array(where.location("a"), storage_options=where.options, shape=(8,),
+                          chunks=(4,), dtype=OptionalDType(Int16()), fill_value=None)
     z[...] = np.ma.MaskedArray(np.arange(8), mask=[1, 1, 1, 1, 0, 1, 1, 1])
-    assert sorted(p.name for p in (tmp_path / "a" / "c").iterdir()) == ["1"]
+    assert sorted(where.stored("a")) == ["c/1", "zarr.json"]
     z[4] = None
-    assert not any((tmp_path / "a" / "c").iterdir())
+    assert sorted(where.stored("a")) == ["zarr.json"]
 
 
-def test_default_serializer_is_the_optional_codec(tmp_path: Path) -> None:
-    z = zarr.create_array(tmp_path / "a", shape=(5,), dtype=OptionalDType(OptionalDType("i4")))
-    codecs = json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"]
+def test_default_serializer_is_the_optional_codec(where: Where) -> None:
+    z = zarr.create_array(where.location("a"), storage_options=where.options, shape=(5,),
+                          dtype=OptionalDType(OptionalDType("i4")))
+    codecs = json.loads(where.stored("a")["zarr.json"])["codecs"]
     assert codecs[0]["name"] == "optional"
     assert codecs[0]["configuration"]["data_codecs"][0]["name"] == "optional"
     assert isinstance(z.metadata.codecs[0], zarrext.OptionalCodec)
 
 
-def test_entry_point_registration_in_fresh_process(tmp_path: Path) -> None:
-    zarr.create_array(tmp_path / "a", shape=(3,), dtype=OptionalDType(Int16()),
-                      fill_value=[5])
+def test_entry_point_registration_in_fresh_process(where: Where) -> None:
+    zarr.create_array(where.location("a"), storage_options=where.options, shape=(3,),
+                      dtype=OptionalDType(Int16()), fill_value=[5])
     code = (
-        "import zarr\n"
-        f"z = zarr.open_array({str(tmp_path / 'a')!r})\n"
+        "import json, sys, zarr\n"
+        "z = zarr.open_array(sys.argv[1], storage_options=json.loads(sys.argv[2]))\n"
         "print(type(z.metadata.data_type).__module__, z.metadata.to_dict()['fill_value'])\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    out = subprocess.run([sys.executable, "-c", code, where.location("a"),
+                          json.dumps(where.options)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["zarrext.dtypes.optional", "[5]"]
 
 
@@ -258,7 +261,7 @@ def test_nesting_depth_is_capped_at_parse_time() -> None:
 
 
 def test_zarrext_create_array_names_the_optional_codecs_itself(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    where: Where, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """zarrext's API passes the serializer explicitly (the public route): it does not
     need zarr's default serializer, which zarrext wraps only for plain zarr users."""
@@ -272,11 +275,13 @@ def test_zarrext_create_array_names_the_optional_codecs_itself(
         return stock(dtype)  # the values' own serializer, inside the optional codec
 
     monkeypatch.setattr(core_array, "default_serializer_v3", refuse)
-    z = zarrext.create_array(tmp_path / "a", shape=(5,), dtype=OptionalDType("i4"))
+    z = zarrext.create_array(where.location("a"), storage_options=where.options, shape=(5,),
+                             dtype=OptionalDType("i4"))
     z[:] = [1, None, 3, None, 5]
-    codecs = json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"]
+    codecs = json.loads(where.stored("a")["zarr.json"])["codecs"]
     assert [c["name"] for c in codecs] == ["optional"]  # the registry's advice: alone
-    assert zarrext.to_masked(zarr.open_array(tmp_path / "a")[:]).mask.tolist() == [
+    reopened = zarr.open_array(where.location("a"), storage_options=where.options)
+    assert zarrext.to_masked(reopened[:]).mask.tolist() == [
         False, True, False, True, False
     ]
 
@@ -308,17 +313,18 @@ def test_fill_value_that_does_not_fit_names_the_field(dtype, fill, shown: str) -
     assert "optional(" in message
 
 
-def test_zarr_json_with_a_fill_value_that_does_not_fit(tmp_path) -> None:
+def test_zarr_json_with_a_fill_value_that_does_not_fit(where: Where) -> None:
     """zarr-python turns the data type's ValueError into its own error naming
     fill_value; ours is the cause."""
     from zarrext.errors import FillValueError
 
-    zarr.create_array(tmp_path, shape=(2,), dtype=OptionalDType(UInt8()))
-    meta = json.loads((tmp_path / "zarr.json").read_text())
+    zarr.create_array(where.location("a"), storage_options=where.options, shape=(2,),
+                      dtype=OptionalDType(UInt8()))
+    meta = json.loads(where.stored("a")["zarr.json"])
     meta["fill_value"] = [300]
-    (tmp_path / "zarr.json").write_text(json.dumps(meta))
+    where.put("a", "zarr.json", json.dumps(meta).encode())
     with pytest.raises((TypeError, ValueError), match="fill_value") as raised:
-        zarr.open_array(tmp_path, mode="r")
+        zarr.open_array(where.location("a"), storage_options=where.options, mode="r")
     assert isinstance(raised.value.__cause__, FillValueError)
 
 

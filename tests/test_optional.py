@@ -6,7 +6,6 @@ import json
 import struct
 import tracemalloc
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -40,7 +39,7 @@ from zarr.core.dtype import (
 from zarr.registry import register_codec
 
 import zarrext
-from tests.conftest import DATA, raises_chunk_error
+from tests.conftest import DATA, Where, raises_chunk_error
 from zarrext import ConditionalCodec, OptionalCodec, OptionalDType, PackBitsCodec
 from zarrext.codecs.optional import OptionalCodecError
 
@@ -252,22 +251,24 @@ def test_data_chain_quantizes_only_present_values() -> None:
     assert chunk[16 + mask_len:] == plain["c/0"].to_bytes()
 
 
-def test_mask_chain_with_conditional_zstd_gets_runtime_decision(tmp_path: Path) -> None:
+def test_mask_chain_with_conditional_zstd_gets_runtime_decision(where: Where) -> None:
     dtype = OptionalDType(UInt8())
     codec = OptionalCodec(mask_codecs=[PackBitsCodec(), ConditionalCodec(codecs=[ZstdCodec()])],
                           data_codecs=[BytesCodec()])
-    zarr.create_array(tmp_path / "a", shape=(4096,), chunks=(4096,), dtype=dtype,
-                      fill_value=None, serializer=codec, compressors=None)
+    zarr.create_array(where.location("a"), storage_options=where.options, shape=(4096,),
+                      chunks=(4096,), dtype=dtype, fill_value=None, serializer=codec,
+                      compressors=None)
     values = np.ma.MaskedArray(np.arange(4096) % 200, mask=np.arange(4096) % 64 != 0)
     for decision, applied in (("never_apply", 0), ("always_apply", 1)):
-        z = zarrext.open_array(tmp_path / "a", decision=decision)
+        z = zarrext.open_array(where.location("a"), storage_options=where.options,
+                               decision=decision)
         z[...] = values
-        chunk = (tmp_path / "a" / "c" / "0").read_bytes()
+        chunk = where.stored("a")["c/0"]
         mask_len, _ = struct.unpack("<QQ", chunk[:16])
         assert chunk[16] == applied  # the conditional header byte opens the mask section
         if applied:
             assert mask_len < 4096 // 8
-        got = zarr.open_array(tmp_path / "a", mode="r")[...]
+        got = zarr.open_array(where.location("a"), storage_options=where.options, mode="r")[...]
         assert zarrext.to_masked(got).mask.tolist() == values.mask.tolist()
 
 
@@ -318,10 +319,11 @@ def test_name_dispatch_keeps_both_optional_codecs_working() -> None:
     np.testing.assert_array_equal(zarr.open_array(store)[...], np.arange(100))
 
 
-def test_written_metadata_validates_against_schema(tmp_path: Path) -> None:
+def test_written_metadata_validates_against_schema(where: Where) -> None:
     dtype = OptionalDType(OptionalDType(Float64()))
-    zarr.create_array(tmp_path / "a", shape=(4,), dtype=dtype, fill_value=[None])
-    codecs = json.loads((tmp_path / "a" / "zarr.json").read_text())["codecs"]
+    zarr.create_array(where.location("a"), storage_options=where.options, shape=(4,),
+                      dtype=dtype, fill_value=[None])
+    codecs = json.loads(where.stored("a")["zarr.json"])["codecs"]
     jsonschema.validate(codecs[0], CODEC_SCHEMA)
     jsonschema.validate(codecs[0]["configuration"]["data_codecs"][0], CODEC_SCHEMA)
 

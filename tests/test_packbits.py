@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -18,7 +17,7 @@ from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import parse_dtype
 
-from tests.conftest import DATA
+from tests.conftest import DATA, Where
 from zarrext.codecs.packbits import PackBitsCodec, PackBitsCodecError
 
 # name -> (bits per component, components, signed)
@@ -226,18 +225,22 @@ def test_schema_spelling_validates_against_schema() -> None:
 
 @pytest.mark.parametrize(("dtype", "first", "last"), [("int16", 0, 9), ("bool", None, None),
                                                        ("float32", None, None)])
-def test_zarr_array_roundtrip_and_fresh_process(tmp_path: Path, dtype: str,
+def test_zarr_array_roundtrip_and_fresh_process(where: Where, dtype: str,
                                                 first: int | None, last: int | None) -> None:
     rng = np.random.default_rng(1)
     values = (rng.integers(-500, 500, size=(9, 13)) if dtype != "bool"
               else rng.integers(0, 2, size=(9, 13))).astype(dtype)
-    z = zarr.create_array(tmp_path / "a", shape=values.shape, chunks=(4, 5), dtype=dtype,
+    z = zarr.create_array(where.location("a"), storage_options=where.options,
+                          shape=values.shape, chunks=(4, 5), dtype=dtype,
                           serializer=PackBitsCodec(padding_encoding="last_byte",
                                                    first_bit=first, last_bit=last),
                           compressors=None)
     z[...] = values
-    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a", mode="r")[...], values)
-    code = (f"import zarr; a = zarr.open_array({str(tmp_path / 'a')!r}, mode='r')[...];"
-            "print(a.astype('f8').sum())")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    np.testing.assert_array_equal(
+        zarr.open_array(where.location("a"), storage_options=where.options, mode="r")[...],
+        values)
+    code = ("import json, sys, zarr; a = zarr.open_array(sys.argv[1], mode='r', "
+            "storage_options=json.loads(sys.argv[2]))[...]; print(a.astype('f8').sum())")
+    out = subprocess.run([sys.executable, "-c", code, where.location("a"),
+                          json.dumps(where.options)], capture_output=True, text=True, check=True)
     assert float(out.stdout) == pytest.approx(float(values.astype("f8").sum()))

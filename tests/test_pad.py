@@ -6,7 +6,6 @@ import base64
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import jsonschema
 import numpy as np
@@ -20,7 +19,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import get_data_type_from_native_dtype
 
 import zarrext
-from tests.conftest import DATA, raises_chunk_error
+from tests.conftest import DATA, Where, raises_chunk_error
 from zarrext.codecs.pad import PadCodec, PadCodecError
 
 SPEC_TIFF_PADDING = (
@@ -175,38 +174,44 @@ def test_batches_in_place_match_one_chunk_at_a_time(
         assert dec.to_bytes() == codec._decode_sync(chunk, spec).to_bytes()
 
 
-def test_plain_zarr_batches_of_many_chunks_round_trip(tmp_path: Path) -> None:
+def test_plain_zarr_batches_of_many_chunks_round_trip(where: Where) -> None:
     """zarr-python's own pipeline with batches of many chunks (its batch_size)."""
     data = np.arange(40 * 30, dtype="<u2").reshape(40, 30)
     with zarr.config.set({"codec_pipeline.batch_size": 7}):
         z = zarr.create_array(
-            tmp_path, shape=data.shape, chunks=(8, 8), dtype="<u2",
+            where.location("a.zarr"), storage_options=where.options,
+            shape=data.shape, chunks=(8, 8), dtype="<u2",
             compressors=[ZstdCodec(level=1), PadCodec(location="end", nbytes=2, padding=b"ok")],
         )
         z[:] = data
-        np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
-    for chunk in (tmp_path / "c").rglob("*"):
-        if chunk.is_file():
-            assert chunk.read_bytes().endswith(b"ok")
+        np.testing.assert_array_equal(
+            zarr.open_array(where.location("a.zarr"), storage_options=where.options,
+                            mode="r")[:], data)
+    chunks = {k: v for k, v in where.stored("a.zarr").items() if k.startswith("c/")}
+    assert len(chunks) == 5 * 4
+    for chunk in chunks.values():
+        assert chunk.endswith(b"ok")
 
 
-def test_decode_of_too_short_chunk_names_the_chunk(tmp_path: Path) -> None:
+def test_decode_of_too_short_chunk_names_the_chunk(where: Where) -> None:
     array = zarrext.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(4, 4),
         chunks=(2, 2),
         dtype="uint8",
         compressors=[PadCodec(location="start", nbytes=10)],
     )
     array[:] = 1
-    (tmp_path / "a.zarr" / "c" / "1" / "0").write_bytes(b"short")
+    where.put("a.zarr", "c/1/0", b"short")
     with raises_chunk_error(PadCodecError, match=r"chunk \(1, 0\).*5 bytes.*10 bytes"):
-        zarrext.open_array(tmp_path / "a.zarr", mode="r")[:]
+        zarrext.open_array(where.location("a.zarr"), storage_options=where.options, mode="r")[:]
 
 
-def test_two_pads_wrap_the_chunk(tmp_path: Path) -> None:
+def test_two_pads_wrap_the_chunk(where: Where) -> None:
     array = zarr.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(6,),
         chunks=(3,),
         dtype="uint8",
@@ -217,11 +222,13 @@ def test_two_pads_wrap_the_chunk(tmp_path: Path) -> None:
         ],
     )
     array[:] = np.arange(6, dtype="uint8")
-    assert (tmp_path / "a.zarr" / "c" / "1").read_bytes() == b"HEAD\x03\x04\x05TAIL"
-    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr")[:], np.arange(6))
+    assert where.stored("a.zarr")["c/1"] == b"HEAD\x03\x04\x05TAIL"
+    np.testing.assert_array_equal(
+        zarr.open_array(where.location("a.zarr"), storage_options=where.options)[:],
+        np.arange(6))
 
 
-def test_spec_example_2_custom_header_before_gzip(tmp_path: Path) -> None:
+def test_spec_example_2_custom_header_before_gzip(where: Where) -> None:
     codec = PadCodec.from_dict(
         {
             "name": "pad",
@@ -233,23 +240,26 @@ def test_spec_example_2_custom_header_before_gzip(tmp_path: Path) -> None:
         }
     )
     array = zarr.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(100,),
         chunks=(100,),
         dtype="int32",
         compressors=[GzipCodec(), codec],
     )
     array[:] = np.arange(100)
-    stored = (tmp_path / "a.zarr" / "c" / "0").read_bytes()
+    stored = where.stored("a.zarr")["c/0"]
     assert stored[:16] == b"MY_CUSTOM_HEADER"
     assert stored[16:18] == b"\x1f\x8b"  # the gzip stream follows the header
-    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr")[:], np.arange(100))
+    np.testing.assert_array_equal(
+        zarr.open_array(where.location("a.zarr"), storage_options=where.options)[:],
+        np.arange(100))
 
 
 # -- dynamic padding ----------------------------------------------------------
 
 
-def test_padding_function_sees_encoded_chunk_index_and_shape(tmp_path: Path) -> None:
+def test_padding_function_sees_encoded_chunk_index_and_shape(where: Where) -> None:
     calls: list[tuple[bytes, tuple[int, ...] | None, tuple[int, ...]]] = []
 
     def padding(encoded: bytes, index, shape) -> bytes:
@@ -257,7 +267,8 @@ def test_padding_function_sees_encoded_chunk_index_and_shape(tmp_path: Path) -> 
         return len(encoded).to_bytes(4, "little")
 
     array = zarrext.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(4, 6),
         chunks=(2, 3),
         dtype="uint16",
@@ -266,7 +277,8 @@ def test_padding_function_sees_encoded_chunk_index_and_shape(tmp_path: Path) -> 
     )
     data = np.arange(24, dtype="uint16").reshape(4, 6)
     array[:] = data
-    meta = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
+    objects = where.stored("a.zarr")
+    meta = json.loads(objects["zarr.json"])
     assert meta["codecs"][-1] == {
         "name": "pad",
         "configuration": {"location": "start", "nbytes": 4},
@@ -274,15 +286,17 @@ def test_padding_function_sees_encoded_chunk_index_and_shape(tmp_path: Path) -> 
     assert sorted(c[1] for c in calls) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     assert {c[2] for c in calls} == {(2, 3)}
     for encoded, index, _ in calls:
-        stored = (tmp_path / "a.zarr" / "c" / "/".join(map(str, index))).read_bytes()
+        stored = objects["c/" + "/".join(map(str, index))]
         assert stored == len(encoded).to_bytes(4, "little") + encoded
-    np.testing.assert_array_equal(zarr.open_array(tmp_path / "a.zarr")[:], data)
+    np.testing.assert_array_equal(
+        zarr.open_array(where.location("a.zarr"), storage_options=where.options)[:], data)
 
 
 @pytest.mark.parametrize("bad", [b"abc", b"abcde", "abcd"])
-def test_padding_function_wrong_answer_names_the_chunk(tmp_path: Path, bad: object) -> None:
+def test_padding_function_wrong_answer_names_the_chunk(where: Where, bad: object) -> None:
     array = zarrext.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(4,),
         chunks=(2,),
         dtype="uint8",
@@ -292,20 +306,22 @@ def test_padding_function_wrong_answer_names_the_chunk(tmp_path: Path, bad: obje
         array[:] = 1
 
 
-def test_entry_point_registers_pad_in_a_fresh_process(tmp_path: Path) -> None:
+def test_entry_point_registers_pad_in_a_fresh_process(where: Where) -> None:
     zarr.create_array(
-        tmp_path / "a.zarr",
+        where.location("a.zarr"),
+        storage_options=where.options,
         shape=(3,),
         chunks=(3,),
         dtype="uint8",
         compressors=[PadCodec(location="start", nbytes=2, padding=b"PP")],
     )[:] = [7, 8, 9]
     code = (
-        "import sys, zarr; a = zarr.open_array(sys.argv[1]); "
+        "import json, sys, zarr; "
+        "a = zarr.open_array(sys.argv[1], storage_options=json.loads(sys.argv[2])); "
         "assert list(a[:]) == [7, 8, 9], a[:]; print(type(a.metadata.codecs[-1]).__module__)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", code, str(tmp_path / "a.zarr")],
+        [sys.executable, "-c", code, where.location("a.zarr"), json.dumps(where.options)],
         capture_output=True,
         text=True,
         check=True,
