@@ -6,7 +6,6 @@ import asyncio
 import json
 import math
 import warnings
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -16,7 +15,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 from zarr.codecs import CastValue, ScaleOffset
 
-from tests.conftest import CountingStore
+from tests.conftest import CountingStore, Where
 from zarrext import quantize
 from zarrext.quantize import InexactConversionWarning, QuantizationError
 
@@ -397,7 +396,7 @@ def test_from_cf_needs_packed_type() -> None:
 # ---------------------------------------------------------------------------
 
 
-def test_xarray_dataset_round_trip_with_planned_codecs(tmp_path: Path) -> None:
+def test_xarray_dataset_round_trip_with_planned_codecs(where: Where) -> None:
     import xarray as xr
 
     rng = np.random.default_rng(3)
@@ -407,15 +406,17 @@ def test_xarray_dataset_round_trip_with_planned_codecs(tmp_path: Path) -> None:
     temp[5:9, 10:20] = np.nan
     ds = xr.Dataset({"temp": (("y", "x"), temp)}, coords={"x": np.arange(80)})
     bound = 0.005
-    path = tmp_path / "ds.zarr"
+    path = where.location("ds.zarr")
     ds.to_zarr(path, mode="w", zarr_format=3, consolidated=False,
+               storage_options=where.options,
                encoding={"temp": {"filters": quantize.plan(temp, max_abs_error=bound),
                                   "chunks": (30, 40)}})
-    meta = json.loads((path / "temp" / "zarr.json").read_text())
+    meta = json.loads(where.stored("ds.zarr")["temp/zarr.json"])
     names = [c["name"] for c in meta["codecs"]]
     assert names[:2] == ["scale_offset", "cast_value"]
     assert meta["codecs"][1]["configuration"]["data_type"] == "uint16"
-    back = xr.open_zarr(path, zarr_format=3, consolidated=False)["temp"].values
+    back = xr.open_zarr(path, zarr_format=3, consolidated=False,
+                        storage_options=where.options)["temp"].values
     assert back.dtype == np.float32
     _check_bound(temp, back, bound)
 
@@ -425,26 +426,27 @@ def test_xarray_dataset_round_trip_with_planned_codecs(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------
 
 
-def test_copy_quantized_reports_ratio_and_worst_error(tmp_path: Path) -> None:
+def test_copy_quantized_reports_ratio_and_worst_error(where: Where) -> None:
     y, x = np.mgrid[0:200, 0:300].astype(np.float32)
     data = (np.sin(x / 20) * np.cos(y / 15) * 40).astype(np.float32)
     data[0, :10] = np.nan
     data[1, 0] = np.inf
-    src = zarr.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(64, 64),
-                            dtype="float32", fill_value=np.nan, attributes={"units": "K"})
+    src = zarr.create_array(where.location("src.zarr"), storage_options=where.options,
+                            shape=data.shape, chunks=(64, 64), dtype="float32",
+                            fill_value=np.nan, attributes={"units": "K"})
     src[:] = data
     calls: list[tuple[str, int, int]] = []
-    report = quantize.copy_quantized(str(tmp_path / "src.zarr"), str(tmp_path / "dst.zarr"),
-                                     max_abs_error=0.01,
+    report = quantize.copy_quantized(where.location("src.zarr"), where.location("dst.zarr"),
+                                     max_abs_error=0.01, storage_options=where.options,
                                      progress=lambda *a: calls.append(a))
-    out = zarr.open_array(str(tmp_path / "dst.zarr"))
+    out = zarr.open_array(where.location("dst.zarr"), storage_options=where.options)
     back = np.asarray(out[:])
     _check_bound(data, back, 0.01)
     finite = np.isfinite(data)
     measured = float(np.max(np.abs(back[finite] - data[finite])))
     assert report.worst_error == pytest.approx(measured, rel=0, abs=1e-12)
     # bytes of chunk files: zarr.json is not counted (as in info and inspect)
-    chunks = [sum(p.stat().st_size for p in (tmp_path / name / "c").rglob("*") if p.is_file())
+    chunks = [sum(len(v) for k, v in where.stored(name).items() if k.startswith("c/"))
               for name in ("src.zarr", "dst.zarr")]
     assert (report.source_bytes, report.output_bytes) == tuple(chunks)
     assert report.size_ratio == chunks[0] / chunks[1]
