@@ -412,10 +412,12 @@ def test_staged_inner_chunks_store_the_local_bytes(
 
     monkeypatch.setattr(scratch, "SEGMENT_BYTES", 600 << 10)
     kept: list[int] = []
+    in_place: list[bool] = []  # the codec wrote the chunk's bytes there: no copy
     real_keep = scratch.Staging.keep
 
     def keep(self: Any, data: np.ndarray) -> np.ndarray:
         kept.append(data.nbytes)
+        in_place.append(self.holds(data))
         return real_keep(self, data)
 
     monkeypatch.setattr(scratch.Staging, "keep", keep)
@@ -446,6 +448,8 @@ def test_staged_inner_chunks_store_the_local_bytes(
         assert remote[key] == local[key], key
     if name != "sharded-optional":  # optional's inner chunks: (value, valid) records
         assert len(kept) >= 15  # every stored inner chunk of the S3 write was staged
+        # conditional and pad, the chains' last codecs, wrote them into the staging
+        assert all(in_place)
     assert len(scratch._free_segments) <= scratch._SEGMENTS_KEPT
     back = zarrext.open_array(url, storage_options=s3["options"], mode="r")[:]
     if name == "sharded-optional":
@@ -474,3 +478,9 @@ def test_staging_copies_and_reuses_its_segments(monkeypatch: pytest.MonkeyPatch)
     assert len(scratch._free_segments) == 2
     again = scratch.Staging().keep(pieces[0])
     assert any(np.may_share_memory(again, s) for s in [kept[0], kept[2]])  # reused
+    written = scratch.Staging()  # a codec's output reserved in the staging: not copied
+    reserved = written.reserve(300)
+    assert reserved is not None
+    reserved[:] = 7
+    assert written.keep(reserved) is reserved
+    assert written.reserve(1001) is None  # more than a segment

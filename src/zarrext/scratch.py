@@ -66,6 +66,7 @@ __all__ = [
     "encode_arena",
     "keeps_no_chunk_bytes",
     "scratch_codecs",
+    "staging_output",
 ]
 
 # Chunks up to this size use a thread's scratch memory; larger ones fresh buffers,
@@ -259,21 +260,32 @@ class Staging:
         self._segments: list[np.ndarray] = []
         self._used = SEGMENT_BYTES
 
-    def keep(self, data: np.ndarray) -> np.ndarray:
-        """A copy of ``data`` (bytes), valid until :meth:`release`."""
-        n = data.nbytes
-        if n > SEGMENT_BYTES:
-            return data.copy()
-        if SEGMENT_BYTES - self._used < n:
+    def reserve(self, nbytes: int) -> np.ndarray | None:
+        """``nbytes`` of segment memory, valid until :meth:`release`; None for more
+        than a segment holds."""
+        if nbytes > SEGMENT_BYTES:
+            return None
+        if SEGMENT_BYTES - self._used < nbytes:
             with _segments_lock:
                 segment = _free_segments.pop() if _free_segments else None
             self._segments.append(
                 np.empty(SEGMENT_BYTES, np.uint8) if segment is None else segment
             )
             self._used = 0
-        out = self._segments[-1][self._used : self._used + n]
+        out = self._segments[-1][self._used : self._used + nbytes]
+        self._used += nbytes
+        return out
+
+    def keep(self, data: np.ndarray) -> np.ndarray:
+        """``data`` (bytes) itself when it is already this staging's memory (a
+        codec wrote it there, :func:`staging_output`), else a copy in it; valid
+        until :meth:`release`."""
+        if self.holds(data):
+            return data
+        out = self.reserve(data.nbytes)
+        if out is None:
+            return data.copy()
         np.copyto(out, data)
-        self._used += n
         return out
 
     def holds(self, array: np.ndarray) -> bool:
@@ -289,8 +301,25 @@ class Staging:
         self._used = SEGMENT_BYTES
 
 
+@contextmanager
+def staging_output(staging: Staging) -> Iterator[None]:
+    """Let the codecs that lay out a chunk's final bytes (``conditional``'s header
+    and payload, ``pad``'s chunk and padding) write them into ``staging`` until the
+    block ends, rather than into the arena: when such a codec is the chain's last,
+    :meth:`Staging.keep` then has nothing to copy. Only inside an open arena."""
+    previous = getattr(_thread, "staging", None)
+    _thread.staging = staging
+    try:
+        yield
+    finally:
+        _thread.staging = previous
+
+
 def _arena_or_new(nbytes: int) -> np.ndarray:
-    out = arena_buffer(nbytes)
+    staging: Staging | None = getattr(_thread, "staging", None)
+    out = staging.reserve(nbytes) if staging is not None else None
+    if out is None:
+        out = arena_buffer(nbytes)
     return np.empty(nbytes, np.uint8) if out is None else out
 
 

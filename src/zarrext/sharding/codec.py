@@ -31,7 +31,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.pipeline import ARENA_MIN_BYTES, ZarrextCodecPipeline
-from zarrext.scratch import Staging, encode_arena
+from zarrext.scratch import Staging, encode_arena, staging_output
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -162,13 +162,13 @@ class RuntimeShardingCodec(ShardingCodec):
                 return cast("Buffer | None", context.run(
                     encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
                 ))
-            with encode_arena():
+            with encode_arena(), staging_output(staging):
                 chunk = context.run(
                     encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
                 )
                 if chunk is None:
                     return None
-                kept = staging.keep(chunk.as_numpy_array())  # out of the arena
+                kept = staging.keep(chunk.as_numpy_array())  # out of the arena, if there
             return chunk_spec.prototype.buffer.from_array_like(kept)
 
         def run(part: list[tuple[int, ...]], staging: Staging) -> None:
