@@ -251,3 +251,45 @@ def test_stored_bytes_are_the_objects_sizes_in_the_store(
     assert report["stored_bytes"] == expected
     # the inner chunks' own figure, labelled: decoded shards' bytes when codecs follow
     assert report["chunk_bytes"] == inventory(zarr.open_array(store, mode="r")).chunk_bytes
+
+
+@pytest.mark.parametrize("where", ["local", "s3"])
+def test_info_asks_each_objects_size_and_reads_no_shard(
+    tmp_path: Path, request: pytest.FixtureRequest, where: str
+) -> None:
+    """``info`` sums the objects' sizes as the store gives them; a shard is not
+    fetched for its index (terabytes of shards on an object store would be read)."""
+    from tests.conftest import CountingStore
+    from zarrext.inspection import node_info
+
+    if where == "s3":
+        s3 = request.getfixturevalue("s3")
+        inner: Any = zarr.storage.FsspecStore.from_url(f"{s3['url']}/a.zarr",
+                                                       storage_options=s3["options"])
+    else:
+        inner = zarr.storage.LocalStore(tmp_path / "a.zarr")
+    a = zarr.create_array(inner, shape=(64, 64), chunks=(8, 8), shards=(32, 32),
+                          dtype="float32", fill_value=0.0, compressors=[ZstdCodec(level=1)])
+    a[:] = np.arange(64 * 64, dtype="float32").reshape(64, 64)
+    seen: Counter[str] = Counter()
+
+    class Counting(CountingStore):  # jobs reopen the store: its copies count here too
+        def __init__(self, store: Any) -> None:
+            super().__init__(store)
+            self.gets = seen
+
+        async def getsize(self, key: str) -> int:  # the store's own, not a get
+            return await self._store.getsize(key)
+
+    counting = Counting(inner)
+    info = node_info(zarr.open_array(counting, mode="r"))
+    assert info["stored_bytes"] == _sizes_in_store(
+        f"{s3['url']}/a.zarr" if where == "s3" else str(tmp_path / "a.zarr"),
+        s3["options"] if where == "s3" else None,
+    )
+    assert [k for k in seen if k.startswith("c/")] == []  # no shard read
+    # the full inventory still reads each shard once, for its index
+    seen.clear()
+    assert len(inventory(zarr.open_array(counting, mode="r")).chunks) == 64
+    assert sorted(k for k in seen if k.startswith("c/")) == [
+        "c/0/0", "c/0/1", "c/1/0", "c/1/1"]

@@ -228,6 +228,7 @@ def inventory(
     on_damage: Literal["raise", "mark"] = "raise",
     storage_options: Mapping[str, Any] | None = None,
     progress: ProgressCallback | None = None,
+    list_chunks: bool = True,
 ) -> ArrayInventory:
     """List the stored chunks of ``array`` with sizes and conditional masks.
 
@@ -245,6 +246,10 @@ def inventory(
     progress : callable, optional
         ``progress(done, total)`` stored objects read, before the first and after
         each batch.
+    list_chunks : bool
+        False: only each stored object's size (:attr:`ArrayInventory.object_sizes`),
+        asked of the store without reading the object (a shard is not fetched for
+        its index); no chunk is listed.
     """
     from zarrext.stores import open_job_array
 
@@ -268,7 +273,9 @@ def inventory(
     # Objects are fetched async.concurrency at a time (an object store answers
     # many requests at once), and each batch is read before the next is fetched:
     # memory stays at one batch of objects.
-    needs_bytes = sharding is not None or (placement is not None and read_masks)
+    needs_bytes = list_chunks and (
+        sharding is not None or (placement is not None and read_masks)
+    )
 
     async def fetch(key: str) -> Any:
         if needs_bytes:
@@ -300,6 +307,8 @@ def inventory(
         if got is None:
             return  # deleted since listed
         size = result.object_sizes[key] = got if isinstance(got, int) else len(got)
+        if not list_chunks:
+            return
         if sharding is None:
             mask = None
             damaged = False
@@ -447,8 +456,8 @@ def node_info(
         if not isinstance(metadata, ArrayV3Metadata):
             raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
         outer, sharding = storage_block(metadata)
-        stored = inventory(
-            node, read_masks=False,
+        stored = inventory(  # sizes only: no shard is read for its index
+            node, read_masks=False, list_chunks=False,
             progress=None if progress is None else functools.partial(progress, node.path or "/"),
         )
         return {
