@@ -1,11 +1,13 @@
-"""The CLI never aborts at exit after talking to an object store (issue 27.2).
+"""The CLI, and scripts using zarrext's API, never abort at exit after talking to
+an object store (issue 27.2).
 
 obstore's tokio threads hand results to zarr's event loop from outside Python; if
 one is still in Python (its wake-up ``send`` releases the GIL) when the interpreter
 finalizes, CPython 3.12 ends it with ``pthread_exit`` and the process aborts
 (SIGABRT, exit 134) after its output. ``zarrext._exit.settle_background_io`` waits
-for those threads first. These tests run the real console entry point in fresh
-processes against the loopback S3 server.
+for those threads first: the CLI registers it, and zarrext registers it whenever
+it hands a process an obstore-backed store. These tests run the real console entry
+point and scripts in fresh processes against the loopback S3 server.
 """
 
 from __future__ import annotations
@@ -152,3 +154,45 @@ def test_settle_returns_at_once_without_background_io() -> None:
     if not before:
         assert time.monotonic() - start < 0.25  # nothing to wait for: at once
     assert set(foreign_threads_in_python()) <= before
+
+
+REGISTERED_WHEN = textwrap.dedent(
+    """
+    import json
+    import sys
+
+    import zarr
+    import zarrext
+    from zarrext import _exit
+
+    url, options, own = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "own"
+    zarr.create_array(sys.argv[4], shape=(4,), chunks=(2,), dtype="int32")
+    zarrext.open_array(sys.argv[4], mode="r")[:]
+    print(_exit._settles_at_exit)  # a local array: the process is left as it is
+    if own:
+        from obstore.store import S3Store
+        from zarr.storage import ObjectStore
+
+        store = ObjectStore(S3Store.from_url(
+            url, endpoint=options["endpoint_url"], region="us-east-1",
+            client_options={"allow_http": True}), read_only=True)
+        array = zarrext.open_array(store, mode="r")
+    else:
+        array = zarrext.open_array(url, storage_options=options, mode="r")
+    print(int(array[:].sum()), _exit._settles_at_exit)
+    """
+)
+
+
+@pytest.mark.parametrize("store", ["url", "own"])
+def test_a_script_using_the_api_on_s3_settles_background_io_at_exit(
+    s3_array: dict[str, Any], store: str, tmp_path: Path
+) -> None:
+    # settle_background_io (what keeps the CLI from aborting, tests above) runs at
+    # the exit of a script that used zarrext's API on an obstore-backed store,
+    # whether zarrext opened it from a URL or the script made it; not otherwise.
+    done = _run(["-c", REGISTERED_WHEN, s3_array["url"], s3_array["options"], store,
+                 str(tmp_path / "local.zarr")])
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.split() == ["False", str(sum(range(256))), "True"]
+    assert "Fatal Python error" not in done.stderr

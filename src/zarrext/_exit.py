@@ -18,6 +18,7 @@ no thread that Python did not start is running Python code.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import concurrent.futures
 import sys
 import threading
@@ -25,7 +26,7 @@ import time
 
 from zarrext._zarr_compat import running_io_loop
 
-__all__ = ["foreign_threads_in_python", "settle_background_io"]
+__all__ = ["foreign_threads_in_python", "settle_at_exit", "settle_background_io"]
 
 
 async def _finish_other_tasks(timeout: float) -> None:
@@ -68,3 +69,20 @@ def settle_background_io(timeout: float = 2.0) -> None:
     deadline = time.monotonic() + timeout
     while foreign_threads_in_python() and time.monotonic() < deadline:
         time.sleep(0.001)  # releases the GIL: the thread gets it back and leaves
+
+
+_settling = threading.Lock()
+_settles_at_exit = False
+
+
+def settle_at_exit() -> None:
+    """Have :func:`settle_background_io` run when the interpreter exits (once per
+    process, however often called): zarrext calls it whenever it gives a process
+    an obstore-backed store, so that a script using zarrext's API on an object
+    store is as safe from the abort at exit as the ``zarrext`` command. A process
+    that never opens one is left as it is."""
+    global _settles_at_exit
+    with _settling:
+        if not _settles_at_exit:
+            atexit.register(settle_background_io)
+            _settles_at_exit = True

@@ -23,6 +23,7 @@ from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array import AsyncArray
 from zarr.core.metadata import ArrayV3Metadata
 
+from zarrext._exit import settle_at_exit
 from zarrext._zarr_compat import (
     async_array_of,
     set_codec_pipeline,
@@ -138,6 +139,8 @@ def _store_of(store: Any, mode: str, kwargs: dict[str, Any]) -> Any:
         return open_store(
             os.fspath(store), mode=mode, storage_options=kwargs.pop("storage_options", None)
         )
+    if type(store).__name__ == "ObjectStore":  # the caller's own obstore-backed store
+        settle_at_exit()
     return store
 
 

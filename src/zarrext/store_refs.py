@@ -38,6 +38,7 @@ from zarr.abc.store import Store
 from zarr.core.array import AsyncArray
 from zarr.core.metadata import ArrayV3Metadata
 
+from zarrext._exit import settle_at_exit
 from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
 from zarrext.stores import StoreOpenError, open_store, refuse_read_only
 from zarrext.transactions import is_session_store
@@ -94,6 +95,7 @@ def _open_obstore(
     inner = kind(
         prefix=prefix, config=config, client_options=client_options, retry_config=retry_config
     )
+    settle_at_exit()  # obstore's threads must not be in Python as the process exits
     return ObjectStore(inner, read_only=read_only)
 
 

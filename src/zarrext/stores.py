@@ -37,6 +37,8 @@ from typing import Any
 from zarr.abc.store import Store
 from zarr.storage import LocalStore, ZipStore
 
+from zarrext._exit import settle_at_exit
+
 __all__ = [
     "OBSTORE_SCHEMES",
     "ObstoreOptions",
@@ -422,6 +424,7 @@ def _open_obstore(
     except BaseError as e:  # an unrecognised URL, a configuration missing a setting
         what, todo = _obstore_reason(e) or (str(e), "check the URL")
         raise StoreOpenError(f"{text}: cannot open this URL as a store: {what}; {todo}") from e
+    settle_at_exit()  # obstore's threads must not be in Python as the process exits
     return ObjectStore(store, read_only=read_only)
 
 
