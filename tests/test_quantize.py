@@ -509,6 +509,32 @@ def _s3_source(s3: dict[str, Any], data: np.ndarray, **layout: Any) -> str:
     return url
 
 
+@pytest.mark.parametrize("what", ["array", "group"])
+def test_copy_quantized_takes_the_outputs_own_storage_options(
+    s3: dict[str, Any], tmp_path: Any, what: str
+) -> None:
+    # The source's options point at a server that is not there: the output is
+    # reached only with its own options (another endpoint or account, in use).
+    data = _smooth()
+    source_url = _s3_source(s3, data)
+    elsewhere = {**s3["options"], "endpoint_url": "http://127.0.0.1:9"}
+    source = zarr.open_array(source_url, storage_options=s3["options"], mode="r")
+    out = f"{s3['url']}/other/q.zarr"
+    if what == "group":
+        group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+        group.create_array("t", shape=data.shape, dtype=data.dtype, fill_value=np.nan,
+                           chunks=(16, 16))[:] = data
+        quantize.copy_group_quantized(str(tmp_path / "g.zarr"), out, max_abs_error=0.01,
+                                      output_storage_options=s3["options"])
+        back = zarr.open_array(f"{out}/t", storage_options=s3["options"])[:]
+    else:
+        quantize.copy_quantized(source.store, out, max_abs_error=0.01,
+                                storage_options=elsewhere,
+                                output_storage_options=s3["options"])
+        back = zarr.open_array(out, storage_options=s3["options"])[:]
+    _check_bound(data, back, 0.01)
+
+
 def _bucket_keys(s3: dict[str, Any], prefix: str) -> list[str]:
     from zarrext.stores import list_keys, open_store
 

@@ -476,6 +476,7 @@ def copy_quantized(
     progress: Progress | None = None,
     client: Any = None,
     storage_options: Mapping[str, Any] | None = None,
+    output_storage_options: Mapping[str, Any] | None = None,
 ) -> CopyReport:
     """Copy a floating-point zarr array into a new one stored quantized.
 
@@ -512,6 +513,9 @@ def copy_quantized(
         checked on what the workers read back.
     storage_options : mapping, optional
         For ``source`` and ``output`` given as URLs (endpoint, credentials...).
+    output_storage_options : mapping, optional
+        For an ``output`` URL whose store wants other options than the source's
+        (another endpoint or account); by default ``storage_options``.
 
     Where the output is built (:func:`zarrext.outputs.staged_output`): a local
     directory or zip archive under a temporary name, renamed into place at the
@@ -541,16 +545,17 @@ def copy_quantized(
     # naming the array, the chunk's key and the codec (zarr's names none of them).
     src = open_array(_opened(source, storage_options), mode="r")
     float_dtype(src.dtype)
+    out_options = storage_options if output_storage_options is None else output_storage_options
     report = _staged(
         output,
         overwrite,
-        storage_options,
+        out_options,
         lambda target: _quantize_array(
             src, target, None, max_abs_error=max_abs_error, allow_larger=allow_larger,
             progress=progress, client=client,
         ),
     )
-    consolidate_above(output, storage_options=storage_options)
+    consolidate_above(output, storage_options=out_options)
     return report
 
 
@@ -579,6 +584,7 @@ def copy_group_quantized(
     progress: Callable[[str, str, int, int], None] | None = None,
     client: Any = None,
     storage_options: Mapping[str, Any] | None = None,
+    output_storage_options: Mapping[str, Any] | None = None,
 ) -> list[CopyReport]:
     """Copy a zarr group with its floating-point arrays stored quantized.
 
@@ -594,7 +600,7 @@ def copy_group_quantized(
     ----------
     source, output : store-like
         The group to copy, and where to create the copy.
-    max_abs_error, overwrite, allow_larger, client, storage_options
+    max_abs_error, overwrite, allow_larger, client, storage_options, output_storage_options
         As for :func:`copy_quantized`; the bound applies to every array quantized.
     arrays : sequence of str, optional
         Which arrays to quantize (:func:`floating_arrays`).
@@ -649,8 +655,9 @@ def copy_group_quantized(
         _consolidate_within(store, base)
         return reports
 
-    reports: list[CopyReport] = _staged(output, overwrite, storage_options, job)
-    consolidate_above(output, storage_options=storage_options)
+    out_options = storage_options if output_storage_options is None else output_storage_options
+    reports: list[CopyReport] = _staged(output, overwrite, out_options, job)
+    consolidate_above(output, storage_options=out_options)
     return reports
 
 
