@@ -728,3 +728,28 @@ def test_leftovers_of_an_interrupted_replacement_are_named_not_deleted(
         quantize.copy_quantized(url, out, max_abs_error=0.01, overwrite=True,
                                 storage_options=s3["options"])
     assert _bucket_objects(s3) == before
+
+
+def test_a_quantized_copy_records_no_decision_it_does_not_have(
+    tmp_path: Any, run: Any
+) -> None:
+    # The source's conditional codec and the decision its attributes record for
+    # zarrext's writers: the copy is stored [scale_offset, cast_value, bytes, zstd],
+    # so a decision in its attributes would be untrue (info would report it).
+    from zarr.codecs import BytesCodec, ZstdCodec
+
+    import zarrext
+
+    data = _smooth()
+    zarrext.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(16, 16),
+                         dtype="float32", fill_value=np.nan, serializer=BytesCodec(),
+                         compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+                         decision="compress_if_smaller", attributes={"units": "K"})[:] = data
+    assert zarr.open_array(str(tmp_path / "src.zarr")).attrs["zarrext"] == {
+        "decision": "compress_if_smaller"}
+    quantize.copy_quantized(str(tmp_path / "src.zarr"), str(tmp_path / "q.zarr"),
+                            max_abs_error=0.01)
+    assert dict(zarr.open_array(str(tmp_path / "q.zarr")).attrs) == {"units": "K"}
+    code, out, err = run("info", str(tmp_path / "q.zarr"), "--json")
+    assert code == 0, err
+    assert json.loads(out)["decision"] is None

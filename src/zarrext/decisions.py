@@ -601,6 +601,21 @@ def decision_record(attributes: Mapping[str, Any]) -> Any:
     return record.get("decision") if isinstance(record, Mapping) else None
 
 
+def without_decision_record(attributes: Mapping[str, Any]) -> dict[str, Any]:
+    """``attributes`` less the decision record (:func:`decision_record`): for a copy
+    of an array whose codecs have no ``conditional`` for the record to steer, so
+    that no report (``zarrext info``) names a decision the copy does not have."""
+    out = dict(attributes)
+    record = out.get(RECORD_KEY)
+    if isinstance(record, Mapping) and "decision" in record:
+        rest = {k: v for k, v in record.items() if k != "decision"}
+        if rest:
+            out[RECORD_KEY] = rest
+        else:
+            del out[RECORD_KEY]
+    return out
+
+
 def recorded_decision(attributes: Mapping[str, Any], where: str) -> str | None:
     """The built-in decision an array's attributes record, checked.
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrext import cluster
+from zarrext.decisions import without_decision_record
 from zarrext.quantize.planning import (
     QuantizationError,
     QuantizationPlan,
@@ -391,7 +392,8 @@ def _quantize_array(
         dtype=ftype,
         fill_value=fill,
         filters=list(planned.filters),
-        attributes=dict(src.attrs),
+        # no conditional codec in the copy: a decision recorded for one would be untrue
+        attributes=without_decision_record(src.attrs),
         dimension_names=getattr(src.metadata, "dimension_names", None),
         zarr_format=3,
         overwrite=True,
