@@ -12,7 +12,8 @@ the load of their moment) and, where a limit exists, the fraction of it:
   beside each, the CPU seconds of every process (this one, moto) and their share
   of the cores: where it is near 100 %, the row is bound by the machine's CPU;
 * read: zarrext reading its own ``conditional(zstd)`` array / tensorstore reading
-  its ``zstd`` one; ``optional`` (nullable float32) beside; a ``pad`` array (a
+  its ``zstd`` one; ``optional`` (nullable float32) and a quantized array (uint16
+  within 0.01, as ``zarrext quantize`` writes) beside; a ``pad`` array (a
   TIFF's chunks: unsharded 1 MiB objects) / tensorstore reading the same unsharded
   chunks; of moto: moto's raw GET rate;
 * ingest: ``zarrext.write_dask`` on a 2-process ``LocalCluster`` (``--threads``
@@ -52,6 +53,7 @@ from zarr.core.dtype import Float32
 import zarrext
 from bench_scale import INNER, KEY, LEVEL, SECRET, SHARD, Bucket, measure_raw, ts_spec
 from timing import interleave
+from zarrext import quantize
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
@@ -230,6 +232,16 @@ def main() -> None:
                 dtype="float32", fill_value=0, serializer=BytesCodec(),
                 compressors=[ZstdCodec(level=LEVEL), zarrext.PadCodec(location="end", nbytes=8)],
             )[:] = data
+            # quantized: scale_offset and cast_value to uint16 before the sharded chunks
+            # (what `zarrext quantize` writes), within 0.01 of the values
+            quantized = zarrext.create_array(
+                bucket.url("quantized.zarr"), storage_options=so, **sharded,
+                dtype="float32", fill_value=0,
+                filters=quantize.plan(data, max_abs_error=0.01),
+                compressors=[zarrext.ConditionalCodec([ZstdCodec(level=LEVEL)])],
+                decision="compress_if_smaller",
+            )
+            quantized[:] = data
             # pad's like for like: the same unsharded 1 MiB chunks, plain zstd (a pad
             # array is a TIFF's chunks: one object each, 16x the requests of a shard).
             ts.open(ts_unsharded_spec(bucket, "ts-unsharded.zarr", shape),
@@ -244,6 +256,9 @@ def main() -> None:
                     bucket.url("ts.zarr"), storage_options=so, mode="r")[:],
                 "zarrext, optional (nullable, 1/7 missing, sharded)": lambda: zarrext.open_array(
                     bucket.url("optional.zarr"), storage_options=so, mode="r")[:],
+                "zarrext, quantized (uint16 within 0.01, conditional(zstd))": lambda: (
+                    zarrext.open_array(bucket.url("quantized.zarr"), storage_options=so,
+                                       mode="r")[:]),
                 "tensorstore, zstd, unsharded 1 MiB chunks": lambda: ts.open(
                     {"driver": "zarr3",
                      "kvstore": bucket.tensorstore_kvstore("ts-unsharded.zarr")}
