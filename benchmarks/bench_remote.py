@@ -67,22 +67,6 @@ DASK_NO_TRIM = "zarrext.write_dask, 2 processes, no MALLOC_TRIM_THRESHOLD_"
 CORES = os.cpu_count() or 1
 
 
-def ts_unsharded_spec(bucket: Bucket, path: str, shape: tuple[int, int]) -> dict[str, Any]:
-    """tensorstore's zarr v3 array of unsharded INNER^2 zstd chunks."""
-    return {
-        "driver": "zarr3",
-        "kvstore": bucket.tensorstore_kvstore(path),
-        "metadata": {
-            "shape": list(shape),
-            "data_type": "float32",
-            "fill_value": 0,
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [INNER, INNER]}},
-            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                       {"name": "zstd", "configuration": {"level": LEVEL}}],
-        },
-    }
-
-
 def _field(shape: tuple[int, int]) -> np.ndarray:
     y, x = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32)
     noise = np.random.default_rng(0).normal(0, 0.01, shape).astype(np.float32)
@@ -244,7 +228,7 @@ def main() -> None:
             quantized[:] = data
             # pad's like for like: the same unsharded 1 MiB chunks, plain zstd (a pad
             # array is a TIFF's chunks: one object each, 16x the requests of a shard).
-            ts.open(ts_unsharded_spec(bucket, "ts-unsharded.zarr", shape),
+            ts.open(ts_spec(bucket, "ts-unsharded.zarr", shape, sharded=False),
                     create=True).result().write(data).result()
             readers: dict[str, Callable[[], Any]] = {
                 "tensorstore, zstd": lambda: ts.open(

@@ -219,7 +219,25 @@ def source(shape: tuple[int, int]) -> da.Array:
     )
 
 
-def ts_spec(bucket: Bucket, path: str, shape: tuple[int, int]) -> dict[str, Any]:
+def ts_spec(
+    bucket: Bucket, path: str, shape: tuple[int, int], *, sharded: bool = True
+) -> dict[str, Any]:
+    """tensorstore's zarr v3 float32 array of zstd chunks: SHARD^2 shards of INNER^2
+    chunks, or (``sharded=False``) unsharded INNER^2 chunks."""
+    chunks = [{"name": "bytes", "configuration": {"endian": "little"}},
+              {"name": "zstd", "configuration": {"level": LEVEL}}]
+    codecs: list[dict[str, Any]] = chunks
+    if sharded:
+        codecs = [{
+            "name": "sharding_indexed",
+            "configuration": {
+                "chunk_shape": [INNER, INNER],
+                "codecs": chunks,
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}],
+            },
+        }]
+    grid = [SHARD, SHARD] if sharded else [INNER, INNER]
     return {
         "driver": "zarr3",
         "kvstore": bucket.tensorstore_kvstore(path),
@@ -227,18 +245,8 @@ def ts_spec(bucket: Bucket, path: str, shape: tuple[int, int]) -> dict[str, Any]
             "shape": list(shape),
             "data_type": "float32",
             "fill_value": 0,
-            "chunk_grid": {"name": "regular",
-                           "configuration": {"chunk_shape": [SHARD, SHARD]}},
-            "codecs": [{
-                "name": "sharding_indexed",
-                "configuration": {
-                    "chunk_shape": [INNER, INNER],
-                    "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                               {"name": "zstd", "configuration": {"level": LEVEL}}],
-                    "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                                     {"name": "crc32c"}],
-                },
-            }],
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": grid}},
+            "codecs": codecs,
         },
     }
 
