@@ -131,14 +131,11 @@ def zstd_into_place(
     one contiguous block (:func:`_place`); else, or when its bytes do not decode
     to exactly the chunk's size, ``otherwise(...)`` with the same arguments
     (zarr's ``decode_and_scatter_chunk``, which raises the chunk's error)."""
-    arguments = dict(
-        chunk_spec=chunk_spec,
-        chunk_selection=chunk_selection,
-        out_selection=out_selection,
-        drop_axes=drop_axes,
-    )
     if chunk_bytes is not None:
         place = _place(out, chunk_spec, chunk_selection, out_selection, drop_axes)
         if place is not None and _into(place.reshape(-1).view(np.uint8), chunk_bytes, compressor):
             return GetResult(status="present")
-    return otherwise(chunk_bytes, out, **arguments)
+    return otherwise(
+        chunk_bytes, out, chunk_spec=chunk_spec, chunk_selection=chunk_selection,
+        out_selection=out_selection, drop_axes=drop_axes,
+    )

@@ -169,19 +169,17 @@ def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
             size = os.fstat(file.fileno()).st_size
             if size > SCRATCH_MAX_BYTES:
                 return prototype.buffer.from_bytes(file.readall())
-            data = read_scratch(size)
+            # one byte more than the file: read up to its end, a file grown since
+            # fstat fills it
+            data = read_scratch(size + 1)
             got = 0
-            while got < size:
-                n = file.readinto(memoryview(data)[got:])
-                if not n:
-                    break
+            while got < data.nbytes and (n := file.readinto(memoryview(data)[got:])):
                 got += n
-            rest = file.readall()  # grown since fstat
+            if got > size:
+                return prototype.buffer.from_bytes(bytes(data[:got]) + file.readall())
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None  # as LocalStore.get_sync: no chunk
-    if got < size or rest:
-        return prototype.buffer.from_bytes(bytes(data[:got]) + rest)
-    return prototype.buffer.from_array_like(data)
+    return prototype.buffer.from_array_like(data[:got])
 
 
 def _decode_split_into(
@@ -561,9 +559,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         # that has copied them into a file when set_sync returns (that exact class;
         # a subclass may keep the buffer, as MemoryStore does).
         into_arena = (
-            self.encodes_into_arena
-            and type(getattr(byte_setter, "store", None)) is LocalStore
-            and _chunk_nbytes(chunk_spec) >= ARENA_MIN_BYTES
+            type(getattr(byte_setter, "store", None)) is LocalStore
+            and self.encodes_into_arena_for(chunk_spec)
         )
         with encode_arena() if into_arena else nullcontext():
             encoded = _merged_and_encoded(self.transform, item, existing, value, drop_axes)
@@ -571,6 +568,13 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 byte_setter.delete_sync()
             else:
                 byte_setter.set_sync(encoded)
+
+    def encodes_into_arena_for(self, chunk_spec: ArraySpec) -> bool:
+        """Whether chunks of ``chunk_spec`` may be encoded in the thread's arena: no
+        decision keeps chunk bytes, and they are large enough for fresh memory to
+        fault (:data:`ARENA_MIN_BYTES`). The caller still sees that the arena's
+        bytes are copied out before the job ends."""
+        return self.encodes_into_arena and _chunk_nbytes(chunk_spec) >= ARENA_MIN_BYTES
 
     def _writes_remote(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole objects (no codec writing parts of one) to a

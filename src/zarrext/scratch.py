@@ -66,7 +66,7 @@ __all__ = [
     "encode_arena",
     "keeps_no_chunk_bytes",
     "scratch_codecs",
-    "staging_output",
+    "staged_encoding",
 ]
 
 # Chunks up to this size use a thread's scratch memory; larger ones fresh buffers,
@@ -278,7 +278,7 @@ class Staging:
 
     def keep(self, data: np.ndarray) -> np.ndarray:
         """``data`` (bytes) itself when it is already this staging's memory (a
-        codec wrote it there, :func:`staging_output`), else a copy in it; valid
+        codec wrote it there, :func:`staged_encoding`), else a copy in it; valid
         until :meth:`release`."""
         if self.holds(data):
             return data
@@ -302,15 +302,17 @@ class Staging:
 
 
 @contextmanager
-def staging_output(staging: Staging) -> Iterator[None]:
-    """Let the codecs that lay out a chunk's final bytes (``conditional``'s header
-    and payload, ``pad``'s chunk and padding) write them into ``staging`` until the
-    block ends, rather than into the arena: when such a codec is the chain's last,
-    :meth:`Staging.keep` then has nothing to copy. Only inside an open arena."""
+def staged_encoding(staging: Staging) -> Iterator[None]:
+    """Encode into this thread's arena (:func:`encode_arena`) until the block ends,
+    except for the codecs that lay out a chunk's final bytes (``conditional``'s
+    header and payload, ``pad``'s chunk and padding): they write them into
+    ``staging``, so that when such a codec is the chain's last
+    :meth:`Staging.keep` has nothing to copy."""
     previous = getattr(_thread, "staging", None)
     _thread.staging = staging
     try:
-        yield
+        with encode_arena():
+            yield
     finally:
         _thread.staging = previous
 

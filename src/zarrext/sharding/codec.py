@@ -15,6 +15,7 @@ import contextvars
 import functools
 import math
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
@@ -30,8 +31,8 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
 )
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
-from zarrext.pipeline import ARENA_MIN_BYTES, ZarrextCodecPipeline
-from zarrext.scratch import Staging, encode_arena, staging_output
+from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.scratch import Staging, staged_encoding
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -145,10 +146,7 @@ class RuntimeShardingCodec(ShardingCodec):
         # Large inner chunks are encoded in the thread's arena and their encoded
         # bytes kept in the job's staging segments (zarrext.scratch.Staging), when
         # no decision keeps chunk bytes; else each in fresh memory, as zarr does.
-        staged = pipeline.encodes_into_arena and (
-            math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
-            >= ARENA_MIN_BYTES
-        )
+        staged = pipeline.encodes_into_arena_for(chunk_spec)
         size = max(1, math.ceil(len(every) / max(1, groups)))
         parts = [every[k : k + size] for k in range(0, len(every), size)]
         stagings = [Staging() for _ in parts]
@@ -158,16 +156,12 @@ class RuntimeShardingCodec(ShardingCodec):
                 slice(c * n, (c + 1) * n) for c, n in zip(coords, self.chunk_shape, strict=True)
             )
             context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
-            if not staged:
-                return cast("Buffer | None", context.run(
-                    encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
-                ))
-            with encode_arena(), staging_output(staging):
+            with staged_encoding(staging) if staged else nullcontext():
                 chunk = context.run(
                     encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
                 )
-                if chunk is None:
-                    return None
+                if chunk is None or not staged:
+                    return cast("Buffer | None", chunk)
                 kept = staging.keep(chunk.as_numpy_array())  # out of the arena, if there
             return chunk_spec.prototype.buffer.from_array_like(kept)
 
