@@ -127,7 +127,9 @@ def test_whole_row_chunks_decode_into_their_place(
 
 
 @pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
-@pytest.mark.parametrize("damage", ["garbage", "another size", "truncated", "unknown bit"])
+@pytest.mark.parametrize(
+    "damage", ["garbage", "another size", "oversized", "truncated", "unknown bit"]
+)
 def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: bool) -> None:
     values = _values((16, 32), "<f4", 2)
     values[8:] = 2.5  # compresses
@@ -139,6 +141,8 @@ def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: boo
         chunk.write_bytes(b"\x00" * len(stored))
     elif damage == "another size":  # a valid zstd frame of half the chunk's bytes
         chunk.write_bytes(head + Zstd(level=1).encode(values[:4].tobytes()))
+    elif damage == "oversized":  # a valid zstd frame of more than the chunk's bytes
+        chunk.write_bytes(head + Zstd(level=1).encode(np.tile(values, (2, 1)).tobytes()))
     elif damage == "truncated":
         chunk.write_bytes(stored[: len(stored) // 2])
     elif header:  # a header bit for a nested codec the metadata does not list
