@@ -399,9 +399,11 @@ def test_remote_writes_upload_each_object_as_its_encoding_ends(path: str) -> Non
     assert first_upload < last_encode, events
 
 
+@pytest.mark.parametrize("shape", [(1024, 1024), (1000, 900)], ids=["whole", "partial-edges"])
 @pytest.mark.parametrize("name", ["sharded", "sharded-pad", "sharded-optional"])
 def test_staged_inner_chunks_store_the_local_bytes(
-    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str
+    s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, name: str,
+    shape: tuple[int, int],
 ) -> None:
     # Inner chunks of 256 KiB (float32) are encoded in the codec threads' arenas and
     # kept in staging segments until their shard is laid out (scratch.Staging).
@@ -421,7 +423,7 @@ def test_staged_inner_chunks_store_the_local_bytes(
         return real_keep(self, data)
 
     monkeypatch.setattr(scratch.Staging, "keep", keep)
-    shape, inner, shard = (1024, 1024), (256, 256), (512, 512)
+    inner, shard = (256, 256), (512, 512)  # edge shards and inner chunks cut short
     rng = np.random.default_rng(11)
     field = np.sin(np.arange(shape[0] * shape[1]).reshape(shape) / 900).astype("float32")
     field[256:512, :] = rng.random((256, shape[1]))  # incompressible rows: stored raw
@@ -432,7 +434,7 @@ def test_staged_inner_chunks_store_the_local_bytes(
         values = (np.abs(field) * 1000).astype("uint16")
     elif name == "sharded-optional":
         values = np.ma.MaskedArray(field, mask=(np.arange(field.size) % 5 == 0).reshape(shape))
-    url = f"{s3['url']}/staged-{name}.zarr"
+    url = f"{s3['url']}/staged-{name}-{shape[0]}.zarr"
     with zarr.config.set({"codec_pipeline.max_workers": 2, "async.concurrency": 4}):
         for location, options in ((url, s3["options"]), (str(tmp_path / "a.zarr"), None)):
             zarrext.create_array(location, storage_options=options, shape=shape, chunks=inner,
