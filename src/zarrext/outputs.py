@@ -6,8 +6,13 @@ error, kill -9), and a job replacing an output must leave the old one readable
 until the new one is complete. How depends on what the store can do:
 
 - a local directory or zip archive is built under a temporary sibling name and
-  renamed into place when complete; the old output, if the caller asked to
-  replace one, is renamed aside just before and then removed;
+  renamed into place when complete. An old output the caller asked to replace
+  is swapped with the new one in one step (a zip archive by ``os.replace``, a
+  directory by Linux's ``renameat2(RENAME_EXCHANGE)``) and then removed, so its
+  path holds the old output or the new one at every moment, a kill included.
+  Where the exchange is not available (another OS, a file system without it)
+  the old directory is renamed aside just before: a kill between the two
+  renames leaves both under hidden names beside the path;
 - on an object store (no rename) a new output is written where it will stay,
   each chunk once, through a :class:`MetadataLastStore`: its ``zarr.json``
   documents are held in memory and written only when the job succeeds, the
@@ -33,8 +38,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
+import errno
 import os
 import shutil
+import sys
 import uuid
 import zipfile
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
@@ -370,14 +378,53 @@ def staged_output(
             temp.unlink(missing_ok=True)
         shutil.rmtree(temp, ignore_errors=True)
         raise
-    old = path.with_name(f".{path.name}{STAGING_MARKER}old-{token}")
-    if path.exists():
-        os.replace(path, old)
-    os.replace(temp, path)
+    _publish(temp, path, aside=path.with_name(f".{path.name}{STAGING_MARKER}old-{token}"))
+
+
+def _publish(temp: Path, path: Path, *, aside: Path) -> None:
+    """Put the finished output ``temp`` at ``path`` and remove what was there.
+
+    A file replaces a file in one ``os.replace``; a directory is exchanged with
+    the old one (:func:`_exchange`), which then sits at ``temp`` until removed.
+    Only where no exchange exists is the old directory renamed to ``aside`` first.
+    """
+    if not path.exists() or (temp.is_file() and path.is_file()):
+        os.replace(temp, path)
+        return
+    if _exchange(temp, path):
+        old = temp
+    else:
+        os.replace(path, aside)
+        os.replace(temp, path)
+        old = aside
     if old.is_dir():
         shutil.rmtree(old, ignore_errors=True)
     else:
         old.unlink(missing_ok=True)
+
+
+_AT_FDCWD = -100
+_RENAME_EXCHANGE = 2
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one step (Linux's ``renameat2`` with
+    ``RENAME_EXCHANGE``, through the C library); False, with nothing changed,
+    where the C library or the file system has no such call."""
+    if not sys.platform.startswith("linux"):
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:  # a C library without it (glibc before 2.28)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False  # a kernel or file system without the exchange: nothing was changed
+    raise OSError(code, os.strerror(code), str(b))
 
 
 def _refuse_existing_in_session(store: Store, path: str, *, output: Any, overwrite: bool) -> None:
