@@ -19,20 +19,20 @@ integer type, mapped in both directions through ``cast_value``'s ``scalar_map``.
 
 The package follows those steps: :mod:`~zarrext.quantize.verification` runs the
 real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
-configuration, :mod:`~zarrext.quantize.cf` converts CF packing, and
-:mod:`~zarrext.quantize.copying` (the only part doing I/O) copies whole arrays and groups.
+configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
+(``zarrext quantize``, the only part doing I/O) builds on them, each module using
+only the ones before it: :mod:`~zarrext.quantize.blocks` runs a pass over an array's
+blocks (in threads, or on Dask workers), :mod:`~zarrext.quantize.consolidation`
+refreshes the consolidated metadata a new output makes stale,
+:mod:`~zarrext.quantize.copying` copies one array and :mod:`~zarrext.quantize.groups`
+a group.
 """
 
 from __future__ import annotations
 
 from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
-from zarrext.quantize.copying import (
-    CopyReport,
-    LargerOutputError,
-    copy_group_quantized,
-    copy_quantized,
-    floating_arrays,
-)
+from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
+from zarrext.quantize.groups import copy_group_quantized, floating_arrays
 from zarrext.quantize.planning import (
     QuantizationError,
     QuantizationPlan,
