@@ -203,6 +203,7 @@ def test_the_layer_check_sees_imports() -> None:
     graph = _graph(module_level_only=True)
     assert "zarrext.cli.render" in graph
     assert "zarrext.pipeline" in graph["zarrext.sharding.codec"]
+    assert "zarrext.codec_threads" in graph["zarrext.pipeline"]
     assert "zarrext.sharding.codec" in graph["zarrext.sharding.layout"]
     assert "zarrext.sharding" in graph["zarrext.recompression"]  # the package __init__ runs
     assert "zarrext.sharding.layout" in graph["zarrext.api"]
@@ -242,6 +243,20 @@ def test_the_pipeline_sits_below_the_sharding_codec() -> None:
              "zarrext.sharding.leftovers", "zarrext.sharding", "zarrext.api",
              "zarrext.sharding.dask"}
     assert below & above == set()
+
+
+# What the pipeline module held besides the pipeline, each in a module of its own.
+BELOW_THE_PIPELINE = ("zarrext.codec_threads", "zarrext.chunk_io", "zarrext.optional_decode",
+                      "zarrext.shard_protocols", "zarrext.write_encoding", "zarrext.specs")
+
+
+@pytest.mark.parametrize("module", BELOW_THE_PIPELINE)
+def test_the_pipeline_helpers_sit_below_the_pipeline(module: str) -> None:
+    """The pipeline uses each of them (at import time); none of them, in no function
+    either, uses the pipeline (no circle through it)."""
+    assert module in _graph(module_level_only=True)["zarrext.pipeline"]
+    uses = _graph(module_level_only=False)
+    assert "zarrext.pipeline" not in _reachable(uses, module)
 
 
 # --- the core install: no extras ------------------------------------------------------

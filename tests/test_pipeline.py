@@ -702,7 +702,7 @@ def test_local_chunk_reads_match_the_store(tmp_path: Path) -> None:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.storage import LocalStore, StorePath
 
-    from zarrext.pipeline import _get_chunk_sync
+    from zarrext.chunk_io import _get_chunk_sync
 
     (tmp_path / "c" / "0").mkdir(parents=True)
     (tmp_path / "c" / "0" / "1").write_bytes(b"chunk bytes")
@@ -725,7 +725,7 @@ def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
     from zarr.storage import LocalStore, StorePath
 
     from zarrext._zarr_compat import store_is_open
-    from zarrext.pipeline import _get_chunk_sync
+    from zarrext.chunk_io import _get_chunk_sync
 
     (tmp_path / "k").write_bytes(b"stored")
     calls: list[str] = []

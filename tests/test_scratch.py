@@ -20,6 +20,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 import zarrext
+import zarrext.chunk_io
 import zarrext.pipeline
 import zarrext.scratch as scratch
 from tests.conftest import chunk_files, conditional, on_batched_path
@@ -392,7 +393,8 @@ def test_chunk_files_read_into_thread_memory_give_each_chunk_its_own_values(
         sizes.append(nbytes)
         return real(nbytes)
 
-    monkeypatch.setattr(zarrext.pipeline, "read_scratch", read_scratch)
+    # looked up where chunk_io reads a chunk file (its own import of the name)
+    monkeypatch.setattr(zarrext.chunk_io, "read_scratch", read_scratch)
     rng = np.random.default_rng(5)
     values = rng.random((200, 130)).astype("float32")  # incompressible: stored raw
     values[:64, :64] = np.arange(64 * 64, dtype="float32").reshape(64, 64)  # compresses

@@ -12,15 +12,16 @@ scatter into the output; or merge, encode and store) runs as one task in a threa
 pool, in a copy of the caller's context with the chunk's index set: compressors
 such as numcodecs' zstd release the GIL, so chunks decode and encode in parallel
 instead of one at a time through the event loop. Other pipelines take zarr-python's
-batched path. The pool has ``codec_pipeline.max_workers`` threads (zarr's config;
-else ``threading.max_workers``; else one per CPU). Chunks too small to pay for the
+batched path. The pool and its size are :mod:`zarrext.codec_threads`'s; a local
+chunk file is read by :mod:`zarrext.chunk_io`. Chunks too small to pay for the
 GIL handoffs between threads (:data:`PARALLEL_READ_MIN_BYTES`,
 :data:`PARALLEL_WRITE_MIN_BYTES`) run in one of them.
 
 An array whose whole chain is the ``optional`` codec decodes each chunk's values
 and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`) and
 copies them once, into the fields of the structured output or into the separate
-arrays of :func:`zarrext.read_masked`: the interleaved chunk is never built.
+arrays of :func:`zarrext.read_masked`: the interleaved chunk is never built
+(:mod:`zarrext.optional_decode`).
 
 In those jobs codecs decode, and encode for a local store, into memory each
 thread keeps (:mod:`zarrext.scratch`): a fresh buffer per chunk would make the
@@ -28,8 +29,9 @@ allocator hand memory back to the system and fault it in again for every chunk.
 
 The runtime sharding codec, zarr-python's ``ShardingCodec`` with this pipeline for
 its inner chunks, is :class:`zarrext.sharding.codec.RuntimeShardingCodec`; this
-module knows it only as a serializer with a synchronous whole-shard reader
-(``reads_sync`` / ``read_local_sync``), so the import goes one way.
+module knows it only by what it calls on it (:mod:`zarrext.shard_protocols`), so
+the import goes one way. What a write encodes, a chunk's merged bytes or a shard
+layout's part through filters, is :mod:`zarrext.write_encoding`'s.
 """
 
 from __future__ import annotations
@@ -37,17 +39,12 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import math
-import os
 import threading
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, NoReturn, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import numpy as np
-from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -55,34 +52,27 @@ from zarr.core.chunk_utils import (
     ChunkTransform,
     decode_and_scatter_chunk,
     merge_and_encode_chunk,
-    scatter_chunk,
 )
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
-from zarr.storage import LocalStore, StorePath
+from zarr.storage import LocalStore
 
 from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
-from zarrext._zarr_compat import (
-    inner_chunk_spec,
-    store_is_open,
-    store_supports_sync_io,
-)
+from zarrext._zarr_compat import inner_chunk_spec
+from zarrext.chunk_io import _get_chunk_sync, _sync_io
+from zarrext.codec_threads import codec_pool, codec_workers
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
 from zarrext.masked_read import SplitOptionalBuffer
-from zarrext.scratch import (
-    SCRATCH_MAX_BYTES,
-    encode_arena,
-    keeps_no_chunk_bytes,
-    read_scratch,
-    scratch_codecs,
-)
-from zarrext.specs import array_spec, regular_chunk_shape
+from zarrext.optional_decode import _decode_split_into
+from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
+from zarrext.shard_protocols import ShardReading, ShardWriting, _no_decode
+from zarrext.specs import _chunk_nbytes, array_spec, regular_chunk_shape
+from zarrext.write_encoding import _merged_and_encoded, _through_filters
 
 if TYPE_CHECKING:
-    from pathlib import Path
     from typing import Self
 
     from zarr.abc.codec import GetResult
@@ -93,43 +83,6 @@ if TYPE_CHECKING:
     from zarr.core.metadata import ArrayV3Metadata
 
     Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
-
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
-
-
-def codec_workers() -> int:
-    """Threads that run codec work: zarr's ``codec_pipeline.max_workers``, else
-    ``threading.max_workers``, else one per CPU."""
-    for key in ("codec_pipeline.max_workers", "threading.max_workers"):
-        value = config.get(key, None)
-        if value is not None:
-            return max(1, int(value))
-    return os.cpu_count() or 1
-
-
-def codec_pool(workers: int) -> ThreadPoolExecutor:
-    """The shared pool of codec threads, grown to at least ``workers`` threads.
-
-    A grown pool replaces the old one without shutting it down: a caller may be
-    about to submit to it; it ends once its work is done and nothing refers to it.
-    """
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < workers:
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="zarrext-codec")
-            _pool_size = workers
-        return _pool
-
-
-def _forget_pool() -> None:
-    # A forked child inherits the pool object but none of its threads.
-    global _pool, _pool_size, _pool_lock
-    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
-
-
-os.register_at_fork(after_in_child=_forget_pool)
 
 
 # Chunks smaller than these (decoded bytes) are read / written by one codec thread:
@@ -145,151 +98,6 @@ PARALLEL_WRITE_MIN_BYTES = 256 << 10
 # faults (glibc hands blocks from 128 KiB on to mmap): there the arena only adds
 # work, 2 % on 16 KiB chunks written to tmpfs here, and is neutral from 64 KiB on.
 ARENA_MIN_BYTES = 128 << 10
-
-
-def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
-    """Bytes of a chunk of ``chunk_spec`` in memory (an object item counts its pointer)."""
-    return math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
-
-
-def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
-    """A chunk's stored bytes (None if there are none), as ``byte_getter.get_sync``.
-
-    A chunk file of an open ``LocalStore`` (that exact class: a subclass may change
-    how keys are read) is read here, without the ``pathlib`` objects the store
-    builds per key: they cost about a fifth of a small chunk's read, all of it
-    holding the GIL the other codec threads wait for.
-    """
-    store = getattr(byte_getter, "store", None)
-    key = getattr(byte_getter, "path", None)
-    if type(store) is not LocalStore or not isinstance(key, str) or not store_is_open(store):
-        return byte_getter.get_sync(prototype=prototype)
-    try:
-        with open(os.path.join(store.root, key), "rb", buffering=0) as file:
-            size = os.fstat(file.fileno()).st_size
-            if size > SCRATCH_MAX_BYTES:
-                return prototype.buffer.from_bytes(file.readall())
-            # one byte more than the file: read up to its end, a file grown since
-            # fstat fills it
-            data = read_scratch(size + 1)
-            got = 0
-            while got < data.nbytes and (n := file.readinto(memoryview(data)[got:])):
-                got += n
-            if got > size:
-                return prototype.buffer.from_bytes(bytes(data[:got]) + file.readall())
-    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-        return None  # as LocalStore.get_sync: no chunk
-    return prototype.buffer.from_array_like(data[:got])
-
-
-def _decode_split_into(
-    codec: OptionalCodec,
-    chunk_bytes: Buffer | None,
-    out: NDBuffer,
-    *,
-    chunk_spec: ArraySpec,
-    chunk_selection: SelectorTuple,
-    out_selection: SelectorTuple,
-    drop_axes: tuple[int, ...],
-) -> GetResult:
-    """zarr's ``decode_and_scatter_chunk`` for an ``optional`` chain: the chunk's
-    values and validity are decoded apart and each copied once into ``out`` (a
-    masked read's buffer, or the fields of a numpy-backed structured output),
-    without building the interleaved chunk."""
-    if chunk_bytes is None:
-        return scatter_chunk(
-            None, out, chunk_spec=chunk_spec, out_selection=out_selection, drop_axes=()
-        )
-    values, valid = (part[chunk_selection] for part in codec.decode_split(
-        chunk_bytes, chunk_spec
-    ))
-    if drop_axes:
-        values, valid = values.squeeze(axis=drop_axes), valid.squeeze(axis=drop_axes)
-    if isinstance(out, SplitOptionalBuffer):
-        out.put(out_selection, values, valid)
-    else:
-        target = out.as_numpy_array()  # a view of the output (a numpy-backed buffer)
-        target["value"][out_selection] = values
-        target["valid"][out_selection] = valid
-    return {"status": "present"}
-
-
-@runtime_checkable
-class ShardReading(Protocol):
-    """A serializer that reads a local shard in one thread, or decodes a fetched one
-    in jobs for the codec threads: zarrext's runtime sharding
-    codec (:class:`zarrext.sharding.codec.RuntimeShardingCodec`), named here by what
-    the pipeline calls so that this module need not import the sharding package."""
-
-    def reads_sync(self, shard_spec: ArraySpec) -> bool: ...
-
-    def read_local_sync(
-        self,
-        path: Path,
-        selection: SelectorTuple,
-        shard_spec: ArraySpec,
-        *,
-        into: NDBuffer | None = None,
-    ) -> NDBuffer | None: ...
-
-    def shard_out(
-        self, selection: SelectorTuple, shard_spec: ArraySpec, into: NDBuffer | None
-    ) -> tuple[list[Any], NDBuffer, bool, tuple[int, ...] | None]: ...
-
-    def decode_jobs(
-        self,
-        shard_bytes: Buffer,
-        items: list[Any],
-        shard_spec: ArraySpec,
-        out: NDBuffer,
-        *,
-        where: str,
-        groups: int,
-    ) -> list[Callable[[], None]]: ...
-
-
-def _no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
-    """Whole shards are written without reading what is stored."""
-    raise AssertionError("a whole shard's write decodes nothing")
-
-
-@runtime_checkable
-class ShardWriting(Protocol):
-    """A serializer that encodes a whole shard in jobs for the codec threads
-    (zarrext's runtime sharding codec), named here by what the pipeline calls."""
-
-    def writes_sync(self, shard_spec: ArraySpec) -> bool: ...
-
-    def encode_jobs(
-        self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
-    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]: ...
-
-
-def _sync_io(holder: object, *, write: bool) -> bool:
-    """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
-    if isinstance(holder, StorePath):
-        return store_supports_sync_io(holder.store)
-    return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
-
-
-def _merged_and_encoded(
-    transform: Any, item: Any, existing: Buffer | None, value: NDBuffer,
-    drop_axes: tuple[int, ...],
-) -> Buffer | None:
-    """The new stored bytes of the chunk of batch ``item`` (None: only fill values):
-    its ``existing`` bytes merged with its part of ``value``, encoded by ``transform``."""
-    _, chunk_spec, chunk_selection, out_selection, is_complete = item
-    return merge_and_encode_chunk(
-        existing,
-        value,
-        chunk_spec=chunk_spec,
-        chunk_selection=chunk_selection,
-        out_selection=out_selection,
-        is_complete=is_complete,
-        drop_axes=drop_axes,
-        decode=transform.decode_chunk,
-        encode=transform.encode_chunk,
-    )
 
 
 @dataclass(frozen=True)
@@ -494,9 +302,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """How a chunk's bytes are decoded into ``out``: zarr's
         ``decode_and_scatter_chunk`` with this pipeline's chain; for a chain that
         is the ``optional`` codec alone and an output that takes the fields apart,
-        :func:`_decode_split_into` (no interleaved chunk is built); for a
-        ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]`` chain, straight into
-        the chunk's place where it is one contiguous block
+        :func:`~zarrext.optional_decode._decode_split_into` (no interleaved chunk
+        is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
+        chain, straight into the chunk's place where it is one contiguous block
         (:func:`zarrext.direct.zstd_into_place`)."""
         assert self.transform is not None
         codecs = self.transform.codecs
@@ -618,10 +426,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         self, item: Any, *, value: NDBuffer, drop_axes: tuple[int, ...], groups: int
     ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
         """A whole shard's encoding as jobs for the codec threads and the step that
-        lays it out (:meth:`ShardWriting.encode_jobs`), or None when the shard is
-        only fill values (not stored), in a codec thread. The shard's values are
-        taken from ``value`` and checked for emptiness as zarr's
-        ``merge_and_encode_chunk`` does: its encoder here plans, encodes nothing."""
+        lays it out (:meth:`~zarrext.shard_protocols.ShardWriting.encode_jobs`), or
+        None when the shard is only fill values (not stored), in a codec thread.
+        The shard's values are taken from ``value`` and checked for emptiness as
+        zarr's ``merge_and_encode_chunk`` does: its encoder here plans, encodes
+        nothing."""
         _, shard_spec, chunk_selection, out_selection, is_complete = item
         codec = self.array_bytes_codec
         assert isinstance(codec, ShardWriting)
@@ -894,55 +703,6 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)
-
-
-async def _through_filters(
-    filters: tuple[Any, ...],
-    spec: ArraySpec,
-    selection: SelectorTuple,
-    value: NDBuffer,
-    out_selection: SelectorTuple,
-) -> tuple[NDBuffer, tuple[Any, ...], ArraySpec]:
-    """The written part of one chunk as the serializer sees it: ``(block, selection,
-    spec)`` after elementwise filters and transposes.
-
-    ``selection`` selects the part in a chunk of ``spec``; ``value[out_selection]``
-    holds its values (a scalar value fills it). Integer selections become
-    one-element slices, so the block keeps every axis and a transpose permutes
-    selection and block alike.
-    """
-    from zarr.codecs import TransposeCodec
-    from zarr.core.array_spec import ArraySpec as Spec
-
-    parts: tuple[Any, ...] = selection if isinstance(selection, tuple) else (selection,)
-    sel = tuple(slice(int(s), int(s) + 1) if isinstance(s, int | np.integer) else s
-                for s in parts)
-    # the selection's shape, from a view of the chunk that allocates nothing
-    zeros = np.lib.stride_tricks.as_strided(np.zeros(1, np.bool_), spec.shape, (0,) * len(sel))
-    shape = zeros[sel].shape
-    values = value.as_numpy_array()
-    block = np.empty(shape, dtype=values.dtype)
-    if values.shape == ():
-        block[...] = values
-    else:
-        part = values[out_selection]
-        block[...] = part.reshape(shape) if part.size == block.size else part
-    buffer = spec.prototype.nd_buffer.from_numpy_array(block)
-    block_spec = Spec(shape=shape, dtype=spec.dtype, fill_value=spec.fill_value,
-                      config=spec.config, prototype=spec.prototype)
-    for codec in filters:
-        if isinstance(codec, TransposeCodec):
-            if not all(isinstance(s, slice) for s in sel):
-                raise ValueError(
-                    "a shard layout writes through 'transpose' only rectangular selections "
-                    "(slices and integers); write this selection without shard_layout"
-                )
-            sel = tuple(sel[axis] for axis in codec.order)
-        (encoded,) = await codec.encode([(buffer, block_spec)])
-        buffer = encoded
-        block_spec = codec.resolve_metadata(block_spec)
-        spec = codec.resolve_metadata(spec)
-    return buffer, sel, spec
 
 
 def build_pipeline(

@@ -3,9 +3,13 @@
 zarr-python hands codecs an ``ArraySpec`` per chunk: shape, data type, fill value,
 memory order and buffer prototype. zarrext's runtime, jobs and inspection build
 the same spec outside an array's read/write path; they do it here, in one way.
+
+The bytes such a chunk takes in memory (:func:`_chunk_nbytes`) are measured here too.
 """
 
 from __future__ import annotations
+
+import math
 
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
@@ -35,3 +39,8 @@ def array_spec(metadata: ArrayV3Metadata, shape: tuple[int, ...]) -> ArraySpec:
         config=ArrayConfig.from_dict({}),
         prototype=default_buffer_prototype(),
     )
+
+
+def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
+    """Bytes of a chunk of ``chunk_spec`` in memory (an object item counts its pointer)."""
+    return math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize

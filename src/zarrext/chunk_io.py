@@ -1,0 +1,58 @@
+"""Synchronous chunk IO for the codec threads: which stores serve it, and local reads.
+
+A chunk job in a codec thread fetches and stores its chunk itself, without the
+event loop, when the store serves synchronous IO (a local or memory store, a
+shard's inner chunks). A chunk file of an open ``LocalStore`` is read here
+straight into the thread's read buffer (:mod:`zarrext.scratch`).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from zarr.abc.store import SyncByteGetter, SyncByteSetter
+from zarr.storage import LocalStore, StorePath
+
+from zarrext._zarr_compat import store_is_open, store_supports_sync_io
+from zarrext.scratch import SCRATCH_MAX_BYTES, read_scratch
+
+if TYPE_CHECKING:
+    from zarr.core.buffer import Buffer
+
+
+def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
+    """A chunk's stored bytes (None if there are none), as ``byte_getter.get_sync``.
+
+    A chunk file of an open ``LocalStore`` (that exact class: a subclass may change
+    how keys are read) is read here, without the ``pathlib`` objects the store
+    builds per key: they cost about a fifth of a small chunk's read, all of it
+    holding the GIL the other codec threads wait for.
+    """
+    store = getattr(byte_getter, "store", None)
+    key = getattr(byte_getter, "path", None)
+    if type(store) is not LocalStore or not isinstance(key, str) or not store_is_open(store):
+        return byte_getter.get_sync(prototype=prototype)
+    try:
+        with open(os.path.join(store.root, key), "rb", buffering=0) as file:
+            size = os.fstat(file.fileno()).st_size
+            if size > SCRATCH_MAX_BYTES:
+                return prototype.buffer.from_bytes(file.readall())
+            # one byte more than the file: read up to its end, a file grown since
+            # fstat fills it
+            data = read_scratch(size + 1)
+            got = 0
+            while got < data.nbytes and (n := file.readinto(memoryview(data)[got:])):
+                got += n
+            if got > size:
+                return prototype.buffer.from_bytes(bytes(data[:got]) + file.readall())
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+        return None  # as LocalStore.get_sync: no chunk
+    return prototype.buffer.from_array_like(data[:got])
+
+
+def _sync_io(holder: object, *, write: bool) -> bool:
+    """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
+    if isinstance(holder, StorePath):
+        return store_supports_sync_io(holder.store)
+    return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
