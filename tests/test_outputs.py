@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import shutil
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +138,8 @@ def test_a_new_output_is_published_and_a_zip_replaces_its_old_file(
     tmp_path: Path, name: str
 ) -> None:
     path = tmp_path / name
-    publish: Callable[[float], None] = lambda value: _replace(path, value)  # noqa: E731
-    publish(1.0)
+    _replace(path, 1.0)
     assert _value_at(path) == 1.0
-    publish(2.0)
+    _replace(path, 2.0)
     assert _value_at(path) == 2.0
     assert _leftovers(path) == []

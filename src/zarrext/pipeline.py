@@ -69,7 +69,7 @@ from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.optional_decode import _decode_split_into
 from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
 from zarrext.shard_protocols import ShardReading, ShardWriting, _no_decode
-from zarrext.specs import _chunk_nbytes, array_spec, regular_chunk_shape
+from zarrext.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.write_encoding import _merged_and_encoded, _through_filters
 
 if TYPE_CHECKING:
@@ -284,7 +284,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                     raise
 
         threads = min(codec_workers(), len(batch))
-        if batch and _chunk_nbytes(batch[0][1]) < min_parallel_bytes:
+        if batch and chunk_nbytes(batch[0][1]) < min_parallel_bytes:
             threads = 1
         if threads == 1:
             await asyncio.to_thread(worker)
@@ -382,7 +382,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         decision keeps chunk bytes, and they are large enough for fresh memory to
         fault (:data:`ARENA_MIN_BYTES`). The caller still sees that the arena's
         bytes are copied out before the job ends."""
-        return self.encodes_into_arena and _chunk_nbytes(chunk_spec) >= ARENA_MIN_BYTES
+        return self.encodes_into_arena and chunk_nbytes(chunk_spec) >= ARENA_MIN_BYTES
 
     def _writes_remote(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole objects (no codec writing parts of one) to a
@@ -547,7 +547,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         codec: Any = self.array_bytes_codec
         workers = codec_workers()
-        small = bool(whole) and _chunk_nbytes(inner_chunk_spec(codec, whole[0][1])) < (
+        small = bool(whole) and chunk_nbytes(inner_chunk_spec(codec, whole[0][1])) < (
             PARALLEL_READ_MIN_BYTES
         )
         shards = read_shards(

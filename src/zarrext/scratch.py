@@ -35,7 +35,6 @@ Outside an arena the encoders below are exactly zarr's and zarrext's.
 from __future__ import annotations
 
 import functools
-import math
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -49,6 +48,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.pad import PadCodec
+from zarrext.specs import chunk_nbytes
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -118,7 +118,7 @@ def _bound(chunk_spec: ArraySpec) -> int | None:
     dtype = chunk_spec.dtype.to_native_dtype()
     if dtype.hasobject or dtype.kind == "T":  # variable-size elements
         return None
-    bound = math.prod(chunk_spec.shape) * dtype.itemsize + _SCRATCH_SLACK
+    bound = chunk_nbytes(chunk_spec) + _SCRATCH_SLACK
     return bound if bound <= SCRATCH_MAX_BYTES else None
 
 

@@ -4,7 +4,7 @@ zarr-python hands codecs an ``ArraySpec`` per chunk: shape, data type, fill valu
 memory order and buffer prototype. zarrext's runtime, jobs and inspection build
 the same spec outside an array's read/write path; they do it here, in one way.
 
-The bytes such a chunk takes in memory (:func:`_chunk_nbytes`) are measured here too.
+The bytes such a chunk takes in memory (:func:`chunk_nbytes`) are measured here too.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 
-__all__ = ["array_spec", "regular_chunk_shape"]
+__all__ = ["array_spec", "chunk_nbytes", "regular_chunk_shape"]
 
 
 def regular_chunk_shape(metadata: ArrayV3Metadata) -> tuple[int, ...] | None:
@@ -41,6 +41,6 @@ def array_spec(metadata: ArrayV3Metadata, shape: tuple[int, ...]) -> ArraySpec:
     )
 
 
-def _chunk_nbytes(chunk_spec: ArraySpec) -> int:
+def chunk_nbytes(chunk_spec: ArraySpec) -> int:
     """Bytes of a chunk of ``chunk_spec`` in memory (an object item counts its pointer)."""
     return math.prod(chunk_spec.shape) * chunk_spec.dtype.to_native_dtype().itemsize
