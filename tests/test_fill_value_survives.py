@@ -264,6 +264,35 @@ def test_quantize_refuses_a_lost_fill_value_before_reading_any_block(
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize(
+    ("attrs", "packed"),
+    [
+        ({"scale_factor": 0.5, "add_offset": 0.25}, "int16"),  # 0.0 would read back 0.25
+        ({"scale_factor": 0.1, "add_offset": 1.0}, "uint8"),  # 0.0 packs to -10: refused
+        ({"scale_factor": 0.01, "add_offset": 273.15}, "int16"),
+        ({"add_offset": -0.0}, "int8"),
+        ({"scale_factor": np.float32(2.0), "add_offset": np.float32(-7.5)}, "uint16"),
+        ({"scale_factor": 0.01, "add_offset": 273.15, "_FillValue": -32767}, "int16"),
+        ({"scale_factor": 0.5, "add_offset": 3.0}, "float32"),
+    ],
+    ids=["lost-0", "unpackable-0", "cf-kelvin", "negative-zero-offset", "float32-unsigned",
+         "cf-fill", "float-packed"],
+)
+def test_from_cf_gives_a_fill_value_that_survives_its_filters(
+    attrs: dict[str, Any], packed: str
+) -> None:
+    conv = quantize.from_cf(attrs, packed_dtype=packed, warn=False)
+    z = zarrext.create_array(MemoryStore(), shape=(2,), chunks=(2,), dtype=conv.dtype,
+                             fill_value=conv.fill_value, filters=list(conv.filters),
+                             config={"write_empty_chunks": True})
+    z[0] = conv.fill_value
+    assert _same(z[1], conv.fill_value)  # by plain zarr's codecs, through a stored chunk
+    if "_FillValue" in attrs:
+        assert np.isnan(conv.fill_value)
+    else:  # CF's packed 0, unpacked
+        assert conv.fill_value == float(attrs.get("add_offset", 0.0))
+
+
 # --- zarrext check ----------------------------------------------------------------------
 
 
