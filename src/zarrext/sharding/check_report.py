@@ -73,7 +73,8 @@ class ShardCheck:
     Attributes
     ----------
     key : str
-        The store key, relative to the array (e.g. ``"c/0/1"``).
+        The store key, relative to the array (e.g. ``"c/0/1"``; ``"zarr.json"`` for
+        a problem of the array's metadata).
     details : list of Problem
         Problems found, in the order they were found (empty: the key validates).
     """
