@@ -354,6 +354,11 @@ def create_array(
         When a runtime setting does not fit the array (e.g. ``shard_layout=
         "fixed-slot"`` with inner codecs whose encoded size has no bound), before
         anything is written to ``store``.
+    FillValueError
+        When the array's filters (``scale_offset``, ``cast_value``, any array->array
+        codec, also inside ``sharding_indexed``) do not give the fill value back bit
+        for bit (spec 002): the unwritten elements of a stored chunk would read
+        something else. Nothing is written to ``store`` either.
     """
     store = _store_of(store, "w", kwargs)
     kwargs = _explicit_optional_codecs(kwargs)
