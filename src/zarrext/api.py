@@ -40,6 +40,7 @@ from zarrext.decisions import (
     builtin_name,
     recorded_decision,
 )
+from zarrext.errors import FillValueError
 from zarrext.pipeline import build_pipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardLayoutError
@@ -164,6 +165,39 @@ def _explicit_optional_codecs(kwargs: dict[str, Any]) -> dict[str, Any]:
     if isinstance(dtype, OptionalDType) and kwargs.get("serializer", "auto") == "auto":
         kwargs = {**kwargs, "serializer": OptionalCodec.default_for(dtype)}
     return kwargs
+
+
+def _in_memory(kwargs: dict[str, Any]) -> zarr.Array:
+    """The array ``zarr.create_array(store, **kwargs)`` would make, made in memory
+    (without its data): its metadata, parsed and checked by zarr."""
+    from zarr.storage import MemoryStore
+
+    probe = {k: v for k, v in kwargs.items() if k not in ("data", "storage_options")}
+    data = kwargs.get("data")
+    if data is not None:
+        probe.setdefault("shape", data.shape)
+        probe.setdefault("dtype", data.dtype)
+    return zarr.create_array(MemoryStore(), **probe)
+
+
+def _refuse_lost_fill_value(probe: zarr.Array, store: Any) -> None:
+    """Refuse a fill value that the array's filters do not give back (spec 002: an
+    implementation SHOULD check it at creation); see
+    :func:`zarrext.quantize.verification.fill_value_change`."""
+    from zarrext.quantize.verification import array_filters, fill_value_change
+
+    metadata = probe.metadata
+    if not isinstance(metadata, ArrayV3Metadata):
+        return
+    problem = fill_value_change(
+        array_filters(metadata.codecs), metadata.data_type, metadata.fill_value,
+        ndim=len(metadata.shape),
+    )
+    if problem is not None:
+        where = f"{store}/{probe.path}" if probe.path else str(store)
+        raise FillValueError(
+            f"array {where}: {problem}; choose a fill value the filters store exactly"
+        )
 
 
 def with_runtime(
@@ -320,6 +354,11 @@ def create_array(
         When a runtime setting does not fit the array (e.g. ``shard_layout=
         "fixed-slot"`` with inner codecs whose encoded size has no bound), before
         anything is written to ``store``.
+    FillValueError
+        When the array's filters (``scale_offset``, ``cast_value``, any array->array
+        codec, also inside ``sharding_indexed``) do not give the fill value back bit
+        for bit (spec 002): the unwritten elements of a stored chunk would read
+        something else. Nothing is written to ``store`` either.
     """
     store = _store_of(store, "w", kwargs)
     kwargs = _explicit_optional_codecs(kwargs)
@@ -330,20 +369,14 @@ def create_array(
         recorded_decision(kwargs.get("attributes") or {}, f"array {store}")
     if shard_layout is not None:
         _require_in_place(store, shard_layout)
+    # Validate on the same metadata in memory first: a refusal must leave no
+    # zarr.json behind (a retry would meet ContainsArrayError).
+    probe = _in_memory(kwargs)
+    _refuse_lost_fill_value(probe, store)
     if any(v is not None for v in (decision, shard_layout, padding)):
-        # Validate on the same metadata in memory first: a refusal must leave no
-        # zarr.json behind (a retry would meet ContainsArrayError).
-        from zarr.storage import MemoryStore
-
-        probe = {k: v for k, v in kwargs.items() if k not in ("data", "storage_options")}
-        data = kwargs.get("data")
-        if data is not None:
-            probe.setdefault("shape", data.shape)
-            probe.setdefault("dtype", data.dtype)
         with_runtime(
-            zarr.create_array(MemoryStore(), **probe), decision=decision,
-            trial_encode=trial_encode, shard_layout=shard_layout, padding=padding,
-            _probe=True,
+            probe, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
+            padding=padding, _probe=True,
         )
     array = zarr.create_array(store, **kwargs)
     if decision is None:

@@ -212,7 +212,8 @@ def register(app: typer.Typer) -> None:
             storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
 ) -> None:
-        """Validate every chunk and shard: indexes, bounds, overlaps, interrupted writes."""
+        """Validate every chunk and shard (indexes, bounds, overlaps, interrupted writes)
+        and that the fill value survives the filters."""
         from zarrext.cli._common import iter_arrays
         from zarrext.cli.render import progress_bar
         from zarrext.sharding.check import check as run_check

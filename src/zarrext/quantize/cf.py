@@ -37,7 +37,8 @@ class CFConversion:
         The packed (stored) type.
     fill_value : float
         The fill value to give the zarr array: NaN when the CF variable has a
-        ``_FillValue``/``missing_value`` (they decode to NaN), else 0.
+        ``_FillValue``/``missing_value`` (they decode to NaN), else ``add_offset``
+        (what packed 0 decodes to): either survives the filters, as spec 002 asks.
     exact : bool
         Whether decoding gives bit-for-bit what CF's ``packed * scale_factor +
         add_offset`` gives in ``dtype``.
@@ -166,7 +167,11 @@ def from_cf(
                     f"from_cf: missing/fill value {value} does not fit packed type {packed}"
                 )
     scalar_map: Any = None
-    fill_value = 0.0
+    # Without missing values, the fill value is what packed 0 decodes to (0 / scale +
+    # add_offset, exactly; + 0.0 makes -0.0 the 0.0 it decodes as): spec 002 wants a
+    # fill value that survives the filters, and 0.0 may not (0.25 with add_offset 0.25
+    # and scale_factor 0.5 packs to 0, decoded as 0.25) or may not pack at all.
+    fill_value = float(ao) + 0.0
     if missing and packed.kind in "iu":
         scalar_map = {
             "encode": [("NaN", missing[0])],

@@ -126,12 +126,21 @@ def _quantize_array(
     ftype = float_dtype(src.dtype)
     blocks = _blocks(tuple(src.shape), tuple(src.shards or src.chunks))
     source_ref = ArrayRef(_described(src, "source"), src.path, "r") if client else None
-    found = _scan(src, blocks, progress, client, source_ref)
     fill = float(src.fill_value)
+    planned_fill = None if math.isnan(fill) else fill
+    # The planner refuses a fill value its filters would not give back, whatever the
+    # values' range (a finite fill is the offset, a special one has its own code):
+    # plan for the fill value alone first, so that the refusal comes before the scan.
+    try:
+        plan_quantization(max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
+                          value_range=(fill, fill) if math.isfinite(fill) else (0.0, 0.0))
+    except QuantizationError as e:
+        raise QuantizationError(f"cannot quantize {label}: {e}") from None
+    found = _scan(src, blocks, progress, client, source_ref)
     planned = plan_quantization(
         max_abs_error=max_abs_error,
         dtype=ftype,
-        fill_value=None if math.isnan(fill) else fill,
+        fill_value=planned_fill,
         **found.plan_arguments(),
     )
     dst = zarr.create_array(

@@ -17,7 +17,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.codecs.cast_value import CastValue
 from zarr.codecs.scale_offset import ScaleOffset
 
-from zarrext.quantize.verification import worst_error
+from zarrext.quantize.verification import fill_value_change, worst_error
 
 __all__ = ["QuantizationError", "QuantizationPlan", "float_dtype", "plan", "plan_quantization"]
 
@@ -201,7 +201,8 @@ def plan_quantization(
     fill_value : float, optional
         The array's fill value. NaN (the default) uses the reserved NaN code; a
         finite fill becomes the offset, so it is stored as code 0 and round-trips
-        exactly, as the spec requires.
+        exactly, as the spec requires. A fill value the planned filters would not
+        give back bit for bit (``-0.0``, which reads back as ``0.0``) is refused.
     nan : bool
         Reserve a code for NaN (default True; needed for a NaN fill value).
     posinf, neginf : bool, optional
@@ -214,7 +215,8 @@ def plan_quantization(
     Raises
     ------
     QuantizationError
-        If no integer type up to 64 bits meets the bound.
+        If no integer type up to 64 bits meets the bound, or the fill value does
+        not survive the filters (:func:`~zarrext.quantize.verification.fill_value_change`).
     """
     if not (isinstance(max_abs_error, int | float) and math.isfinite(max_abs_error)) or (
         max_abs_error <= 0
@@ -277,9 +279,15 @@ def plan_quantization(
         except ValueError:
             return math.inf
 
-    return _search(
+    planned = _search(
         ftype, lo_cov, hi_cov, (lo, hi), offset, float(max_abs_error), special, fill, measure
     )
+    # Spec 002: the fill value must survive the filters. A finite fill is the offset
+    # (code 0) and a special one has a reserved code: -0.0 is what gets lost (to 0.0).
+    problem = fill_value_change(planned.filters, ftype, fill)
+    if problem is not None:
+        raise QuantizationError(problem)
+    return planned
 
 
 def _search(

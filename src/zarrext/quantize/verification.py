@@ -3,6 +3,14 @@
 zarr-python's own codecs encode and decode the data (:func:`roundtrip`); the plans
 of :mod:`~zarrext.quantize.planning` are accepted only when :func:`worst_error`
 meets the bound.
+
+:func:`fill_value_change` runs an array's array->array codecs (:func:`array_filters`)
+on its fill value: spec 002 asks that the fill value survive them. One that does not
+reads back as itself only while its chunk is missing; once one element of the chunk
+is written, the others read what the codecs make of the fill. ``zarrext.create_array``,
+the planner and ``zarrext check`` ask it.
+
+This module imports nothing of zarrext.
 """
 
 from __future__ import annotations
@@ -14,21 +22,31 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 import numpy.typing as npt
 from zarr.abc.codec import ArrayArrayCodec
+from zarr.codecs import ShardingCodec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
-from zarr.core.dtype import get_data_type_from_native_dtype
+from zarr.core.dtype import ZDType, get_data_type_from_native_dtype
 
 if TYPE_CHECKING:
-    from zarr.abc.codec import SupportsSyncCodec
+    from zarr.abc.codec import Codec, SupportsSyncCodec
     from zarr.core.buffer import NDBuffer
 
-__all__ = ["measured_error", "roundtrip", "worst_error"]
+__all__ = [
+    "array_filters",
+    "fill_value_change",
+    "fill_value_read_back",
+    "measured_error",
+    "roundtrip",
+    "worst_error",
+]
 
 
-def _spec(shape: tuple[int, ...], dtype: np.dtype[Any], fill_value: Any) -> ArraySpec:
+def _spec(
+    shape: tuple[int, ...], dtype: np.dtype[Any] | ZDType[Any, Any], fill_value: Any
+) -> ArraySpec:
     return ArraySpec(
         shape=shape,
-        dtype=get_data_type_from_native_dtype(dtype),
+        dtype=dtype if isinstance(dtype, ZDType) else get_data_type_from_native_dtype(dtype),
         fill_value=fill_value,
         config=ArrayConfig(order="C", write_empty_chunks=False),
         prototype=default_buffer_prototype(),
@@ -104,3 +122,153 @@ def worst_error(
         if math.isinf(worst):
             break
     return worst
+
+
+# --- the fill value through the array's filters (spec 002) ------------------------
+
+
+def array_filters(codecs: Sequence[Codec]) -> list[ArrayArrayCodec]:
+    """The array->array codecs an array's stored values go through, outermost first.
+
+    ``codecs`` is an array's codec list (``metadata.codecs``): its filters, then,
+    when the serializer is ``sharding_indexed``, the inner chunks' filters (zarr's
+    ``shards=`` puts an array's filters there), nested shards too. Empty for an
+    array without filters.
+    """
+    found: list[ArrayArrayCodec] = []
+    for codec in codecs:
+        if isinstance(codec, ArrayArrayCodec):
+            found.append(codec)
+            continue
+        if isinstance(codec, ShardingCodec):
+            found.extend(array_filters(codec.codecs))
+        break  # the serializer: after it come bytes
+    return found
+
+
+def _encoded(codec: ArrayArrayCodec, buf: NDBuffer, spec: ArraySpec) -> NDBuffer:
+    if hasattr(codec, "_encode_sync"):
+        out = cast("SupportsSyncCodec[NDBuffer, NDBuffer]", codec)._encode_sync(buf, spec)
+    else:  # a codec with only the asynchronous interface
+        from zarr.core.sync import sync
+
+        (out,) = sync(codec.encode([(buf, spec)]))
+    if out is None:
+        raise ValueError(f"{_codec_name(codec)} returned no data")
+    return out
+
+
+def _decoded(codec: ArrayArrayCodec, buf: NDBuffer, spec: ArraySpec) -> NDBuffer:
+    if hasattr(codec, "_decode_sync"):
+        return cast("SupportsSyncCodec[NDBuffer, NDBuffer]", codec)._decode_sync(buf, spec)
+    from zarr.core.sync import sync
+
+    (out,) = sync(codec.decode([(buf, spec)]))
+    if out is None:
+        raise ValueError(f"{_codec_name(codec)} returned no data")
+    return out
+
+
+def _codec_name(codec: Any) -> str:
+    try:
+        return str(codec.to_dict()["name"])
+    except (AttributeError, KeyError, TypeError):  # no JSON form: its class names it
+        return type(codec).__name__
+
+
+def fill_value_read_back(
+    filters: Sequence[ArrayArrayCodec],
+    dtype: npt.DTypeLike | ZDType[Any, Any],
+    fill_value: Any,
+    *,
+    ndim: int = 1,
+) -> np.ndarray[Any, Any]:
+    """What an element left at ``fill_value`` reads back as once its chunk is stored.
+
+    A chunk with some elements written holds the fill value everywhere else; the
+    whole chunk goes through ``filters`` (encode) and is read back through them
+    (decode). This does that to a one-element chunk (of ``ndim`` dimensions, for
+    codecs such as ``transpose`` that need them), with each codec evolved and its
+    fill value resolved as in an array's metadata.
+
+    Returns
+    -------
+    numpy.ndarray
+        The one element read back, shape ``(1,) * ndim``, of the array's data type.
+
+    Raises
+    ------
+    ValueError (or another error of the codecs)
+        When the codecs cannot encode or decode the fill value.
+    """
+    zdtype = dtype if isinstance(dtype, ZDType) else get_data_type_from_native_dtype(
+        np.dtype(dtype)
+    )
+    shape = (1,) * ndim
+    specs = [_spec(shape, zdtype, zdtype.cast_scalar(fill_value))]
+    evolved = []
+    for codec in filters:
+        codec = codec.evolve_from_array_spec(specs[-1])
+        evolved.append(codec)
+        specs.append(codec.resolve_metadata(specs[-1]))
+    buf = specs[0].prototype.nd_buffer.from_numpy_array(
+        np.full(shape, specs[0].fill_value, dtype=zdtype.to_native_dtype())
+    )
+    for codec, spec in zip(evolved, specs, strict=False):
+        buf = _encoded(codec, buf, spec)
+    for codec, spec in reversed(list(zip(evolved, specs, strict=False))):
+        buf = _decoded(codec, buf, spec)
+    return np.asarray(buf.as_numpy_array())
+
+
+def _same_element(before: np.ndarray[Any, Any], after: np.ndarray[Any, Any]) -> bool:
+    """Bit for bit equal, except that any NaN matches a NaN fill value."""
+    if after.dtype != before.dtype:
+        after = after.astype(before.dtype)
+    if before.dtype.kind in "fc" and bool(np.isnan(before).all() and np.isnan(after).all()):
+        return True
+    if before.dtype.hasobject:
+        return bool(np.all(before == after))
+    return before.tobytes() == after.tobytes()
+
+
+def fill_value_change(
+    filters: Sequence[ArrayArrayCodec],
+    dtype: npt.DTypeLike | ZDType[Any, Any],
+    fill_value: Any,
+    *,
+    ndim: int = 1,
+) -> str | None:
+    """Why ``fill_value`` does not survive ``filters``, in one line; None when it does.
+
+    It survives when :func:`fill_value_read_back` gives it back bit for bit (any NaN
+    for a NaN fill value; ``-0.0`` read back as ``0.0`` does not survive). An array
+    whose fill value does not survive reads the fill value in its missing chunks but
+    what the filters make of it in the unwritten elements of a stored chunk. No
+    filters: None, without running anything.
+    """
+    if not filters:
+        return None
+    zdtype = dtype if isinstance(dtype, ZDType) else get_data_type_from_native_dtype(
+        np.dtype(dtype)
+    )
+    fill = np.full((1,) * ndim, zdtype.cast_scalar(fill_value), dtype=zdtype.to_native_dtype())
+    names = ", ".join(_codec_name(c) for c in filters)
+    shown = _shown(fill)
+    try:
+        back = fill_value_read_back(filters, zdtype, fill_value, ndim=ndim)
+    except (ValueError, TypeError, ArithmeticError) as e:  # the codecs' own refusal
+        reason = " ".join(str(e).split()) or type(e).__name__
+        return f"fill value {shown} cannot go through the filters ({names}): {reason}"
+    if _same_element(fill, back):
+        return None
+    return (
+        f"fill value {shown} does not survive the filters ({names}): it reads back as "
+        f"{_shown(back)} (a stored chunk's elements never written read {_shown(back)}, "
+        f"missing chunks {shown})"
+    )
+
+
+def _shown(element: np.ndarray[Any, Any]) -> str:
+    """A one-element array's value as numpy prints its scalar (``0.5``, ``-0.0``, ``nan``)."""
+    return str(element.reshape(-1)[0])

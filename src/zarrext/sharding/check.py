@@ -20,7 +20,11 @@ its ``kind``:
 - with ``deep=True``, ``undecodable_chunk``: every stored chunk (every inner
   chunk of every shard) that does not decode through the array's codecs
   (checksums, conditional headers, optional lengths, ...), named by its chunk
-  coordinates.
+  coordinates;
+- ``fill_value_lost``, under the key ``zarr.json``: a fill value that the array's
+  filters (``scale_offset``, ``cast_value``, any array->array codec) do not give
+  back (spec 002 asks that it survive them): missing chunks read the fill value,
+  but the unwritten elements of a stored chunk read what the filters make of it.
 
 It changes nothing unless ``repair=True``:
 
@@ -115,6 +119,28 @@ def unverifiable(array: Any) -> str | None:
     )
 
 
+FILL_VALUE_ADVICE = (
+    "choose a fill value the filters store exactly and copy the array with it (editing "
+    "zarr.json would change what its missing chunks read)"
+)
+"""What to do about a fill value the filters do not give back."""
+
+
+def _fill_value_finding(metadata: ArrayV3Metadata) -> ShardCheck | None:
+    """The ``zarr.json`` finding of an array whose fill value its filters lose, or None."""
+    from zarrext.quantize.verification import array_filters, fill_value_change
+
+    problem = fill_value_change(
+        array_filters(metadata.codecs), metadata.data_type, metadata.fill_value,
+        ndim=len(metadata.shape),
+    )
+    if problem is None:
+        return None
+    finding = ShardCheck("zarr.json")
+    finding.problem("fill_value_lost", problem, advice=FILL_VALUE_ADVICE)
+    return finding
+
+
 def _key_order(key: str) -> tuple[tuple[int, int | str], ...]:
     """Sort key of a store key: numbers as numbers (``c/2`` before ``c/10``)."""
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"[/.]", key))
@@ -195,6 +221,7 @@ def check(
     if not isinstance(metadata, ArrayV3Metadata):
         raise ShardLayoutError("zarrext check works on Zarr format 3 arrays")
     store_path = async_array_of(array).store_path
+    fill_finding = _fill_value_finding(metadata)
     if not isinstance(store_path.store, LocalStore):
         if repair:
             raise ShardLayoutError(
@@ -202,7 +229,10 @@ def check(
                 "has no journals or leftovers to repair (run check without --repair to see "
                 "what is wrong; rewrite or delete a damaged object)"
             )
-        return _check_objects(array, deep=deep, client=client, progress=progress)
+        found_objects = _check_objects(array, deep=deep, client=client, progress=progress)
+        if fill_finding is not None:
+            found_objects.append(fill_finding)
+        return sorted(found_objects, key=lambda f: _key_order(f.key))
     directory = store_path.store.root / store_path.path if store_path.path else (
         store_path.store.root
     )
@@ -211,6 +241,8 @@ def check(
     except ShardLayoutError:
         shards = None
     found: dict[str, ShardCheck] = {}
+    if fill_finding is not None:
+        found[fill_finding.key] = fill_finding
 
     def entry(key: str) -> ShardCheck:
         return found.setdefault(key, ShardCheck(key))

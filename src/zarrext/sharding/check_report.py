@@ -31,7 +31,8 @@ class Problem:
         ``"index_checksum"``, ``"index_unreadable"``, ``"entry_past_end"``,
         ``"entry_overlaps_index"``, ``"entries_overlap"``, ``"interrupted_write"``,
         ``"torn_journal"``, ``"inactive_journal"``, ``"orphan_journal"``,
-        ``"orphan_quarantine"``, ``"stale_temporary_file"`` or ``"undecodable_chunk"``.
+        ``"orphan_quarantine"``, ``"stale_temporary_file"``, ``"undecodable_chunk"``
+        or ``"fill_value_lost"`` (at ``zarr.json``: the array's metadata, not a chunk).
     text : str
         The problem in words (without the key, which the finding carries).
     fix : str or None
@@ -72,7 +73,8 @@ class ShardCheck:
     Attributes
     ----------
     key : str
-        The store key, relative to the array (e.g. ``"c/0/1"``).
+        The store key, relative to the array (e.g. ``"c/0/1"``; ``"zarr.json"`` for
+        a problem of the array's metadata).
     details : list of Problem
         Problems found, in the order they were found (empty: the key validates).
     """
