@@ -23,20 +23,28 @@ def chunk_file(root: Path, i: int, j: int) -> Path:
     return root / "c" / str(i) / str(j)
 
 
-def test_reopened_tiff_array_gets_its_header_function_back(tmp_path: Path) -> None:
+def test_reopened_tiff_array_writes_its_header_literally_until_given_the_function(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "tiff.zarr"
     data = np.arange(64 * 64, dtype=np.uint16).reshape(64, 64)
     z = zarrext.create_array(
         str(path), shape=data.shape, **tiff.create_kwargs((32, 32), "uint16", compression="zstd")
     )
-    z[:32] = data[:32]
+    z[:32] = data[:32]  # create_kwargs' pad codec carries the header function
     meta = (path / "zarr.json").read_bytes()
+    literal = tiff.header((32, 32), "uint16", compression="zstd", strip_byte_count=0)
 
-    # Reopened without a function, the pad codec fills in the header template that
-    # zarr.json records (zarrext.formats.tiff registers it): still a TIFF.
-    plain = zarrext.open_array(str(path))
-    plain[32:, :32] = data[32:, :32]
-    assert np.array_equal(tifffile.imread(chunk_file(path, 1, 0)), data[32:, :32])
+    # Reopened without a function, pad writes the header zarr.json holds, byte for
+    # byte (its StripByteCounts is 0), and says once that it does not fit.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain = zarrext.open_array(str(path))
+        plain[32:, :32] = data[32:, :32]
+    [said] = [str(w.message) for w in caught if issubclass(w.category, tiff.TiffHeaderWarning)]
+    assert "StripByteCounts 0" in said
+    assert "dynamic_header('uint16', compression='zstd')" in said
+    assert chunk_file(path, 1, 0).read_bytes()[:110] == literal
 
     again = zarrext.open_array(
         str(path), padding=tiff.dynamic_header("uint16", compression="zstd")

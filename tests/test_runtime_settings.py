@@ -22,7 +22,7 @@ import zarrext.codecs
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.packbits import PackBitsCodec
-from zarrext.codecs.pad import PadCodec
+from zarrext.codecs.pad import PadCodec, SaidOnce
 from zarrext.decisions import NoDecisionWarning, Undecided, resolve_decision
 from zarrext.dtypes.optional import OptionalDType
 from zarrext.pipeline import ZarrextCodecPipeline
@@ -32,6 +32,12 @@ from zarrext.sharding.layout import LayoutShardingCodec
 
 def _padding(encoded: Any, chunk_index: Any, chunk_shape: Any) -> bytes:
     return b"\x01" * 4
+
+
+def _said() -> SaidOnce:
+    said = SaidOnce()
+    said.first()
+    return said
 
 
 # (codec with the setting, the same codec without it, the field, the setting's value
@@ -56,6 +62,13 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any], str, Any]] = {
         "padding_func",
         repr(_padding),
     ),
+    # whether the writers of an opened array were told its padding misfits: shared by copies
+    "pad.mismatch_said": (
+        lambda: PadCodec(location="start", nbytes=4, mismatch_said=_said()),
+        lambda: PadCodec(location="start", nbytes=4),
+        "mismatch_said",
+        "SaidOnce(said=True)",
+    ),
     "sharding.shard_layout": (
         lambda: LayoutShardingCodec(
             shard_layout="append", chunk_shape=(4,), codecs=[BytesCodec()]
@@ -78,7 +91,7 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any], str, Any]] = {
 NOT_COMPARED = {
     ConditionalCodec: {"decision"},
     PackBitsCodec: {"spelling"},
-    PadCodec: {"padding_func"},
+    PadCodec: {"padding_func", "mismatch_said"},
     LayoutShardingCodec: {"shard_layout"},
     OptionalCodec: {"inner"},
     ZarrextCodecPipeline: {"transform", "encodes_into_arena"},

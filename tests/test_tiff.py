@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import io
+import json
 import struct
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +16,22 @@ import pytest
 import zarr
 from hypothesis import given
 from hypothesis import strategies as st
-from zarr.codecs import BytesCodec
+from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
+from zarr.codecs.numcodecs import Zlib
 
-from zarrext.codecs.pad import PadCodec
+import zarrext
+from tests.conftest import Run, Where
+from tests.test_pad import (
+    EXAMPLE_1,
+    EXAMPLE_CHUNKS,
+    EXAMPLE_SHAPE,
+    EXAMPLE_SHARDS,
+    chunk_samples,
+    sample_u16,
+    spec_example_1_header,
+    stored_chunks,
+)
+from zarrext.codecs.pad import PadCodec, PaddedChunks, PaddingWarning
 from zarrext.formats import tiff
 
 # The padding of the pad spec's Example 1 (256x256 uint16, little endian).
@@ -197,10 +212,12 @@ def test_compressed_pad_codec_keeps_nbytes_only_in_metadata() -> None:
     assert codec.to_dict() == {"name": "pad", "configuration": {"location": "start", "nbytes": 122}}
 
 
-# -- chunks written by zarr-python paths are TIFFs -------------------------------
-# Each writer runs in a fresh process that never imports zarrext: the pad codec and
-# its TIFF template come from zarr's entry points, with nothing but zarr.json to go
-# on. (tests/interop/test_tifffile.py covers whole writes by zarr and xarray.)
+# -- writers given no padding function write zarr.json's header literally -----------
+# Each writer runs in a fresh process with nothing but zarr.json to go on: the pad
+# codec comes from zarr's entry points (which load zarrext), and without a padding
+# function it writes the header zarr.json holds (StripByteCounts 0 here, compressed),
+# byte for byte, with one TiffHeaderWarning naming that field.
+# (tests/interop/test_tifffile.py covers whole writes by zarr and xarray.)
 
 SHAPE, CHUNKS = (70, 45), (32, 20)
 PATH_WRITERS = {
@@ -230,8 +247,11 @@ def _sample(seed: int) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 60000, SHAPE).astype("uint16")
 
 
-def _run_writer(tmp_path: Path, root: str, code: str, data: np.ndarray) -> np.ndarray:
-    """Run ``code`` (names: root, path, data) in a fresh process; the data it wrote."""
+def _run_writer(
+    tmp_path: Path, root: str, code: str, data: np.ndarray
+) -> tuple[np.ndarray, str]:
+    """Run ``code`` (names: root, path, data) in a fresh process; the data it wrote,
+    and what it said on stderr."""
     np.save(tmp_path / "data.npy", data)
     script = tmp_path / "writer.py"  # a file, so that spawned dask workers can import it
     body = code + "\n" + (
@@ -245,9 +265,9 @@ def _run_writer(tmp_path: Path, root: str, code: str, data: np.ndarray) -> np.nd
         "def main():\n" + "".join(f"    {line}\n" for line in body.splitlines())
         + "if __name__ == '__main__':\n    main()\n"
     )
-    subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
-                   cwd=tmp_path)
-    return np.asarray(np.load(tmp_path / "written.npy"))
+    done = subprocess.run([sys.executable, str(script)], check=True, capture_output=True,
+                          cwd=tmp_path, text=True)
+    return np.asarray(np.load(tmp_path / "written.npy")), done.stderr
 
 
 def _expected_chunk(data: np.ndarray, i: int, j: int) -> np.ndarray:
@@ -258,22 +278,52 @@ def _expected_chunk(data: np.ndarray, i: int, j: int) -> np.ndarray:
 
 
 @pytest.mark.parametrize("writer", sorted(PATH_WRITERS))
-def test_chunks_written_through_zarr_python_paths_are_tiffs(tmp_path: Path, writer: str) -> None:
-    tifffile = pytest.importorskip("tifffile")
+def test_writers_given_no_function_write_the_header_in_zarr_json_literally(
+    tmp_path: Path, writer: str
+) -> None:
     pytest.importorskip("xarray")
     root = tmp_path / "g.zarr"
     group = zarr.open_group(root, mode="w")
     kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="zstd")
     group.create_array("img", shape=SHAPE, dimension_names=("y", "x"), **kwargs)
-    data = _run_writer(tmp_path, str(root), PATH_WRITERS[writer], _sample(5))
+    literal = tiff.header(CHUNKS, "uint16", compression="zstd", strip_byte_count=0)
+    data, said = _run_writer(tmp_path, str(root), PATH_WRITERS[writer], _sample(5))
     for i in range(3):
         for j in range(3):
-            chunk = root / "img" / "c" / str(i) / str(j)
+            stored = (root / "img" / "c" / str(i) / str(j)).read_bytes()
+            assert stored[:110] == literal
+    np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
+    # Said once per process that opened the array (dask's worker processes each).
+    warned = said.count("TiffHeaderWarning")
+    assert warned == 1 if writer != "xarray-dask-processes" else warned >= 1, said
+    assert "StripByteCounts 0" in said
+    assert "dynamic_header('uint16', compression='zstd')" in said
+
+
+@pytest.mark.parametrize("function", ["dynamic_header", "template_function"])
+def test_writers_given_the_function_write_tiffs(tmp_path: Path, function: str) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    path = tmp_path / "a.zarr"
+    kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="zstd")
+    zarr.create_array(path, shape=SHAPE, **kwargs)
+    static = zarr.open_array(path).metadata.codecs[-1].padding
+    padding = (tiff.dynamic_header("uint16", compression="zstd")
+               if function == "dynamic_header" else tiff.template_function(static))
+    data = _sample(5)
+    z = zarrext.open_array(path, padding=padding)
+    z[:] = data
+    z[5:40, 3:30] = data[5:40, 3:30] + 1  # read-modify-write
+    data[5:40, 3:30] += 1
+    z.set_block_selection((1, 1), data[32:64, 20:40] + 2)
+    data[32:64, 20:40] += 2
+    for i in range(3):
+        for j in range(3):
+            chunk = path / "c" / str(i) / str(j)
             with tifffile.TiffFile(chunk) as tf:
                 assert tf.pages[0].compression == 50000
                 assert tf.pages[0].databytecounts[0] == chunk.stat().st_size - 110
                 np.testing.assert_array_equal(tf.asarray(), _expected_chunk(data, i, j))
-    np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
+    np.testing.assert_array_equal(zarr.open_array(path)[:], data)
 
 
 def test_inner_chunks_of_shards_are_tiffs(tmp_path: Path) -> None:
@@ -282,8 +332,12 @@ def test_inner_chunks_of_shards_are_tiffs(tmp_path: Path) -> None:
     group = zarr.open_group(root, mode="w")
     kwargs = tiff.create_kwargs(CHUNKS, "uint16", compression="deflate")
     group.create_array("img", shape=SHAPE, shards=(64, 40), **kwargs)
-    code = "import zarr; zarr.open_array(path, mode='r+')[:] = data"
-    data = _run_writer(tmp_path, str(root), code, _sample(6))
+    code = (
+        "import zarrext; from zarrext.formats import tiff\n"
+        "zarrext.open_array(path, padding=tiff.dynamic_header('uint16', compression='deflate'))"
+        "[:] = data"
+    )
+    data, _ = _run_writer(tmp_path, str(root), code, _sample(6))
     # The shard file is no TIFF; each inner chunk's byte range in it is one.
     for si, sj in [(0, 0), (0, 1), (1, 0), (1, 1)]:
         raw = (root / "img" / "c" / str(si) / str(sj)).read_bytes()
@@ -300,8 +354,9 @@ def test_inner_chunks_of_shards_are_tiffs(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
 def test_to_zarr_with_other_chunks_writes_their_own_header(tmp_path: Path, dask: bool) -> None:
-    # The template's codecs handed to to_zarr without its chunks: the array gets
-    # xarray's chunks (the whole array, or dask's), and each header says so.
+    # create_kwargs' codecs (their pad carries the header function) handed to to_zarr
+    # without its chunks: the array gets xarray's chunks (the whole array, or dask's),
+    # and the function writes each chunk's header for them.
     tifffile = pytest.importorskip("tifffile")
     xr = pytest.importorskip("xarray")
     data = _sample(7)
@@ -386,3 +441,235 @@ def test_stack_chunks_through_zarr_are_multi_page_tiffs(tmp_path: Path) -> None:
     expected[:3, :32, :20] = data[8:, 32:64, :20]
     np.testing.assert_array_equal(stack, expected)
     np.testing.assert_array_equal(zarr.open_array(tmp_path / "s.zarr")[:], data)
+
+
+# -- spec 004 Example 1's header on 128x128 chunks: literal, or computed when asked ------
+
+EXAMPLE_FUNCTIONS = {  # chain before pad -> (codecs, padding function, TIFF compression tag)
+    "bytes": ([], lambda: tiff.dynamic_header("uint16"), 1),
+    "bytes-zstd": ([ZstdCodec()], lambda: tiff.dynamic_header("uint16", compression="zstd"),
+                   50000),
+    "bytes-zlib": ([Zlib()], lambda: tiff.dynamic_header("uint16", compression="deflate"), 8),
+    "bytes-template": ([], lambda: tiff.template_function(EXAMPLE_1), 1),
+}
+
+
+def _example_1_kwargs(where: Where, codecs: list, sharded: bool, header: bytes = EXAMPLE_1
+                      ) -> dict:
+    return {
+        "storage_options": where.options, "shape": EXAMPLE_SHAPE, "chunks": EXAMPLE_CHUNKS,
+        "shards": EXAMPLE_SHARDS if sharded else None, "dtype": "uint16",
+        "serializer": BytesCodec(endian="little"),
+        "compressors": [*codecs, PadCodec(location="start", nbytes=110, padding=header)],
+    }
+
+
+def _tiff_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(w.message) for w in caught if issubclass(w.category, tiff.TiffHeaderWarning)]
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+@pytest.mark.parametrize("route", ["create_array", "with_padding"])
+@pytest.mark.parametrize("chain", sorted(EXAMPLE_FUNCTIONS))
+def test_spec_example_1_with_the_padding_function_makes_every_chunk_a_tiff(
+    where: Where, chain: str, route: str, sharded: bool
+) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    codecs, function, tag = EXAMPLE_FUNCTIONS[chain]
+    kwargs = _example_1_kwargs(where, codecs, sharded)
+    data = sample_u16(EXAMPLE_SHAPE, seed=2)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if route == "create_array":  # the runtime API: zarrext's padding=
+            array = zarrext.create_array(where.location("a.zarr"), padding=function(), **kwargs)
+        else:  # the codec object, given its function, to plain zarr
+            pad = kwargs["compressors"][-1].with_padding(function())
+            kwargs["compressors"] = [*codecs, pad]
+            array = zarr.create_array(where.location("a.zarr"), **kwargs)
+        array[:] = data
+        reopened = zarrext.open_array(where.location("a.zarr"), storage_options=where.options,
+                                      padding=function())
+        reopened[100:200, 50:60] = 3
+        data[100:200, 50:60] = 3
+    assert _tiff_warnings(caught) == []  # every header is computed: nothing to say
+    objects = where.stored("a.zarr")
+    meta = json.loads(objects["zarr.json"])
+    codecs_json = meta["codecs"][0]["configuration"]["codecs"] if sharded else meta["codecs"]
+    # zarr.json still holds Example 1 as it is; only the chunks' headers are computed
+    assert codecs_json[-1]["configuration"]["padding"] == base64.b64encode(EXAMPLE_1).decode()
+    chunks = stored_chunks(objects, EXAMPLE_CHUNKS, EXAMPLE_SHARDS if sharded else None)
+    assert sorted(chunks) == sorted(np.ndindex(3, 2))
+    for index, stored in chunks.items():
+        with tifffile.TiffFile(io.BytesIO(stored)) as tf:
+            page = tf.pages[0]
+            assert (page.imagewidth, page.imagelength) == EXAMPLE_CHUNKS[::-1]
+            assert page.compression == tag
+            assert page.databytecounts[0] == len(stored) - 110
+            image = tf.asarray()
+        expected = np.frombuffer(chunk_samples(data, index, EXAMPLE_CHUNKS), "<u2")
+        np.testing.assert_array_equal(image, expected.reshape(EXAMPLE_CHUNKS))
+
+
+EXAMPLE_MISFITS = {  # chain before pad -> fields the warning names
+    "bytes": ([], ["ImageWidth 256, but chunks have 128 columns",
+                   "ImageLength 256, but chunks have 128 rows",
+                   "StripByteCounts 131072, but chunks encode to 32768 bytes"]),
+    "bytes-gzip": ([GzipCodec()], ["ImageWidth 256, but chunks have 128 columns",
+                                   "ImageLength 256, but chunks have 128 rows",
+                                   "Compression 1 (none), but chunks are compressed by gzip",
+                                   "StripByteCounts 131072, but compressed chunks differ"]),
+}
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+@pytest.mark.parametrize("chain", sorted(EXAMPLE_MISFITS))
+def test_spec_example_1_on_other_chunks_warns_once_naming_the_fields(
+    where: Where, chain: str, sharded: bool
+) -> None:
+    codecs, fields = EXAMPLE_MISFITS[chain]
+    location = where.location("a.zarr")
+    data = sample_u16(EXAMPLE_SHAPE, seed=3)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        array = zarrext.create_array(location, **_example_1_kwargs(where, codecs, sharded))
+        array[:] = data
+        array[:10] = 5
+    [created] = _tiff_warnings(caught)  # once, at create; the writes add none
+    where_said, _ = created.split(": the TIFF header in pad's padding does not describe")
+    assert where_said.startswith("array ")
+    assert "a.zarr" in where_said  # the array, named as the store has it
+    for phrase in fields:
+        assert phrase in created
+    assert "RowsPerStrip" not in created  # 256 rows per strip: one strip of 128 rows, valid
+    fix = ("dynamic_header('uint16')" if chain == "bytes"
+           else "TIFF has no Compression value for gzip")
+    assert fix in created
+
+    # Read only: nothing to say. For writing: once at open, the writes add none.
+    for mode, expected in (("r", 0), ("r+", 1)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            array = zarrext.open_array(location, storage_options=where.options, mode=mode)
+            if mode == "r+":
+                array[:] = data
+        assert len(_tiff_warnings(caught)) == expected, mode
+
+    # Plain zarr (zarrext installed): the codec itself says it, at the first chunk.
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plain = zarr.open_array(location, storage_options=where.options, mode="r+")
+        assert _tiff_warnings(caught) == []  # opening says nothing: zarr's own route
+        plain[:] = data + 1
+        plain[:] = data + 2
+    [written] = _tiff_warnings(caught)
+    assert written.startswith("pad codec")
+    assert "ImageWidth 256, but chunks have 128 columns" in written
+    assert "StripByteCounts 131072, but the chunk written encodes to" in written
+    for stored in stored_chunks(where.stored("a.zarr"), EXAMPLE_CHUNKS,
+                                EXAMPLE_SHARDS if sharded else None).values():
+        assert stored[:110] == EXAMPLE_1  # and the header is written as it is
+
+
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_a_literal_header_made_for_the_chunks_gives_no_warning(
+    where: Where, sharded: bool
+) -> None:
+    tifffile = pytest.importorskip("tifffile")
+    # Example 1's fields, made for 128x128 chunks: the literal header is right.
+    header = spec_example_1_header(128, 128, 128, 128 * 128 * 2)
+    location = where.location("a.zarr")
+    data = sample_u16(EXAMPLE_SHAPE, seed=4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PaddingWarning)
+        zarrext.create_array(location, **_example_1_kwargs(where, [], sharded, header))[:] = data
+        zarrext.open_array(location, storage_options=where.options)[:10] = 1
+        zarr.open_array(location, storage_options=where.options, mode="r+")[-10:] = 2
+    data[:10], data[-10:] = 1, 2
+    chunks = stored_chunks(where.stored("a.zarr"), EXAMPLE_CHUNKS,
+                           EXAMPLE_SHARDS if sharded else None)
+    for index, stored in chunks.items():
+        assert stored[:110] == header
+        with tifffile.TiffFile(io.BytesIO(stored)) as tf:  # a literal header, a TIFF
+            expected = np.frombuffer(chunk_samples(data, index, EXAMPLE_CHUNKS), "<u2")
+            np.testing.assert_array_equal(tf.asarray(), expected.reshape(EXAMPLE_CHUNKS))
+
+
+def test_inspect_notes_a_literal_header_that_does_not_fit(tmp_path: Path, run: Run) -> None:
+    where = Where("local", str(tmp_path))
+    zarr.open_group(tmp_path / "g.zarr", mode="w")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PaddingWarning)
+        zarr.create_array(tmp_path / "g.zarr" / "misfit", **_example_1_kwargs(
+            where, [GzipCodec()], True))[:] = 1
+        zarr.create_array(tmp_path / "g.zarr" / "fits", **_example_1_kwargs(
+            where, [], False, spec_example_1_header(128, 128, 128, 128 * 128 * 2)))[:] = 1
+    code, out, _ = run("inspect", tmp_path / "g.zarr")
+    assert code == 0
+    notes = [line for line in out.splitlines() if line.startswith("note:")]
+    assert len(notes) == 1  # the misfit only
+    for phrase in ("ImageWidth 256", "Compression 1 (none), but chunks are compressed by gzip",
+                   "StripByteCounts 131072"):
+        assert phrase in notes[0]
+    code, out, _ = run("inspect", tmp_path / "g.zarr", "--json")
+    arrays = {a["path"]: a for a in json.loads(out)["arrays"]}
+    assert arrays["fits"]["notes"] == []
+    [note] = arrays["misfit"]["notes"]
+    assert "ImageLength 256, but chunks have 128 rows" in note
+
+
+@given(
+    made_for=st.tuples(st.integers(1, 300), st.integers(1, 300)),
+    chunks=st.tuples(st.integers(1, 300), st.integers(1, 300)),
+    dtype=st.sampled_from(DTYPES),
+    chunk_dtype=st.sampled_from(DTYPES),
+    endian=st.sampled_from(["little", "big"]),
+)
+def test_literal_check_names_exactly_the_fields_that_differ(
+    made_for: tuple[int, int], chunks: tuple[int, int], dtype: str, chunk_dtype: str,
+    endian: str,
+) -> None:
+    # A header made for (rows, columns) of dtype, on uncompressed chunks of another
+    # shape and data type: which fields disagree follows from the two alone.
+    header = tiff.header(made_for, dtype, endian=endian)
+    dt, chunk_dt = np.dtype(dtype), np.dtype(chunk_dtype)
+    nbytes = chunks[0] * chunks[1] * chunk_dt.itemsize
+    mismatch = tiff.literal_header_mismatch(
+        header, PaddedChunks(chunks, chunk_dt, "start", nbytes, endian, ()))
+    expected = set()
+    if chunks[1] != made_for[1]:
+        expected.add("ImageWidth")
+    if chunks[0] != made_for[0]:
+        expected.add("ImageLength")
+    if chunks[0] > made_for[0]:  # rows per strip = made_for rows: more strips needed
+        expected.add("RowsPerStrip")
+    if chunk_dt.itemsize != dt.itemsize:
+        expected.add("BitsPerSample")
+    if chunk_dt.kind != dt.kind:
+        expected.add("SampleFormat")
+    if nbytes != made_for[0] * made_for[1] * dt.itemsize:
+        expected.add("StripByteCounts")
+    named = set() if mismatch is None else {f.split(" ")[0] for f in mismatch.fields}
+    assert named == expected
+    if mismatch is not None:
+        assert mismatch.category is tiff.TiffHeaderWarning
+
+
+@given(
+    tail=st.binary(max_size=200),
+    shape=st.lists(st.integers(1, 50), min_size=1, max_size=4).map(tuple),
+    dtype=st.sampled_from([*DTYPES, "bool", "complex64"]),
+    nbytes=st.one_of(st.none(), st.integers(0, 10**6)),
+    compressors=st.one_of(st.none(), st.lists(
+        st.sampled_from(["gzip", "zstd", "numcodecs.zlib", "blosc"]), max_size=2).map(tuple)),
+    endian=st.sampled_from([None, "little", "big"]),
+)
+def test_literal_check_of_any_bytes_never_fails_a_write(
+    tail: bytes, shape: tuple[int, ...], dtype: str, nbytes: int | None,
+    compressors: tuple[str, ...] | None, endian: str | None,
+) -> None:
+    # Padding that starts as a TIFF file and then holds anything: the check, which
+    # runs while chunks are written, answers (a mismatch or None) and never raises.
+    chunks = PaddedChunks(shape, np.dtype(dtype), "start", nbytes, endian, compressors)
+    for padding in (b"II*\x00\x08\x00\x00\x00" + tail, b"MM\x00*\x00\x00\x00\x08" + tail):
+        mismatch = tiff.literal_header_mismatch(padding, chunks)
+        assert mismatch is None or mismatch.fields

@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 
 from zarrext.dtypes.optional import register_with_zarr as _register_optional
 
-# Light and needed by any array whose pad codec holds a TIFF header: the TIFF
-# template must be registered before such an array is written through plain zarr.
+# Light and needed by any array whose pad codec holds a TIFF header: the check that
+# says when that header does not fit the chunks must be registered before such an
+# array is written through plain zarr.
 from zarrext.formats import tiff as _tiff  # noqa: F401
 
 _register_optional()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import replace
 from typing import Any
 
 import zarr
@@ -31,7 +32,7 @@ from zarrext._zarr_compat import (
     with_codecs,
 )
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.codecs.pad import PadCodec, PaddingFunction
+from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
 from zarrext.decisions import (
     NEVER_APPLY,
     RECORD_KEY,
@@ -41,6 +42,7 @@ from zarrext.decisions import (
     recorded_decision,
 )
 from zarrext.errors import FillValueError
+from zarrext.literal_padding import warn_padding_mismatches
 from zarrext.pipeline import build_pipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardLayoutError
@@ -68,8 +70,10 @@ def _runtime_binder(
     def bind(codec: Any) -> Any:
         if isinstance(codec, ConditionalCodec) and decision is not None:
             return codec.with_decision(decision, trial_encode)
-        if isinstance(codec, PadCodec) and padding is not None:
-            return codec.with_padding(padding)
+        if isinstance(codec, PadCodec):
+            # Each array opened here says once, on its own, that its padding misfits.
+            codec = replace(codec, mismatch_said=SaidOnce())
+            return codec if padding is None else codec.with_padding(padding)
         return codec
 
     return bind
@@ -232,7 +236,7 @@ def with_runtime(
         ``padding(encoded_chunk, chunk_index, chunk_shape) -> bytes`` (e.g.
         :func:`zarrext.formats.tiff.dynamic_header`). ``None`` keeps what the
         codecs carry (a freshly opened array's pad codecs write their stored
-        ``padding``, or zeros).
+        ``padding`` literally, or zeros).
 
     Returns
     -------
@@ -298,6 +302,14 @@ def open_array(
         When no ``decision`` is given and the attributes record one that is not a
         built-in (opening for writing only).
 
+    Warns
+    -----
+    PaddingWarning
+        Opening for writing an array whose ``pad`` padding, written literally (no
+        ``padding`` function given), does not describe its chunks: a TIFF header
+        made for other chunks (:class:`~zarrext.formats.tiff.TiffHeaderWarning`
+        names the fields and the fix). Once per opened array.
+
     Notes
     -----
     Opening a sharded array on a local store for writing first rolls back shard
@@ -314,10 +326,13 @@ def open_array(
         recover_array(array)
         if decision is None:
             decision = _decision_when_none_given(array)
-    return with_runtime(
+    opened = with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
         padding=padding,
     )
+    if mode != "r":
+        warn_padding_mismatches(opened, f"array {array.store_path}")
+    return opened
 
 
 def create_array(
@@ -359,6 +374,12 @@ def create_array(
         codec, also inside ``sharding_indexed``) do not give the fill value back bit
         for bit (spec 002): the unwritten elements of a stored chunk would read
         something else. Nothing is written to ``store`` either.
+
+    Warns
+    -----
+    PaddingWarning
+        As :func:`open_array`: ``pad`` padding, written literally, that does not
+        describe the chunks (once per created array).
     """
     store = _store_of(store, "w", kwargs)
     kwargs = _explicit_optional_codecs(kwargs)
@@ -381,7 +402,9 @@ def create_array(
     array = zarr.create_array(store, **kwargs)
     if decision is None:
         decision = _decision_when_none_given(array)
-    return with_runtime(
+    created = with_runtime(
         array, decision=decision, trial_encode=trial_encode, shard_layout=shard_layout,
         padding=padding,
     )
+    warn_padding_mismatches(created, f"array {array.store_path}")
+    return created

@@ -370,6 +370,7 @@ def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
                 nbytes=codec.nbytes,
                 padding=codec.padding,
                 padding_func=codec.padding_func,
+                mismatch_said=codec.mismatch_said,
             )
         elif isinstance(codec, OptionalCodec):
             new = OptionalCodec(

@@ -109,8 +109,10 @@ def _assert_chunks_are_tiffs(root: Path, data: np.ndarray, tag: int) -> None:
             np.testing.assert_array_equal(image, chunk_of(data, i, j))
 
 
-# Each writer runs in a fresh process that never imports zarrext: the pad codec
-# comes from zarr's entry points, with nothing but zarr.json to go on.
+# Each writer runs in a fresh process with nothing but zarr.json to go on: the pad
+# codec comes from zarr's entry points (which load zarrext). Writers given no padding
+# function write zarr.json's header as it is (StripByteCounts 0: compressed chunks
+# have no one size), and say so; a writer given the header function writes TIFFs.
 WRITERS = {
     "zarr": "import zarr; zarr.open_array(path, mode='r+')[:] = data",
     "xarray-region": (
@@ -118,12 +120,17 @@ WRITERS = {
         "ds = xr.Dataset({'img': (('y', 'x'), data)})\n"
         "ds.to_zarr(root, region='auto', mode='r+', consolidated=False)"
     ),
+    "zarrext-with-function": (
+        "import zarrext; from zarrext.formats import tiff\n"
+        "padding = tiff.dynamic_header('uint16', compression=compression)\n"
+        "zarrext.open_array(path, padding=padding)[:] = data"
+    ),
 }
 
 
 @pytest.mark.parametrize("writer", sorted(WRITERS))
 @pytest.mark.parametrize(("compression", "tag"), [("zstd", 50000), ("deflate", 8)])
-def test_chunks_written_by_plain_zarr_and_xarray_are_tiffs(
+def test_chunks_written_by_plain_zarr_xarray_and_zarrext(
     tmp_path: Path, writer: str, compression: str, tag: int
 ) -> None:
     root = tmp_path / "g.zarr"
@@ -134,13 +141,23 @@ def test_chunks_written_by_plain_zarr_and_xarray_are_tiffs(
     np.save(tmp_path / "data.npy", data)
     code = (
         "import sys, numpy as np\n"
-        f"root = {str(root)!r}; path = root + '/img'\n"
+        f"root = {str(root)!r}; path = root + '/img'; compression = {compression!r}\n"
         f"data = np.load({str(tmp_path / 'data.npy')!r})\n"
         + WRITERS[writer] + "\n"
         "assert 'zarrext.formats.tiff' in sys.modules\n"
     )
-    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
-    _assert_chunks_are_tiffs(root / "img", data, tag)
+    said = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True,
+                          text=True).stderr
+    if writer == "zarrext-with-function":
+        _assert_chunks_are_tiffs(root / "img", data, tag)
+        assert "TiffHeaderWarning" not in said
+    else:
+        literal = tiff.header((32, 20), "uint16", compression=compression, strip_byte_count=0)
+        for i in range(3):
+            for j in range(3):
+                assert (root / "img" / "c" / str(i) / str(j)).read_bytes()[:110] == literal
+        assert said.count("TiffHeaderWarning") == 1
+        assert "StripByteCounts 0" in said
     np.testing.assert_array_equal(zarr.open_array(root / "img")[:], data)
 
 
@@ -197,7 +214,8 @@ def test_3d_chunks_are_multi_page_tiffs(tmp_path: Path, dtype: str, endian: str)
 def test_3d_chunks_written_by_plain_zarr_and_in_shards_are_multi_page_tiffs(
     tmp_path: Path,
 ) -> None:
-    # A process that never imports zarrext: the multi-page header comes from zarr.json.
+    # A fresh process, plain zarr: the multi-page header zarr.json holds, written as it
+    # is, is right for these (uncompressed) chunks.
     data = sample(STACK_SHAPE, "uint16", seed=9)
     kwargs = tiff.create_kwargs(STACK_CHUNKS, "uint16")
     zarr.create_array(tmp_path / "s.zarr", shape=STACK_SHAPE, **kwargs)

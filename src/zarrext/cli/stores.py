@@ -122,7 +122,8 @@ def _counts_text(counts: Counter[int], names: Sequence[str]) -> str:
 
 
 def _inventory_json(
-    inv: ArrayInventory, shards: list[ShardInfo] | None, decision: Any = None
+    inv: ArrayInventory, shards: list[ShardInfo] | None, decision: Any = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     by_shard = masks_by_shard(inv)
     return {
@@ -141,6 +142,8 @@ def _inventory_json(
         "mask_counts": {inv.mask_text(m): n for m, n in sorted(inv.mask_counts.items())},
         "mask_names": mask_names(inv),
         "damaged": _damaged_json(inv.damaged),
+        # what a writer should know (pad padding that does not describe the chunks)
+        "notes": list(notes),
         "shards": None if shards is None else [
             {
                 **shard_json(info),
@@ -475,6 +478,7 @@ def register(app: typer.Typer) -> None:
         """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
         from zarrext.cli.render import progress_bar, render_shard_table, sharded_report
         from zarrext.decisions import decision_record
+        from zarrext.literal_padding import padding_notes
 
         console = Console()
         if plot is not None:
@@ -495,10 +499,13 @@ def register(app: typer.Typer) -> None:
             if per_shard is not None:
                 shard_shapes[inv.path] = per_shard
             decision = decision_record(dict(array.attrs))
+            notes = padding_notes(array.metadata)
             if as_json:
-                documents.append(_inventory_json(inv, report, decision))
+                documents.append(_inventory_json(inv, report, decision, notes))
                 continue
             console.print(inventory_table(inv, path))
+            for text in notes:
+                console.print(f"note: {text}", highlight=False, soft_wrap=True)
             if inv.damaged:
                 console.print(
                     f"damaged: {len(inv.damaged)} chunk(s) whose header does not decode "

@@ -44,6 +44,9 @@ def run(root: Path, console: Console) -> None:
         table.add_column(column, overflow="fold", min_width=min_width)
     for compression in (None, "zstd", "deflate"):
         path = root / f"tiff_{compression or 'raw'}.zarr"
+        # create_kwargs' pad codec carries the TIFF header function: each chunk's own
+        # header. zarr.json holds one static header, which pad writes as it is for a
+        # writer given no function, so a writer that opens the array later gives it again.
         array = zarrext.create_array(
             str(path),
             shape=SHAPE,
@@ -51,6 +54,9 @@ def run(root: Path, console: Console) -> None:
             **tiff.create_kwargs(CHUNKS, "uint16", compression=compression),
         )
         array[:] = image
+        header_function = tiff.dynamic_header("uint16", compression=compression)
+        reopened = zarrext.open_array(str(path), padding=header_function)
+        reopened[256:512, 512:768] = image[256:512, 512:768]  # chunk (1, 2), rewritten
         chunk_file = path / "c" / "1" / "2"
         with tifffile.TiffFile(chunk_file) as tf:
             page = tf.pages[0]
@@ -65,9 +71,10 @@ def run(root: Path, console: Console) -> None:
             _verdict(np.array_equal(zarr.open_array(str(path))[:], image)),
         )
     table.caption = escape(
-        f"Each chunk starts with a {tiff.header_nbytes('uint16')}-byte TIFF header: static "
-        "(written once, in zarr.json) for tiff_raw, computed per chunk for the others, so "
-        "that its StripByteCounts follows the chunk's compressed size. Codecs [bytes(little), "
+        f"Each chunk starts with a {tiff.header_nbytes('uint16')}-byte TIFF header computed "
+        "per chunk by the padding function the writers pass (tiff.dynamic_header), so that "
+        "its StripByteCounts follows the chunk's compressed size; zarr.json holds a static "
+        "header, which pad writes literally for writers without it. Codecs [bytes(little), "
         "<zstd | zlib>, pad(start)]: the header stays outside the compressed strip."
     )
     console.print(table)

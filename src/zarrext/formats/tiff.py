@@ -16,14 +16,18 @@ Codec order ``[bytes, <compressor>, pad(start)]`` puts the header outside the
 compressed stream, which is what a TIFF reader expects: header, IFD, then the
 strip, compressed as the IFD's Compression tag says.
 
-Chunks stay TIFFs whoever writes them through zarr-python (plain ``zarr``,
-``ds.to_zarr``): ``zarr.json`` records the header as ``pad``'s static
-``padding`` (strip byte count 0 when compressed), and this module registers it as
-a ``pad`` template (:func:`template_function`), so every ``pad`` codec built from
-that metadata writes each chunk's own strip byte count into the header, computed
-from the encoded chunk alone. A writer outside zarr-python that copies ``padding``
-literally writes a header whose strip byte count is 0 (compressed) or right
-(uncompressed); readers skip the header either way.
+``pad`` writes its static ``padding`` literally (spec 004): a header in
+``zarr.json`` is right for the chunks it was made for, uncompressed, and for no
+others. A header computed per chunk is a padding function, given explicitly
+(:func:`dynamic_header`, :func:`template_function`; :func:`create_kwargs` and
+:func:`pad_codec` give their ``pad`` codec one): ``zarrext.open_array(path,
+padding=tiff.dynamic_header(...))``, or ``PadCodec.with_padding``. A writer given
+no function (plain ``zarr``, ``ds.to_zarr`` into an existing array, any other
+implementation) writes the header as ``zarr.json`` holds it. Where that header
+does not describe the chunks (image size, bits per sample, a strip byte count
+under compression), this module's check (:func:`literal_header_mismatch`) makes
+zarrext say so once per opened array, with the fields and the fix
+(:class:`TiffHeaderWarning`), and ``zarrext inspect`` notes it.
 """
 
 from __future__ import annotations
@@ -32,7 +36,7 @@ import functools
 import math
 import struct
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -41,7 +45,14 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 
 from zarrext._context import ChunkIndex, describe_chunk
-from zarrext.codecs.pad import PadCodec, PaddingFunction, register_template
+from zarrext.codecs.pad import (
+    PadCodec,
+    PaddedChunks,
+    PaddingFunction,
+    PaddingMismatch,
+    PaddingWarning,
+    register_literal_check,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import DTypeLike
@@ -55,6 +66,7 @@ __all__ = [
     "dynamic_header",
     "header",
     "header_nbytes",
+    "literal_header_mismatch",
     "pad_codec",
     "template_function",
 ]
@@ -317,19 +329,24 @@ def _template_tags(padding: bytes) -> dict[int, tuple[int, int, int]] | None:
     return tags
 
 
-class TiffHeaderWarning(UserWarning):
-    """Chunks written under a TIFF header template that cannot describe them."""
+class TiffHeaderWarning(PaddingWarning):
+    """Chunks written with a TIFF header (literal, or from a padding function) that
+    does not describe them."""
 
 
 def template_function(padding: bytes) -> PaddingFunction | None:
-    """The padding function of a TIFF header template (``pad``'s static padding).
+    """A padding function that fills in the TIFF header ``padding`` for each chunk.
+
+    Pass it explicitly, ``zarrext.open_array(path, padding=template_function(header))``
+    or ``PadCodec.with_padding``: ``pad`` writes static padding literally, and only
+    a padding function computes a header per chunk.
 
     ``padding`` must be a one-strip TIFF header whose strip starts right after it,
     as :func:`header` writes; the function returns it with the strip byte count set
     to the encoded chunk's size, and with the chunk's own width and height when the
-    array's chunks are not the template's (``ds.to_zarr`` with the template's codecs
-    but other chunks). A chunk the header cannot describe (not 2-D; uncompressed
-    bytes of another size than the header's samples) is written, with a
+    array's chunks are not the header's (``ds.to_zarr`` with these codecs but other
+    chunks). A chunk the header cannot describe (not 2-D; uncompressed bytes of
+    another size than the header's samples) is written, with a
     :class:`TiffHeaderWarning` saying it is no TIFF. A multi-page header
     (:func:`header` of a 3-D chunk) is recognised too (:func:`_stack_template`).
     Anything else: ``None``.
@@ -494,7 +511,272 @@ def _stack_template_function(padding: bytes) -> PaddingFunction | None:
     return padding_function
 
 
-register_template(template_function)
+# -- literal headers: what a static header describes, against the chunks ------------
+
+# TIFF field types whose values this check reads: BYTE, SHORT, LONG.
+_VALUE_FORMATS = {1: "B", 3: "H", 4: "I"}
+_COMPRESSION_NAMES = {1: "none", 8: "deflate", 32946: "deflate", 50000: "zstd", 34926: "zstd"}
+# Which TIFF Compression values name the stream a zarr compressor writes.
+_COMPRESSOR_TAGS = {"zstd": {50000, 34926}, "numcodecs.zlib": {8, 32946}}
+_COMPRESSION_ARGUMENTS = {"zstd": "zstd", "numcodecs.zlib": "deflate"}
+_SAMPLE_FORMAT_NAMES = {1: "unsigned integer", 2: "signed integer", 3: "float"}
+
+
+@dataclass(frozen=True)
+class _LiteralHeader:
+    """The image file directories (IFDs) a static padding holds, one per page."""
+
+    byte_order: Literal["<", ">"]
+    pages: tuple[dict[int, tuple[int, ...]], ...]
+
+
+@functools.lru_cache(maxsize=64)
+def _read_literal_header(padding: bytes) -> _LiteralHeader | None:
+    """The IFDs of a classic TIFF file that starts with ``padding`` (the values that
+    lie inside it), or ``None`` when ``padding`` does not start as a TIFF file."""
+    if len(padding) < _TIFF_HEADER_NBYTES or padding[:2] not in (b"II", b"MM"):
+        return None
+    bo: Literal["<", ">"] = "<" if padding[:2] == b"II" else ">"
+    magic, at = struct.unpack_from(f"{bo}HI", padding, 2)
+    if magic != 42:
+        return None
+    pages: list[dict[int, tuple[int, ...]]] = []
+    seen: set[int] = set()
+    while at and at not in seen and at + 2 <= len(padding):
+        seen.add(at)
+        (n,) = struct.unpack_from(f"{bo}H", padding, at)
+        if at + 2 + 12 * n + 4 > len(padding):
+            break  # an IFD cut off by the padding's end: what it holds is unknown
+        tags: dict[int, tuple[int, ...]] = {}
+        for i in range(n):
+            entry = at + 2 + 12 * i
+            tag, kind, count = struct.unpack_from(f"{bo}HHI", padding, entry)
+            code = _VALUE_FORMATS.get(kind)
+            if code is None or count == 0:
+                continue
+            where = entry + 8
+            if count * struct.calcsize(code) > 4:  # values elsewhere, at an offset
+                (where,) = struct.unpack_from(f"{bo}I", padding, entry + 8)
+            if where + count * struct.calcsize(code) <= len(padding):
+                tags[tag] = struct.unpack_from(f"{bo}{count}{code}", padding, where)
+        pages.append(tags)
+        (at,) = struct.unpack_from(f"{bo}I", padding, at + 2 + 12 * n)
+    return _LiteralHeader(bo, tuple(pages)) if pages else None
+
+
+def _listed(values: Sequence[int]) -> str:
+    if len(values) == 1:
+        return str(values[0])
+    shown = ", ".join(map(str, values[:4]))
+    return f"[{shown}{', ...' if len(values) > 4 else ''}]"
+
+
+def _image_axes(shape: tuple[int, ...], samples: int) -> tuple[int, int, int] | None:
+    """(pages, rows, columns) of chunks of ``shape``; None if they are no image or stack."""
+    dims = shape[:-1] if samples > 1 else shape
+    if len(dims) < 2 or any(d != 1 for d in dims[:-3]):
+        return None
+    return (dims[-3] if len(dims) > 2 else 1), dims[-2], dims[-1]
+
+
+def _page_disagreements(
+    page: dict[int, tuple[int, ...]], axes: tuple[int, int, int], chunks: PaddedChunks
+) -> dict[str, str]:
+    """Field name -> phrase, for one IFD against chunks of ``axes``."""
+    out: dict[str, str] = {}
+    _, rows, columns = axes
+    dt = chunks.dtype
+
+    def value(tag: int, default: int) -> int:
+        return page.get(tag, (default,))[0]
+
+    if value(256, 0) != columns:
+        out["ImageWidth"] = f"ImageWidth {value(256, 0)}, but chunks have {columns} columns"
+    if value(257, 0) != rows:
+        out["ImageLength"] = f"ImageLength {value(257, 0)}, but chunks have {rows} rows"
+    rows_per_strip = value(278, 0xFFFFFFFF)
+    strips = len(page.get(273, ()))
+    if rows_per_strip and strips and -(-rows // rows_per_strip) != strips:
+        out["RowsPerStrip"] = (
+            f"RowsPerStrip {rows_per_strip}, which makes {-(-rows // rows_per_strip)} strips "
+            f"of chunks of {rows} rows, but the header has {strips}"
+        )
+    bits = page.get(258, (1,))
+    if any(b != 8 * dt.itemsize for b in bits):
+        out["BitsPerSample"] = (
+            f"BitsPerSample {_listed(bits)}, but chunks hold {8 * dt.itemsize}-bit {dt} samples"
+        )
+    sample_format = value(339, 1)
+    if _SAMPLE_FORMATS.get(dt.kind) != sample_format:
+        out["SampleFormat"] = (
+            f"SampleFormat {sample_format} "
+            f"({_SAMPLE_FORMAT_NAMES.get(sample_format, 'unknown')}), but chunks hold {dt}"
+        )
+    return out
+
+
+def _compression_disagreement(
+    header: _LiteralHeader, chunks: PaddedChunks
+) -> str | None:
+    if chunks.compressors is None:  # while encoding: unknown
+        return None
+    tag = header.pages[0].get(259, (1,))[0]
+    name = f"{tag} ({_COMPRESSION_NAMES.get(tag, 'unknown')})"
+    if not chunks.compressors:
+        return None if tag == 1 else f"Compression {name}, but chunks are not compressed"
+    by = " and ".join(chunks.compressors)
+    accepted = set.intersection(*(_COMPRESSOR_TAGS.get(c, set()) for c in chunks.compressors))
+    if tag in accepted:
+        return None
+    return f"Compression {name}, but chunks are compressed by {by}"
+
+
+def _strip_disagreements(
+    header: _LiteralHeader, padding_nbytes: int, chunks: PaddedChunks
+) -> dict[str, str]:
+    offsets = [o for page in header.pages for o in page.get(273, ())]
+    counts = [c for page in header.pages for c in page.get(279, ())]
+    out: dict[str, str] = {}
+    if offsets and offsets[0] != padding_nbytes:
+        out["StripOffsets"] = (
+            f"StripOffsets {_listed(offsets)}, but the chunk's data starts at byte "
+            f"{padding_nbytes}, right after the padding"
+        )
+    if chunks.nbytes is None:
+        out["StripByteCounts"] = (
+            f"StripByteCounts {_listed(counts)}, but compressed chunks differ in size "
+            "and a literal header holds one size for all"
+        )
+    elif sum(counts) != chunks.nbytes:
+        encodes = (
+            "the chunk written encodes to" if chunks.compressors is None else "chunks encode to"
+        )
+        out["StripByteCounts"] = (
+            f"StripByteCounts {_listed(counts)}, but {encodes} {chunks.nbytes} bytes"
+        )
+    return out
+
+
+def _disagreements(
+    header: _LiteralHeader, padding_nbytes: int, chunks: PaddedChunks
+) -> dict[str, str]:
+    """Field name -> phrase (value, and what the chunks have), in the header's order."""
+    samples = header.pages[0].get(277, (1,))[0]
+    axes = _image_axes(chunks.shape, samples)
+    if axes is None:
+        return {"shape": f"chunks of shape {chunks.shape} are no (rows, columns) image or "
+                         "(pages, rows, columns) stack"}
+    out: dict[str, str] = {}
+    if samples > 1 and chunks.shape[-1] != samples:
+        out["SamplesPerPixel"] = (
+            f"SamplesPerPixel {samples}, but the chunks' last axis has {chunks.shape[-1]}"
+        )
+    if len(header.pages) != axes[0]:
+        ifds = "1 IFD (page)" if len(header.pages) == 1 else f"{len(header.pages)} IFDs (pages)"
+        out["IFDs"] = f"{ifds}, but chunks hold {axes[0]} planes"
+    for page in header.pages:
+        for name, phrase in _page_disagreements(page, axes, chunks).items():
+            out.setdefault(name, phrase)  # each field once, as its first page has it
+    compression = _compression_disagreement(header, chunks)
+    if compression is not None:
+        out["Compression"] = compression
+    if chunks.endian is not None and chunks.dtype.itemsize > 1:
+        written = "<" if chunks.endian == "little" else ">"
+        if written != header.byte_order:
+            order = "II (little-endian)" if header.byte_order == "<" else "MM (big-endian)"
+            out["byte order"] = (
+                f"byte order {order}, but the bytes codec writes {chunks.endian}-endian"
+            )
+    out.update(_strip_disagreements(header, padding_nbytes, chunks))
+    return out
+
+
+def _fix(
+    header: _LiteralHeader, padding: bytes, chunks: PaddedChunks, fields: Iterable[str]
+) -> str:
+    """What to do instead of writing this header literally, in a sentence."""
+    dt = chunks.dtype
+    axes = _image_axes(chunks.shape, header.pages[0].get(277, (1,))[0])
+    if axes is None or dt.kind not in _SAMPLE_FORMATS:
+        return (f"chunks of shape {chunks.shape} and data type {dt} cannot be TIFF images: "
+                "store no TIFF header, or chunk the array as (rows, columns) images")
+    compressors = chunks.compressors or ()
+    unknown = [c for c in compressors if c not in _COMPRESSION_ARGUMENTS]
+    if unknown:
+        return (f"TIFF has no Compression value for {' and '.join(unknown)}: compress with "
+                "zstd or numcodecs.zlib and pass padding=zarrext.formats.tiff.dynamic_header("
+                f"{str(dt)!r}, compression='zstd' or 'deflate') to zarrext.open_array or "
+                "zarrext.create_array")
+    if compressors and axes[0] > 1:
+        return ("a compressed chunk of several pages cannot be a TIFF file: chunk the array "
+                "as (1, rows, columns), or store it uncompressed")
+    endian = chunks.endian or ("little" if header.byte_order == "<" else "big")
+    arguments = [repr(str(dt))]
+    if endian == "big":
+        arguments.append("endian='big'")
+    tag = header.pages[0].get(259, (1,))[0]
+    compressed = bool(compressors) or (
+        chunks.compressors is None and chunks.nbytes != math.prod(chunks.shape) * dt.itemsize
+    )
+    if compressors:
+        arguments.append(f"compression={_COMPRESSION_ARGUMENTS[compressors[-1]]!r}")
+    elif compressed and _COMPRESSION_NAMES.get(tag) in ("zstd", "deflate"):
+        arguments.append(f"compression={_COMPRESSION_NAMES[tag]!r}")
+    elif compressed:  # while encoding: which compressor is unknown
+        arguments.append("compression='zstd' or 'deflate' as the chunks are compressed "
+                         "(TIFF has none for gzip or blosc)")
+    shape = axes[1:] if axes[0] == 1 else axes
+    try:
+        made = header_nbytes(dt, axes)
+    except TiffHeaderError as e:  # e.g. a float type TIFF has no sample format for
+        return f"no TIFF header describes these chunks ({e}): store none"
+    template_fits = (
+        not {"BitsPerSample", "SampleFormat", "byte order", "Compression"} & set(fields)
+        and (tag != 1) == compressed and template_function(padding) is not None
+    )
+    if axes[0] == 1 and made == len(padding):
+        function = f"zarrext.formats.tiff.dynamic_header({', '.join(arguments)})"
+    elif axes[0] == 1 and template_fits:
+        function = "zarrext.formats.tiff.template_function(<the padding in zarr.json>)"
+    else:  # a header of another size: pad's nbytes changes, so the array's metadata
+        nbytes = f"pad's nbytes {made}"
+        if compressed:
+            return (f"the chunks need a header of {made} bytes: create the array with "
+                    f"{nbytes} and pass padding=zarrext.formats.tiff.dynamic_header("
+                    f"{', '.join(arguments)}) (zarrext.formats.tiff.create_kwargs does both)")
+        return (f"store a header made for these chunks as pad's padding, with {nbytes}: "
+                f"zarrext.formats.tiff.header({shape}, {', '.join(arguments)}) "
+                "(zarrext.formats.tiff.create_kwargs does both)")
+    fix = (f"to write each chunk's own header, pass padding={function} to zarrext.open_array "
+           "or zarrext.create_array (or PadCodec.with_padding)")
+    if not compressed:
+        fix += (", or store a header made for these chunks as pad's padding "
+                f"(zarrext.formats.tiff.header({shape}, {', '.join(arguments)}))")
+    return fix
+
+
+def literal_header_mismatch(padding: bytes, chunks: PaddedChunks) -> PaddingMismatch | None:
+    """How a static TIFF header in ``pad``'s padding disagrees with its chunks, if it does.
+
+    ``padding`` that does not start as a classic TIFF file, or that goes at the
+    chunk's end, is not judged (``None``). Otherwise each field that does not fit
+    the chunks is named: image size and page count against the chunk shape,
+    BitsPerSample and SampleFormat against the data type, Compression against the
+    codecs before ``pad``, the byte order against the ``bytes`` codec's, and the
+    strips (StripOffsets, StripByteCounts) against where the data starts and its
+    size, which a literal header cannot follow under compression.
+    """
+    header = _read_literal_header(bytes(padding))
+    if header is None or chunks.location != "start":
+        return None
+    fields = _disagreements(header, len(padding), chunks)
+    if not fields:
+        return None
+    fix = _fix(header, padding, chunks, fields)
+    return PaddingMismatch("TIFF header", tuple(fields.values()), fix, TiffHeaderWarning)
+
+
+register_literal_check(literal_header_mismatch)
 
 
 def pad_codec(
@@ -506,18 +788,27 @@ def pad_codec(
 ) -> PadCodec:
     """The ``pad`` codec that makes each chunk a TIFF file.
 
-    With a known ``chunk_shape``: the header, stored in ``zarr.json`` as static
-    ``padding`` (strip byte count 0 when compressed), which any zarr-python writer
-    fills in per chunk (:func:`template_function`). Without: a header function
-    only (``zarr.json`` keeps ``nbytes``; writers that open the array afresh write
-    zeros).
+    With a known ``chunk_shape``: ``zarr.json`` records the header for that shape
+    as static ``padding`` (strip byte count 0 when compressed: no one size fits
+    every chunk), and the codec carries :func:`template_function` of it, which
+    writes each chunk's own header (its strip byte count, and its size when the
+    chunks are not ``chunk_shape``). Without: a header function only
+    (:func:`dynamic_header`; ``zarr.json`` keeps ``nbytes``).
+
+    The function is a runtime setting of this codec object: an array opened later
+    writes ``zarr.json``'s header literally unless given the function again
+    (``zarrext.open_array(path, padding=dynamic_header(dtype, compression=...))``);
+    zarrext warns when that header does not fit the chunks.
     """
     if chunk_shape is not None:
         static = header(
             chunk_shape, dtype, endian=endian, compression=compression,
             strip_byte_count=None if compression is None else 0,
         )
-        return PadCodec(location="start", nbytes=len(static), padding=static)
+        return PadCodec(
+            location="start", nbytes=len(static), padding=static,
+            padding_func=template_function(static),
+        )
     return PadCodec(
         location="start",
         nbytes=header_nbytes(dtype),
@@ -545,7 +836,9 @@ def create_kwargs(
     ``chunk_shape`` ``(rows, columns)`` gives one-page TIFFs; ``(z, rows, columns)``
     gives ``z``-page TIFFs (uncompressed only; see :func:`header`). Returns
     ``chunks``, ``dtype``, ``serializer`` and ``compressors`` (compressor, then the
-    TIFF ``pad``); add ``store`` and ``shape``.
+    TIFF ``pad`` of :func:`pad_codec`, which carries the header function); add
+    ``store`` and ``shape``. Writes through the array these create write a TIFF
+    header per chunk; reopened, give the function again (:func:`pad_codec`).
     """
     compressors: list[Any] = []
     if compression is not None:
