@@ -152,6 +152,13 @@ DATA_CHAINS: dict[str, tuple[list[dict[str, Any]], Encode]] = {
     "bytes-zstd-crc32c": ([BYTES_LE, ZSTD, CRC32C], lambda raw: _with_crc32c(_zstd(raw))),
     "bytes-blosc-crc32c": ([BYTES_LE, BLOSC, CRC32C], lambda raw: _with_crc32c(_blosc(raw))),
 }
+# zarrext's conditional (spec 000) with its one codec applied: header byte 0b1, payload
+READ_CHAINS = {**DATA_CHAINS, **{
+    f"bytes-conditional({name})": (
+        [BYTES_LE, {"name": "conditional", "configuration": {"codecs": [codec], "header_bits": 8}}],
+        lambda raw, encode=encode: b"\x01" + encode(raw))
+    for name, codec, encode in (("zstd", ZSTD, _zstd), ("blosc", BLOSC, _blosc))
+}}
 # mask chain: (zarr.json codecs, the encoding of the validity); each data chain gets one
 MASK_CHAINS: list[tuple[list[dict[str, Any]], Callable[[np.ndarray], bytes]]] = [
     ([PACKBITS], _packbits),
@@ -213,12 +220,12 @@ def _hand_expected(valid: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.parametrize("chain", list(DATA_CHAINS))
+@pytest.mark.parametrize("chain", list(READ_CHAINS))
 def test_hand_built_chunks_read_through_both_routes(where: Where, chain: str) -> None:
     """An array per kind of chunk: none present in both forms, some, all; and one
     whose data section holds a value though none is present, refused."""
-    data_codecs, encode = DATA_CHAINS[chain]
-    mask_codecs, encode_mask = MASK_CHAINS[list(DATA_CHAINS).index(chain) % len(MASK_CHAINS)]
+    data_codecs, encode = READ_CHAINS[chain]
+    mask_codecs, encode_mask = MASK_CHAINS[list(READ_CHAINS).index(chain) % len(MASK_CHAINS)]
     codec = {"name": "optional",
              "configuration": {"mask_codecs": mask_codecs, "data_codecs": data_codecs}}
     for kind, valid in HAND_VALID.items():
@@ -270,6 +277,26 @@ def test_all_missing_chunk_is_written_as_the_spec_says(where: Where, chain: str)
         assert data_section == (_with_crc32c(member) if "crc32c" in chain else member)
     else:
         assert data_section == encode(b"")
+    for route, got in _read_both_routes(where, "a"):
+        np.testing.assert_array_equal(got, _hand_expected(np.zeros(HAND_CHUNK, bool)),
+                                      err_msg=route)
+
+
+@pytest.mark.parametrize("compressor", [ZstdCodec(), zarr.codecs.BloscCodec(cname="lz4")],
+                         ids=["zstd", "blosc"])
+def test_all_missing_chunk_under_conditional_reads_back(where: Where, compressor: Any) -> None:
+    """A decision that applies the codec to nothing: numcodecs alone would not decode it."""
+    serializer = OptionalCodec(data_codecs=[BytesCodec(), ConditionalCodec(codecs=[compressor])])
+    zarrext.create_array(where.location("a"), storage_options=where.options, shape=HAND_SHAPE,
+                         chunks=HAND_CHUNK, dtype=OptionalDType(Float32()),
+                         fill_value=[HAND_FILL], serializer=serializer, compressors=None)
+    options = {"storage_options": where.options}
+    zarrext.open_array(where.location("a"), decision="always_apply", **options)[:, :4] = (
+        np.ma.masked_all(HAND_CHUNK, "f4"))
+    chunk = where.stored("a")["c/0/0"]
+    mask_len, data_len = struct.unpack("<QQ", chunk[:16])
+    assert chunk[16 + mask_len] == 0b1  # the conditional header: the codec was applied
+    assert data_len > 1
     for route, got in _read_both_routes(where, "a"):
         np.testing.assert_array_equal(got, _hand_expected(np.zeros(HAND_CHUNK, bool)),
                                       err_msg=route)

@@ -19,8 +19,7 @@ writes a zero-length data section instead, and never reads the data section of a
 chunk whose mask marks nothing present, so it reads both forms; zarrext reads
 both as well, and refuses a section that holds any element. The same holds at
 zero elements for a nested level's mask section. numcodecs' zstd and blosc
-decoders refuse their own encoding of zero bytes; those are decoded by
-imagecodecs.
+decoders refuse their own encoding of zero bytes: there imagecodecs decodes them.
 
 zarrs also names this codec ``zarrs.optional``; a codec read under either name
 writes that name back.
@@ -34,12 +33,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
-import imagecodecs
 import numpy as np
 from zarr.abc.codec import ArrayBytesCodec, BytesBytesCodec
-from zarr.codecs import BloscCodec, ZstdCodec
-from zarr.codecs.numcodecs import Blosc as NumcodecsBlosc
-from zarr.codecs.numcodecs import Zstd as NumcodecsZstd
 from zarr.codecs.vlen_utf8 import VLenBytesCodec, VLenUTF8Codec
 from zarr.core.array_spec import ArrayConfig, ArraySpec
 from zarr.core.buffer import default_buffer_prototype
@@ -53,6 +48,7 @@ from zarr.registry import get_pipeline_class
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync
+from zarrext.codecs._of_nothing import reading_nothing
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
@@ -70,10 +66,6 @@ __all__ = ["OptionalCodec", "OptionalCodecError"]
 
 NAMES = ("optional", "zarrs.optional")
 HEADER = struct.Struct("<QQ")
-# Most bytes a bytes->bytes codec of a chain applied to zero elements decodes to:
-# a few headers (a variable-length count; a nested level's lengths and its own
-# encodings of nothing, some 50 bytes a level).
-NOTHING_BOUND = 4096
 
 
 def _is_sparse(n_present: int, size: int) -> bool:
@@ -87,27 +79,6 @@ class OptionalCodecError(ValueError):
 
 def _has_elements(spec: ArraySpec) -> bool:
     return math.prod(spec.shape) > 0
-
-
-def _decoder_of_nothing(codec: Codec) -> Callable[..., Any] | None:
-    """imagecodecs' decoder for a zstd or blosc codec (zarr's or numcodecs'), else None.
-
-    numcodecs (0.17), which decodes zarr's ``zstd`` and ``blosc``, refuses their
-    own encoding of zero bytes (a zstd frame whose content size is 0, a blosc
-    header of 0 bytes); a chain applied to zero elements holds one.
-    """
-    if isinstance(codec, ZstdCodec | NumcodecsZstd):
-        return imagecodecs.zstd_decode
-    if isinstance(codec, BloscCodec | NumcodecsBlosc):
-        return imagecodecs.blosc_decode
-    return None
-
-
-def _decoded_nothing(decode: Callable[..., Any], raw: Buffer, spec: ArraySpec) -> Buffer:
-    """``raw`` through imagecodecs' ``decode``, into at most :data:`NOTHING_BOUND`
-    bytes (a section that decodes to more holds elements: refused, not allocated)."""
-    out = decode(raw.as_numpy_array(), out=bytearray(NOTHING_BOUND))
-    return spec.prototype.buffer.from_bytes(bytes(out))
 
 
 def _parse_chain(data: object, key: str) -> tuple[Codec, ...]:
@@ -526,42 +497,33 @@ class OptionalCodec(ArrayBytesCodec):
         self._check_count(raw, n)
         return self._data_values_transform.decode_chunk(raw, spec)
 
+    @cached_property
+    def _mask_codecs_of_nothing(self) -> tuple[Codec, ...]:
+        return reading_nothing(self.mask_codecs)
+
+    @cached_property
+    def _data_codecs_of_nothing(self) -> tuple[Codec, ...]:
+        return reading_nothing(self.data_codecs)
+
     def _decode_nothing(
         self, codecs: tuple[Codec, ...], section: Buffer, spec: ArraySpec
     ) -> NDBuffer | None:
-        """A section of a chain applied to zero elements (``spec``): no bytes, as
-        zarrs writes it, or the chain's encoding of an empty array, as spec 003
-        does. A section that holds any element fails in its codecs (or in the
-        caller's check of what they decoded)."""
+        """A section of a chain (:func:`reading_nothing`) applied to zero elements
+        (``spec``): no bytes, as zarrs writes it, or the chain's encoding of an empty
+        array, as spec 003 does. A section that holds any element fails in its
+        codecs (or in the caller's check of what they decoded)."""
         if not len(section):
             return spec.prototype.nd_buffer.from_numpy_array(
                 np.empty(spec.shape, spec.dtype.to_native_dtype())
             )
-        raw: Buffer | None = section
+        if not any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in codecs):
+            return ChunkTransform(codecs=codecs).decode_chunk(section, spec)
+        raw = section
         for codec in reversed([c for c in codecs if isinstance(c, BytesBytesCodec)]):
-            if raw is None:
-                break  # refused below
-            decode = _decoder_of_nothing(codec)
-            raw = (
-                codec._decode_sync(raw, spec)  # type: ignore[attr-defined]
-                if decode is None else _decoded_nothing(decode, raw, spec)
-            )
+            raw = codec._decode_sync(raw, spec)  # type: ignore[attr-defined]
+        self._check_count(raw, 0)
         array_codecs = tuple(c for c in codecs if not isinstance(c, BytesBytesCodec))
-        return ChunkTransform(codecs=array_codecs).decode_chunk(
-            self._serialized_nothing(codecs, raw), spec
-        )
-
-    def _serialized_nothing(self, codecs: tuple[Codec, ...], raw: Buffer | None) -> Buffer:
-        """What the bytes->bytes codecs of ``codecs`` decoded, checked where its
-        element count can be read before the array codec allocates for it."""
-        if raw is None:
-            raise OptionalCodecError(
-                f"{self.name} codec, {describe_chunk(current_chunk_index())}: a bytes->bytes "
-                f"codec decoded nothing"
-            )
-        if any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in codecs):
-            self._check_count(raw, 0)
-        return raw
+        return ChunkTransform(codecs=array_codecs).decode_chunk(raw, spec)
 
     async def _decode_nothing_async(
         self, codecs: tuple[Codec, ...], section: Buffer, spec: ArraySpec
@@ -569,19 +531,11 @@ class OptionalCodec(ArrayBytesCodec):
         """:meth:`_decode_nothing` for chains with codecs that decode asynchronously only."""
         if not len(section) or all(codec_supports_sync(c) for c in codecs):
             return self._decode_nothing(codecs, section, spec)
-        raw: Buffer | None = section
-        for codec in reversed([c for c in codecs if isinstance(c, BytesBytesCodec)]):
-            if raw is None:
-                break  # refused below
-            decode = _decoder_of_nothing(codec)
-            if decode is not None:
-                raw = _decoded_nothing(decode, raw, spec)
-            else:
-                (raw,) = await codec.decode([(raw, spec)])
-        array_codecs = [c for c in codecs if not isinstance(c, BytesBytesCodec)]
-        (values,) = await get_pipeline_class().from_codecs(array_codecs).decode(
-            [(self._serialized_nothing(codecs, raw), spec)]
-        )
+        if any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in codecs) and not any(
+            isinstance(c, BytesBytesCodec) for c in codecs
+        ):
+            self._check_count(section, 0)
+        (values,) = await get_pipeline_class().from_codecs(codecs).decode([(section, spec)])
         return values
 
     def _decode_parts(
@@ -595,7 +549,7 @@ class OptionalCodec(ArrayBytesCodec):
             mask_nd = (
                 self._mask_transform.decode_chunk(mask_bytes, mask_spec)
                 if _has_elements(chunk_spec)  # else a nested level under a chunk with none
-                else self._decode_nothing(self.mask_codecs, mask_bytes, mask_spec)
+                else self._decode_nothing(self._mask_codecs_of_nothing, mask_bytes, mask_spec)
             )
         except OptionalCodecError:
             raise
@@ -607,7 +561,7 @@ class OptionalCodec(ArrayBytesCodec):
         try:
             values = (
                 self._decode_values(data_bytes, data_spec, n) if n
-                else self._decode_nothing(self.data_codecs, data_bytes, data_spec)
+                else self._decode_nothing(self._data_codecs_of_nothing, data_bytes, data_spec)
             )
         except OptionalCodecError:
             raise
@@ -652,7 +606,9 @@ class OptionalCodec(ArrayBytesCodec):
                     [(mask_bytes, mask_spec)]
                 )
             else:  # a nested level under a chunk with no element present
-                mask_nd = await self._decode_nothing_async(self.mask_codecs, mask_bytes, mask_spec)
+                mask_nd = await self._decode_nothing_async(
+                    self._mask_codecs_of_nothing, mask_bytes, mask_spec
+                )
         except OptionalCodecError:
             raise
         except Exception as e:  # any error of the nested chain is this chunk's error
@@ -662,7 +618,9 @@ class OptionalCodec(ArrayBytesCodec):
         data_spec = self.data_spec(chunk_spec, n)
         try:
             if not n:
-                values = await self._decode_nothing_async(self.data_codecs, data_bytes, data_spec)
+                values = await self._decode_nothing_async(
+                    self._data_codecs_of_nothing, data_bytes, data_spec
+                )
             else:
                 if self._variable_length and not self._data_compressors:
                     self._check_count(data_bytes, n)
