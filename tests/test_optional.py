@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import struct
 import tracemalloc
+from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+import crc32c
 import jsonschema
 import numcodecs
 import numpy as np
@@ -83,15 +87,298 @@ def test_encoded_layout_matches_spec() -> None:
     assert encoded[16:] == expected_mask + expected_data
 
 
-def test_all_missing_chunk_stores_no_data_bytes() -> None:
-    """As zarrs does: zero data bytes, data codecs not run (zstd would add a frame)."""
+def test_all_missing_chunk_stores_the_data_codecs_encoding_of_nothing() -> None:
+    """Spec 003: the data section is the data codecs applied to the present values,
+    here none: zstd's frame of zero bytes (zarrs would write no data bytes)."""
     dtype = OptionalDType(Float64())
     codec = OptionalCodec(data_codecs=[BytesCodec(), ZstdCodec()])
     spec = _spec(dtype, (10,))
     encoded = codec._encode_sync(PROTO.nd_buffer.from_numpy_array(
         np.zeros(10, dtype.to_native_dtype())), spec).to_bytes()
-    assert encoded == struct.pack("<QQ", 2, 0) + b"\0\0"
+    nothing = bytes(numcodecs.Zstd(level=0).encode(b""))
+    assert encoded == struct.pack("<QQ", 2, len(nothing)) + b"\0\0" + nothing
     decoded = codec._decode_sync(_buf(encoded), spec).as_numpy_array()
+    assert not decoded["valid"].any()
+
+
+# -- a chunk with no element present: both forms, every chain zarr ships ---------------
+# Spec 003's data section is the data codecs applied to the present values: with none
+# present, their encoding of an empty array (gzip(b""), a zstd frame of nothing, ...);
+# zarrs writes no data bytes instead. The chunks below are built here from the spec's
+# layout and the codecs' own formats (gzip, numcodecs, crc32c), not by zarrext.
+
+
+def _gzip(raw: bytes) -> bytes:
+    return gzip.compress(raw, compresslevel=5, mtime=0)
+
+
+def _zstd(raw: bytes, checksum: bool = False) -> bytes:
+    return bytes(numcodecs.Zstd(level=3, checksum=checksum).encode(raw))
+
+
+def _blosc(raw: bytes) -> bytes:
+    return bytes(numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE,
+                                 blocksize=0, typesize=4).encode(raw))
+
+
+def _with_crc32c(raw: bytes) -> bytes:
+    return raw + struct.pack("<I", crc32c.crc32c(raw))
+
+
+def _packbits(valid: np.ndarray) -> bytes:
+    """The registry's packbits of a bool array: C order, bit 0 first, zero-padded."""
+    return np.packbits(valid.ravel(), bitorder="little").tobytes()
+
+
+BYTES_LE = {"name": "bytes", "configuration": {"endian": "little"}}
+GZIP = {"name": "gzip", "configuration": {"level": 5}}
+ZSTD = {"name": "zstd", "configuration": {"level": 3, "checksum": False}}
+ZSTD_CHECKSUM = {"name": "zstd", "configuration": {"level": 3, "checksum": True}}
+BLOSC = {"name": "blosc", "configuration": {"cname": "lz4", "clevel": 5, "shuffle": "shuffle",
+                                            "typesize": 4, "blocksize": 0}}
+CRC32C = {"name": "crc32c"}
+PACKBITS = {"name": "packbits"}
+
+Encode = Callable[[bytes], bytes]
+# data chain: (zarr.json codecs, the encoding of the present values' little-endian bytes)
+DATA_CHAINS: dict[str, tuple[list[dict[str, Any]], Encode]] = {
+    "bytes": ([BYTES_LE], lambda raw: raw),
+    "bytes-gzip": ([BYTES_LE, GZIP], _gzip),
+    "bytes-zstd": ([BYTES_LE, ZSTD], _zstd),
+    "bytes-zstd(checksum)": ([BYTES_LE, ZSTD_CHECKSUM], lambda raw: _zstd(raw, checksum=True)),
+    "bytes-blosc": ([BYTES_LE, BLOSC], _blosc),
+    "bytes-crc32c": ([BYTES_LE, CRC32C], _with_crc32c),
+    "bytes-gzip-crc32c": ([BYTES_LE, GZIP, CRC32C], lambda raw: _with_crc32c(_gzip(raw))),
+    "bytes-zstd-crc32c": ([BYTES_LE, ZSTD, CRC32C], lambda raw: _with_crc32c(_zstd(raw))),
+    "bytes-blosc-crc32c": ([BYTES_LE, BLOSC, CRC32C], lambda raw: _with_crc32c(_blosc(raw))),
+}
+# zarrext's conditional (spec 000) with its one codec applied: header byte 0b1, payload
+READ_CHAINS = {**DATA_CHAINS, **{
+    f"bytes-conditional({name})": (
+        [BYTES_LE, {"name": "conditional", "configuration": {"codecs": [codec], "header_bits": 8}}],
+        lambda raw, encode=encode: b"\x01" + encode(raw))
+    for name, codec, encode in (("zstd", ZSTD, _zstd), ("blosc", BLOSC, _blosc))
+}}
+# mask chain: (zarr.json codecs, the encoding of the validity); each data chain gets one
+MASK_CHAINS: list[tuple[list[dict[str, Any]], Callable[[np.ndarray], bytes]]] = [
+    ([PACKBITS], _packbits),
+    ([PACKBITS, ZSTD], lambda valid: _zstd(_packbits(valid))),
+    ([{"name": "bytes"}], lambda valid: valid.astype(np.uint8).tobytes()),  # a byte each
+]
+
+HAND_SHAPE, HAND_CHUNK = (3, 8), (3, 4)
+HAND_FILL = 7.0  # present: a chunk read as missing was read, not filled in
+HAND_VALUES = (np.linspace(-5, 5, 12, dtype="f4") + 0.25).reshape(HAND_CHUNK)
+HAND_VALID = {  # none present: no data bytes (zarrs), or the data codecs of nothing (spec)
+    "none-zarrs": np.zeros(HAND_CHUNK, bool),
+    "none-spec": np.zeros(HAND_CHUNK, bool),
+    "some": (np.arange(12) % 3 == 0).reshape(HAND_CHUNK),
+    "all": np.ones(HAND_CHUNK, bool),
+}
+
+
+def _optional_chunk(mask_section: bytes, data_section: bytes) -> bytes:
+    """Spec 003's layout: u64 LE mask length, u64 LE data length, mask, data."""
+    return struct.pack("<QQ", len(mask_section), len(data_section)) + mask_section + data_section
+
+
+def _write_by_hand(where: Where, name: str, codec: dict[str, Any], chunk: bytes,
+                   data_type: dict[str, Any] | None = None,
+                   fill_value: Any = (HAND_FILL,)) -> None:
+    """A zarr.json written here (shape 3x8, chunks 3x4) and chunk c/0/0; c/0/1 absent."""
+    if where.local:
+        (Path(where.root) / name / "c" / "0").mkdir(parents=True)
+    float32 = {"name": "float32", "configuration": {}}
+    metadata = {
+        "zarr_format": 3, "node_type": "array", "shape": list(HAND_SHAPE),
+        "data_type": data_type or {"name": "optional", "configuration": float32},
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": list(HAND_CHUNK)}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": list(fill_value), "codecs": [codec],
+    }
+    where.put(name, "zarr.json", json.dumps(metadata).encode())
+    where.put(name, "c/0/0", chunk)
+
+
+def _read_both_routes(where: Where, name: str) -> list[tuple[str, np.ndarray]]:
+    """The whole array through plain zarr, zarrext (split decode) and read_masked."""
+    options = {"storage_options": where.options, "mode": "r"}
+    plain = zarr.open_array(where.location(name), **options)[...]
+    ours = zarrext.open_array(where.location(name), **options)
+    masked = zarrext.read_masked(ours)
+    as_records = np.zeros(masked.shape, plain.dtype)
+    as_records["value"], as_records["valid"] = masked.data, ~np.ma.getmaskarray(masked)
+    return [("zarr", plain), ("zarrext", ours[...]), ("read_masked", as_records)]
+
+
+def _hand_expected(valid: np.ndarray) -> np.ndarray:
+    out = np.zeros(HAND_SHAPE, [("value", "<f4"), ("valid", "?")])
+    out["valid"][:, :4] = valid
+    out["value"][:, :4] = np.where(valid, HAND_VALUES, 0)
+    out["valid"][:, 4:] = True
+    out["value"][:, 4:] = HAND_FILL
+    return out
+
+
+@pytest.mark.parametrize("chain", list(READ_CHAINS))
+def test_hand_built_chunks_read_through_both_routes(where: Where, chain: str) -> None:
+    """An array per kind of chunk: none present in both forms, some, all; and one
+    whose data section holds a value though none is present, refused."""
+    data_codecs, encode = READ_CHAINS[chain]
+    mask_codecs, encode_mask = MASK_CHAINS[list(READ_CHAINS).index(chain) % len(MASK_CHAINS)]
+    codec = {"name": "optional",
+             "configuration": {"mask_codecs": mask_codecs, "data_codecs": data_codecs}}
+    for kind, valid in HAND_VALID.items():
+        present = HAND_VALUES[valid].astype("<f4").tobytes()
+        data_section = b"" if kind == "none-zarrs" else encode(present)
+        if kind == "none-spec":
+            assert data_section == encode(b"")  # the chain applied to nothing
+        _write_by_hand(where, kind, codec, _optional_chunk(encode_mask(valid), data_section))
+        for route, got in _read_both_routes(where, kind):
+            np.testing.assert_array_equal(got, _hand_expected(valid), err_msg=f"{kind}, {route}")
+
+    one_value = encode(np.float32(1.5).tobytes())
+    _write_by_hand(where, "refused", codec,
+                   _optional_chunk(encode_mask(np.zeros(HAND_CHUNK, bool)), one_value))
+    message = (rf"the mask marks no element present, but the {len(one_value)}-byte data "
+               r"section is not the data codecs' encoding of zero elements")
+    options = {"storage_options": where.options, "mode": "r"}
+    with pytest.raises(OptionalCodecError, match=rf"optional codec, chunk .*: {message}"):
+        zarr.open_array(where.location("refused"), **options)[...]
+    with raises_chunk_error(OptionalCodecError, match=rf"chunk \(0, 0\): {message}"):
+        zarrext.open_array(where.location("refused"), **options)[...]
+
+
+def _without_time_and_os(gzip_member: bytes) -> bytes:
+    """A gzip member but its header's MTIME and OS fields, which vary by writer."""
+    return gzip_member[:4] + gzip_member[8:9] + gzip_member[10:]
+
+
+@pytest.mark.parametrize("chain", list(DATA_CHAINS))
+def test_all_missing_chunk_is_written_as_the_spec_says(where: Where, chain: str) -> None:
+    """The data codecs' encoding of nothing (gzip's header fields that vary by writer
+    aside)."""
+    data_codecs, encode = DATA_CHAINS[chain]
+    z = zarr.create_array(
+        where.location("a"), storage_options=where.options, shape=HAND_SHAPE,
+        chunks=HAND_CHUNK, dtype=OptionalDType(Float32()), fill_value=[HAND_FILL],
+        serializer=OptionalCodec(mask_codecs=[PACKBITS], data_codecs=data_codecs),
+        compressors=None,
+    )
+    z[:, :4] = np.ma.masked_all(HAND_CHUNK, "f4")
+    chunk = where.stored("a")["c/0/0"]
+    mask_len, data_len = struct.unpack("<QQ", chunk[:16])
+    assert chunk[16:16 + mask_len] == _packbits(np.zeros(12, bool))
+    data_section = chunk[16 + mask_len:]
+    assert len(data_section) == data_len
+    if "gzip" in chain:
+        member = data_section[:-4] if "crc32c" in chain else data_section
+        assert _without_time_and_os(member) == _without_time_and_os(_gzip(b""))
+        assert data_section == (_with_crc32c(member) if "crc32c" in chain else member)
+    else:
+        assert data_section == encode(b"")
+    for route, got in _read_both_routes(where, "a"):
+        np.testing.assert_array_equal(got, _hand_expected(np.zeros(HAND_CHUNK, bool)),
+                                      err_msg=route)
+
+
+@pytest.mark.parametrize("compressor", [ZstdCodec(), zarr.codecs.BloscCodec(cname="lz4")],
+                         ids=["zstd", "blosc"])
+def test_all_missing_chunk_under_conditional_reads_back(where: Where, compressor: Any) -> None:
+    """A decision that applies the codec to nothing: numcodecs alone would not decode it."""
+    serializer = OptionalCodec(data_codecs=[BytesCodec(), ConditionalCodec(codecs=[compressor])])
+    zarrext.create_array(where.location("a"), storage_options=where.options, shape=HAND_SHAPE,
+                         chunks=HAND_CHUNK, dtype=OptionalDType(Float32()),
+                         fill_value=[HAND_FILL], serializer=serializer, compressors=None)
+    options = {"storage_options": where.options}
+    zarrext.open_array(where.location("a"), decision="always_apply", **options)[:, :4] = (
+        np.ma.masked_all(HAND_CHUNK, "f4"))
+    chunk = where.stored("a")["c/0/0"]
+    mask_len, data_len = struct.unpack("<QQ", chunk[:16])
+    assert chunk[16 + mask_len] == 0b1  # the conditional header: the codec was applied
+    assert data_len > 1
+    for route, got in _read_both_routes(where, "a"):
+        np.testing.assert_array_equal(got, _hand_expected(np.zeros(HAND_CHUNK, bool)),
+                                      err_msg=route)
+
+
+# A nested optional (optional<optional<float32>>) with the registry's default chains at
+# both levels: mask [packbits, zstd], data [optional(...)] then [bytes, zstd].
+NESTED_INNER_CODEC = {"name": "optional", "configuration": {
+    "mask_codecs": [PACKBITS, ZSTD], "data_codecs": [BYTES_LE, ZSTD]}}
+NESTED_CODEC = {"name": "optional", "configuration": {
+    "mask_codecs": [PACKBITS, ZSTD], "data_codecs": [NESTED_INNER_CODEC]}}
+NESTED_TYPE = {"name": "optional", "configuration": {
+    "name": "optional", "configuration": {"name": "float32", "configuration": {}}}}
+INNER_OF_NOTHING = {
+    # the inner codec applied to zero elements, as the spec writes it
+    "spec": _optional_chunk(_zstd(b""), _zstd(b"")),
+    # a writer that stores no bytes for nothing at every level
+    "no bytes": _optional_chunk(b"", b""),
+    # zarrs: no bytes in the outer data section at all
+    "zarrs": b"",
+}
+
+
+@pytest.mark.parametrize("form", list(INNER_OF_NOTHING))
+def test_nested_optional_with_no_outer_element_present(where: Where, form: str) -> None:
+    outer_valid = np.zeros(HAND_CHUNK, bool)
+    chunk = _optional_chunk(_zstd(_packbits(outer_valid)), INNER_OF_NOTHING[form])
+    _write_by_hand(where, "a", NESTED_CODEC, chunk, data_type=NESTED_TYPE,
+                   fill_value=[[HAND_FILL]])
+    options = {"storage_options": where.options, "mode": "r"}
+    for route in (zarr.open_array, zarrext.open_array):
+        got = route(where.location("a"), **options)[...]
+        assert not got["valid"][:, :4].any(), route
+        assert got["valid"][:, 4:].all(), route
+        assert got["value"]["valid"][:, 4:].all(), route
+        assert (got["value"]["value"][:, 4:] == HAND_FILL).all(), route
+
+
+@pytest.mark.parametrize("form", ["spec", "zarrs"])
+def test_nested_optional_with_no_inner_element_present(where: Where, form: str) -> None:
+    """Outer present, inner missing (``[null]``) everywhere but one element."""
+    outer_valid = np.ones(HAND_CHUNK, bool)
+    inner_valid = np.zeros(12, bool)  # the 12 present outer elements, in C order
+    inner = _optional_chunk(_zstd(_packbits(inner_valid)),
+                            _zstd(b"") if form == "spec" else b"")
+    chunk = _optional_chunk(_zstd(_packbits(outer_valid)), inner)
+    _write_by_hand(where, "a", NESTED_CODEC, chunk, data_type=NESTED_TYPE,
+                   fill_value=[[HAND_FILL]])
+    for route in (zarr.open_array, zarrext.open_array):
+        got = route(where.location("a"), storage_options=where.options, mode="r")[...]
+        assert got["valid"].all(), route
+        assert not got["value"]["valid"][:, :4].any(), route
+        assert got["value"]["valid"][:, 4:].all(), route
+
+
+def test_nested_optional_section_holding_an_element_when_none_is_present_is_refused() -> None:
+    codec = OptionalCodec.from_dict(NESTED_CODEC)
+    dtype = OptionalDType(OptionalDType(Float32()))
+    inner_one = _optional_chunk(_zstd(_packbits(np.ones(1, bool))),
+                                _zstd(np.float32(1.5).tobytes()))
+    chunk = _optional_chunk(_zstd(_packbits(np.zeros(4, bool))), inner_one)
+    with pytest.raises(OptionalCodecError, match=r"optional codec, chunk .*: cannot decode the "
+                       r"10-byte mask section .*expected 0 for 0 elements"):
+        codec._decode_sync(_buf(chunk), _spec(dtype, (4,)))
+
+
+@pytest.mark.parametrize("form", ["spec", "zarrs", "spec, gzip", "one element, gzip"])
+def test_variable_length_strings_with_no_element_present(form: str) -> None:
+    """A variable-length section of nothing is its count, 0 (u32 LE)."""
+    dtype = OptionalDType(VariableLengthUTF8())
+    gzipped = "gzip" in form
+    data_codecs: list[Any] = [zarr.codecs.VLenUTF8Codec()] + [zarr.codecs.GzipCodec()] * gzipped
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec()], data_codecs=data_codecs)
+    section = {"spec": struct.pack("<I", 0), "zarrs": b"",
+               "spec, gzip": _gzip(struct.pack("<I", 0)),
+               "one element, gzip": _gzip(struct.pack("<II", 1, 1) + b"a")}[form]
+    chunk = _optional_chunk(_packbits(np.zeros(4, bool)), section)
+    if form.startswith("one element"):
+        with pytest.raises(OptionalCodecError, match="holds 1 elements, but the mask marks 0"):
+            codec._decode_sync(_buf(chunk), _spec(dtype, (4,)))
+        return
+    decoded = codec._decode_sync(_buf(chunk), _spec(dtype, (4,))).as_numpy_array()
     assert not decoded["valid"].any()
 
 
@@ -384,6 +671,25 @@ def test_async_only_codecs_in_chains() -> None:
     assert got.mask.tolist() == values.mask.tolist()
 
 
+@pytest.mark.parametrize("form", ["spec", "zarrs"])
+def test_async_only_chains_with_no_element_present(form: str) -> None:
+    register_codec("test.async_xor", AsyncOnlyXor)
+    codec = OptionalCodec(mask_codecs=[PackBitsCodec(), AsyncOnlyXor()],
+                          data_codecs=[BytesCodec(), AsyncOnlyXor(), ZstdCodec()])
+    store: dict[str, Any] = {}
+    z = zarr.create_array(store, shape=(20,), chunks=(10,), dtype=OptionalDType(UInt8()),
+                          fill_value=[3], serializer=codec, compressors=None)
+    z[:10] = np.ma.masked_all(10, "u1")
+    mask = bytes(b ^ 0x5A for b in _packbits(np.zeros(10, bool)))
+    nothing = bytes(numcodecs.Zstd(level=0).encode(b""))  # xor of nothing is nothing
+    assert store["c/0"].to_bytes() == _optional_chunk(mask, nothing)
+    if form == "zarrs":
+        store["c/0"] = PROTO.buffer.from_bytes(_optional_chunk(mask, b""))
+    got = zarr.open_array(store, mode="r")[...]
+    assert got["valid"].tolist() == [False] * 10 + [True] * 10
+    assert got["value"].tolist() == [0] * 10 + [3] * 10
+
+
 # -- hostile chunks -------------------------------------------------------------------------
 
 HOSTILE_DTYPE = OptionalDType(Int16())
@@ -407,7 +713,8 @@ HOSTILE = {
     "more elements than mask": (struct.pack("<QQ", 1, 10) + GOOD_MASK + GOOD_DATA + b"\0\0",
                                 "cannot decode 4 present elements from the 10-byte"),
     "data but nothing present": (struct.pack("<QQ", 1, 2) + b"\0" + b"\1\0",
-                                 "no element present, but the data section holds 2 bytes"),
+                                 "no element present, but the 2-byte data section is not "
+                                 "the data codecs' encoding of zero elements"),
     "truncated packbits mask": (struct.pack("<QQ", 0, 8) + GOOD_DATA,
                                 "packbits codec, chunk .*0 bytes, expected 1"),
 }

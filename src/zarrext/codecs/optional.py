@@ -8,9 +8,18 @@ Encoded chunk::
     encoded data         the present elements only, 1-D in C order, of the inner
                          data type, through data_codecs
 
-As zarrs does, a chunk with no present element stores no data bytes (data length
-0) and the data codecs are not run. A nested optional data type is encoded by an
-``optional`` codec inside ``data_codecs``.
+A nested optional data type is encoded by an ``optional`` codec inside
+``data_codecs``.
+
+A chunk with no present element: spec 003 defines the data section as the data
+codecs applied to the present values, so such a chunk holds their encoding of an
+empty array (``gzip(b"")``, 20 bytes; a zstd frame of nothing; the 4 bytes of
+``crc32c``; nothing for ``[bytes]``). zarrext writes that form. zarrs (0.23.8)
+writes a zero-length data section instead, and never reads the data section of a
+chunk whose mask marks nothing present, so it reads both forms; zarrext reads
+both as well, and refuses a section that holds any element. The same holds at
+zero elements for a nested level's mask section. numcodecs' zstd and blosc
+decoders refuse their own encoding of zero bytes: there imagecodecs decodes them.
 
 zarrs also names this codec ``zarrs.optional``; a codec read under either name
 writes that name back.
@@ -18,6 +27,7 @@ writes that name back.
 
 from __future__ import annotations
 
+import math
 import struct
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -38,6 +48,7 @@ from zarr.registry import get_pipeline_class
 from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync
+from zarrext.codecs._of_nothing import reading_nothing
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
@@ -64,6 +75,10 @@ def _is_sparse(n_present: int, size: int) -> bool:
 
 class OptionalCodecError(ValueError):
     """An optional-codec configuration or encoded chunk that cannot be accepted."""
+
+
+def _has_elements(spec: ArraySpec) -> bool:
+    return math.prod(spec.shape) > 0
 
 
 def _parse_chain(data: object, key: str) -> tuple[Codec, ...]:
@@ -283,9 +298,10 @@ class OptionalCodec(ArrayBytesCodec):
     # -- encode ---------------------------------------------------------------
 
     def _split(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> tuple[
-        NDBuffer, NDBuffer | None, ArraySpec | None
+        NDBuffer, NDBuffer, ArraySpec
     ]:
-        """The mask and the present values of a chunk, as NDBuffers for the chains."""
+        """The mask and the present values of a chunk (perhaps none: the data
+        chain then encodes an empty array, as spec 003 says), as NDBuffers."""
         inner = self._inner(chunk_spec.dtype)
         array = chunk_array.as_numpy_array()
         if not is_optional_native(array.dtype):
@@ -306,8 +322,6 @@ class OptionalCodec(ArrayBytesCodec):
             present = array["value"].reshape(-1)[np.flatnonzero(valid)]
         else:
             present = array["value"][valid]
-        if present.size == 0:
-            return mask, None, None
         native = inner.to_native_dtype()
         if present.dtype != native:  # strings are held as objects in the structured array
             present = present.astype(native)
@@ -316,10 +330,10 @@ class OptionalCodec(ArrayBytesCodec):
     def _join(self, mask: Buffer | None, data: Buffer | None, chunk_spec: ArraySpec) -> Buffer:
         if mask is None:
             raise OptionalCodecError(f"{self.name} codec: the mask codecs produced no bytes")
+        if data is None:
+            raise OptionalCodecError(f"{self.name} codec: the data codecs produced no bytes")
         mask_bytes = mask.as_numpy_array().view(np.uint8).ravel()
-        data_bytes = (
-            np.empty(0, np.uint8) if data is None else data.as_numpy_array().view(np.uint8).ravel()
-        )
+        data_bytes = data.as_numpy_array().view(np.uint8).ravel()
         out = np.empty(HEADER.size + mask_bytes.size + data_bytes.size, dtype=np.uint8)
         out[: HEADER.size] = np.frombuffer(
             HEADER.pack(mask_bytes.size, data_bytes.size), dtype=np.uint8
@@ -331,11 +345,7 @@ class OptionalCodec(ArrayBytesCodec):
     def _encode_sync(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
         mask, present, data_spec = self._split(chunk_array, chunk_spec)
         mask_bytes = self._mask_transform.encode_chunk(mask, self.mask_spec(chunk_spec))
-        data_bytes = None
-        if present is not None and data_spec is not None:
-            data_bytes = self._data_transform.encode_chunk(present, data_spec)
-            if data_bytes is None:
-                raise OptionalCodecError(f"{self.name} codec: the data codecs produced no bytes")
+        data_bytes = self._data_transform.encode_chunk(present, data_spec)
         return self._join(mask_bytes, data_bytes, chunk_spec)
 
     async def _encode_single(self, chunk_array: NDBuffer, chunk_spec: ArraySpec) -> Buffer | None:
@@ -346,13 +356,9 @@ class OptionalCodec(ArrayBytesCodec):
         (mask_bytes,) = await pipeline.from_codecs(self.mask_codecs).encode(
             [(mask, self.mask_spec(chunk_spec))]
         )
-        data_bytes = None
-        if present is not None and data_spec is not None:
-            (data_bytes,) = await pipeline.from_codecs(self.data_codecs).encode(
-                [(present, data_spec)]
-            )
-            if data_bytes is None:
-                raise OptionalCodecError(f"{self.name} codec: the data codecs produced no bytes")
+        (data_bytes,) = await pipeline.from_codecs(self.data_codecs).encode(
+            [(present, data_spec)]
+        )
         return self._join(mask_bytes, data_bytes, chunk_spec)
 
     # -- decode ---------------------------------------------------------------
@@ -398,21 +404,10 @@ class OptionalCodec(ArrayBytesCodec):
             )
         return array.astype(np.bool_, copy=False)
 
-    def _n_present(self, mask: np.ndarray[Any, Any], data: Buffer) -> int:
-        n = int(np.count_nonzero(mask))
-        if n == 0 and len(data):
-            raise OptionalCodecError(
-                f"{self.name} codec, {describe_chunk(current_chunk_index())}: the mask marks "
-                f"no element present, but the data section holds {len(data)} bytes"
-            )
-        return n
-
     def _present_values(
         self, values: NDBuffer | None, n: int, chunk_spec: ArraySpec
     ) -> np.ndarray[Any, Any] | None:
         """The ``n`` decoded present values as a 1-D array (None when ``n`` is 0)."""
-        if not n:
-            return None
         where = f"{self.name} codec, {describe_chunk(current_chunk_index())}"
         if values is None:
             raise OptionalCodecError(f"{where}: the data codecs decoded nothing")
@@ -422,7 +417,7 @@ class OptionalCodec(ArrayBytesCodec):
                 f"{where}: the data section holds {present.size} elements, but the mask "
                 f"marks {n} present"
             )
-        return present
+        return present if n else None
 
     def _assemble(
         self, mask: np.ndarray[Any, Any], present: np.ndarray[Any, Any] | None, n: int,
@@ -447,10 +442,16 @@ class OptionalCodec(ArrayBytesCodec):
         return chunk_spec.prototype.nd_buffer.from_numpy_array(out)
 
     def _data_error(self, e: Exception, n: int, data: Buffer) -> OptionalCodecError:
+        where = f"{self.name} codec, {describe_chunk(current_chunk_index())}"
+        if not n:
+            return OptionalCodecError(
+                f"{where}: the mask marks no element present, but the {len(data)}-byte data "
+                f"section is not the data codecs' encoding of zero elements "
+                f"({type(e).__name__}: {e})"
+            )
         return OptionalCodecError(
-            f"{self.name} codec, {describe_chunk(current_chunk_index())}: cannot decode "
-            f"{n} present elements from the {len(data)}-byte data section "
-            f"({type(e).__name__}: {e})"
+            f"{where}: cannot decode {n} present elements from the {len(data)}-byte data "
+            f"section ({type(e).__name__}: {e})"
         )
 
     def _mask_error(self, e: Exception, mask: Buffer) -> OptionalCodecError:
@@ -496,28 +497,76 @@ class OptionalCodec(ArrayBytesCodec):
         self._check_count(raw, n)
         return self._data_values_transform.decode_chunk(raw, spec)
 
+    @cached_property
+    def _mask_codecs_of_nothing(self) -> tuple[Codec, ...]:
+        return reading_nothing(self.mask_codecs)
+
+    @cached_property
+    def _data_codecs_of_nothing(self) -> tuple[Codec, ...]:
+        return reading_nothing(self.data_codecs)
+
+    def _decode_nothing(
+        self, codecs: tuple[Codec, ...], section: Buffer, spec: ArraySpec
+    ) -> NDBuffer | None:
+        """A section of a chain (:func:`reading_nothing`) applied to zero elements
+        (``spec``): no bytes, as zarrs writes it, or the chain's encoding of an empty
+        array, as spec 003 does. A section that holds any element fails in its
+        codecs (or in the caller's check of what they decoded)."""
+        if not len(section):
+            return spec.prototype.nd_buffer.from_numpy_array(
+                np.empty(spec.shape, spec.dtype.to_native_dtype())
+            )
+        if not any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in codecs):
+            return ChunkTransform(codecs=codecs).decode_chunk(section, spec)
+        raw = section
+        for codec in reversed([c for c in codecs if isinstance(c, BytesBytesCodec)]):
+            raw = codec._decode_sync(raw, spec)  # type: ignore[attr-defined]
+        self._check_count(raw, 0)
+        array_codecs = tuple(c for c in codecs if not isinstance(c, BytesBytesCodec))
+        return ChunkTransform(codecs=array_codecs).decode_chunk(raw, spec)
+
+    async def _decode_nothing_async(
+        self, codecs: tuple[Codec, ...], section: Buffer, spec: ArraySpec
+    ) -> NDBuffer | None:
+        """:meth:`_decode_nothing` for chains with codecs that decode asynchronously only."""
+        if not len(section) or all(codec_supports_sync(c) for c in codecs):
+            return self._decode_nothing(codecs, section, spec)
+        if any(isinstance(c, VLenUTF8Codec | VLenBytesCodec) for c in codecs) and not any(
+            isinstance(c, BytesBytesCodec) for c in codecs
+        ):
+            self._check_count(section, 0)
+        (values,) = await get_pipeline_class().from_codecs(codecs).decode([(section, spec)])
+        return values
+
     def _decode_parts(
         self, chunk_bytes: Buffer, chunk_spec: ArraySpec
     ) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any] | None, int]:
         """The chunk's validity (bool, chunk shape), its present values (1-D, None if
         there are none) and their count, each section checked against the others."""
         mask_bytes, data_bytes = self._sections(chunk_bytes)
+        mask_spec = self.mask_spec(chunk_spec)
         try:
-            mask_nd = self._mask_transform.decode_chunk(mask_bytes, self.mask_spec(chunk_spec))
+            mask_nd = (
+                self._mask_transform.decode_chunk(mask_bytes, mask_spec)
+                if _has_elements(chunk_spec)  # else a nested level under a chunk with none
+                else self._decode_nothing(self._mask_codecs_of_nothing, mask_bytes, mask_spec)
+            )
         except OptionalCodecError:
             raise
         except Exception as e:  # any error of the nested chain is this chunk's error
             raise self._mask_error(e, mask_bytes) from e
         mask = self._check_mask(mask_nd, chunk_spec)
-        n = self._n_present(mask, data_bytes)
-        values = None
-        if n:
-            try:
-                values = self._decode_values(data_bytes, self.data_spec(chunk_spec, n), n)
-            except OptionalCodecError:
-                raise
-            except Exception as e:  # any error of the nested chain is this chunk's error
-                raise self._data_error(e, n, data_bytes) from e
+        n = int(np.count_nonzero(mask))
+        data_spec = self.data_spec(chunk_spec, n)
+        try:
+            values = (
+                self._decode_values(data_bytes, data_spec, n) if n
+                else self._decode_nothing(self._data_codecs_of_nothing, data_bytes, data_spec)
+            )
+        except OptionalCodecError:
+            raise
+        except Exception as e:  # any error of the nested chain is this chunk's error
+            raise self._data_error(e, n, data_bytes) from e
         return mask, self._present_values(values, n, chunk_spec), n
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> NDBuffer:
@@ -549,27 +598,37 @@ class OptionalCodec(ArrayBytesCodec):
         if self._sync_capable:
             return self._decode_sync(chunk_bytes, chunk_spec)
         mask_bytes, data_bytes = self._sections(chunk_bytes)
+        mask_spec = self.mask_spec(chunk_spec)
         pipeline = get_pipeline_class()
         try:
-            (mask_nd,) = await pipeline.from_codecs(self.mask_codecs).decode(
-                [(mask_bytes, self.mask_spec(chunk_spec))]
-            )
+            if _has_elements(chunk_spec):
+                (mask_nd,) = await pipeline.from_codecs(self.mask_codecs).decode(
+                    [(mask_bytes, mask_spec)]
+                )
+            else:  # a nested level under a chunk with no element present
+                mask_nd = await self._decode_nothing_async(
+                    self._mask_codecs_of_nothing, mask_bytes, mask_spec
+                )
         except OptionalCodecError:
             raise
         except Exception as e:  # any error of the nested chain is this chunk's error
             raise self._mask_error(e, mask_bytes) from e
         mask = self._check_mask(mask_nd, chunk_spec)
-        n = self._n_present(mask, data_bytes)
-        values = None
-        if n:
-            try:
+        n = int(np.count_nonzero(mask))
+        data_spec = self.data_spec(chunk_spec, n)
+        try:
+            if not n:
+                values = await self._decode_nothing_async(
+                    self._data_codecs_of_nothing, data_bytes, data_spec
+                )
+            else:
                 if self._variable_length and not self._data_compressors:
                     self._check_count(data_bytes, n)
                 (values,) = await pipeline.from_codecs(self.data_codecs).decode(
-                    [(data_bytes, self.data_spec(chunk_spec, n))]
+                    [(data_bytes, data_spec)]
                 )
-            except OptionalCodecError:
-                raise
-            except Exception as e:  # any error of the nested chain is this chunk's error
-                raise self._data_error(e, n, data_bytes) from e
+        except OptionalCodecError:
+            raise
+        except Exception as e:  # any error of the nested chain is this chunk's error
+            raise self._data_error(e, n, data_bytes) from e
         return self._assemble(mask, self._present_values(values, n, chunk_spec), n, chunk_spec)
