@@ -72,6 +72,11 @@ class ShardInfo:
         Size of the shard with the codecs after ``sharding_indexed`` undone (what
         ``bytes_used`` is part of); None when no codecs follow it (the shard is
         stored as it is, ``file_size``).
+    slot_size : int or None
+        The slot size of a ``fixed-slot`` shard: the one this version gives the
+        array's inner codecs, or an earlier version's for a shard that version
+        wrote (:data:`zarrext.sharding.bounds.SLOT_RULES`), which writers keep.
+        None for other layouts.
     """
 
     key: str
@@ -85,6 +90,7 @@ class ShardInfo:
     allocated: int | None = None
     opened_layout: str | None = None
     decoded_size: int | None = None
+    slot_size: int | None = None
 
 
 Stat = tuple[int, int, bytes, bool, int | None]
@@ -160,10 +166,12 @@ def shard_report(array: Any) -> list[ShardInfo]:
             ))
             continue
         present = table[:, 0] != writer.EMPTY
+        own = geometry.for_shard(table, shard_size)
+        layout = guess_layout(table, shard_size, own)
         out.append(
             ShardInfo(
                 key=key,
-                layout=guess_layout(table, shard_size, geometry),
+                layout=layout,
                 bytes_used=int(table[present, 1].sum()) + geometry.index_size,
                 file_size=size,
                 empty_chunks=int((~present).sum()),
@@ -174,6 +182,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 allocated=allocated,
                 opened_layout=opened,
                 decoded_size=None if shards.bare else shard_size,
+                slot_size=own.slot_size if layout == "fixed-slot" else None,
             )
         )
     return out
