@@ -15,6 +15,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarrext._zarr_compat import async_array_of
+from zarrext.errors import DECODE_ERRORS, is_decode_error
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -132,7 +133,9 @@ def _stat_stored(shards: ArrayShards, stored: bytes, pending: bool) -> Stat:
     decode gives no index bytes)."""
     try:
         data = shards.shard_bytes(stored)
-    except (ValueError, RuntimeError, TypeError):
+    except DECODE_ERRORS as e:
+        if not is_decode_error(e):
+            raise
         return len(stored), len(stored), b"", pending, None
     isz = shards.geometry.index_size
     raw = data[:isz] if shards.geometry.index_location == "start" else data[-isz:]
