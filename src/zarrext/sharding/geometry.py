@@ -111,21 +111,26 @@ class ShardGeometry:
         """
         if not self.earlier_slot_sizes:
             return self
-        present = np.flatnonzero(table[:, 0] != EMPTY)
-        offsets = table[present, 0].astype(np.int64)
-        lengths = table[present, 1].astype(np.int64)
-        best, best_score = self, (-1, False)
+        present = table[:, 0] != EMPTY
+        count = int(present.sum())
+        # offset - i * S is data_start (its slot) or spare_start (its spare slot)
+        offsets = table[:, 0].astype(np.int64)
+        lengths = table[:, 1].astype(np.int64)
+        flats = np.arange(table.shape[0], dtype=np.int64)
+        best, best_score = self.slot_size, (-1, False)
         for slot in (self.slot_size, *self.earlier_slot_sizes):
             candidate = replace(self, slot_size=slot, earlier_slot_sizes=())
             score = (0, False)
             if slot is not None:
-                own = (offsets == candidate.data_start + present * slot) | (
-                    offsets == candidate.spare_start + present * slot
-                )
-                score = (int((own & (lengths <= slot)).sum()), candidate._sized_for(size))
+                start = offsets - flats * slot
+                own = (start == candidate.data_start) | (start == candidate.spare_start)
+                own &= present & (lengths <= slot)
+                score = (int(own.sum()), candidate._sized_for(size))
             if score > best_score:  # strictly better: ties stay with the newer size
-                best, best_score = candidate, score
-        return best
+                best, best_score = slot, score
+            if best_score == (count, True):
+                break  # every chunk in place, the file sized for it: no need to look on
+        return replace(self, slot_size=best, earlier_slot_sizes=())
 
     def _sized_for(self, size: int) -> bool:
         """Whether a shard of ``size`` bytes has the size of a fresh fixed-slot shard
