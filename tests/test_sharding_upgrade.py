@@ -13,6 +13,7 @@ then read, updated (threads), recompressed, compacted and expanded by zarrext.
 
 from __future__ import annotations
 
+import json
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdC
 from zarr.codecs import numcodecs as zarr_numcodecs
 
 import zarrext
+from tests.conftest import Run
 from tests.shard_bytes import EMPTY, crc32c, decode_index, index_size, shard_file
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.sharding import shard_report
@@ -247,7 +249,7 @@ def test_the_legacy_formula_is_the_hand_formula() -> None:
 @pytest.mark.parametrize("places", [PLACES, GAPS], ids=["spare-slots", "gaps"])
 @pytest.mark.parametrize("legacy", LEGACY)
 def test_read_exactly_and_inspected_as_fixed_slot(
-    tmp_path: Path, legacy: Legacy, places: dict[int, str]
+    run: Run, tmp_path: Path, legacy: Legacy, places: dict[int, str]
 ) -> None:
     written = write_legacy(tmp_path / "a", legacy, places, MASKS)
     read_back(written)
@@ -255,7 +257,30 @@ def test_read_exactly_and_inspected_as_fixed_slot(
     assert [(i.key, i.layout, i.slot_size) for i in report] == [
         (key, "fixed-slot", legacy.slot) for key in written.keys
     ]
+    code, out, _ = run("inspect", "--json", written.path)
+    assert code == 0
+    (array,) = json.loads(out)["arrays"]
+    assert [(s["layout"], s["slot_size"]) for s in array["shards"]] == [
+        ("fixed-slot", legacy.slot)] * len(written.keys)
     assert zarrext.check(str(written.path), deep=True) == []
+
+
+@pytest.mark.parametrize("legacy", LEGACY)
+def test_a_whole_shard_write_keeps_the_slots(tmp_path: Path, legacy: Legacy) -> None:
+    """Every chunk of a shard replaced in one write: a new file in the same slots."""
+    written = write_legacy(tmp_path / "a", legacy, PLACES, MASKS)
+    array = zarrext.open_array(str(written.path), shard_layout="fixed-slot",
+                               decision="compress_if_smaller")
+    shard = (slice(0, legacy.shape[0]), slice(0, legacy.shape[1] // 2))
+    block = np.random.default_rng(4).integers(0, 1000, written.values[shard].shape)
+    array[shard] = block
+    written.values[shard] = block
+    read_back(written)
+    in_own_places(written, legacy.slot)
+    table = written.table("c/0/0")
+    assert table[:, 0].tolist() == [legacy.home(f) for f in range(legacy.n)]
+    assert (written.path / "c/0/0").stat().st_size == legacy.home(legacy.n) + (
+        index_size(legacy.n) if legacy.location == "end" else 0)
 
 
 @pytest.mark.parametrize("legacy", LEGACY)
