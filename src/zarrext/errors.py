@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import gzip
+import lzma
 import re
 import struct
 import types
@@ -30,18 +31,49 @@ __all__ = [
     "error_text",
     "failing_codecs",
     "hex_bytes",
+    "is_decode_error",
     "naming_chunk",
 ]
 
 DECODE_ERRORS: tuple[type[Exception], ...] = (
     ValueError, RuntimeError, TypeError, IndexError, KeyError, ArithmeticError,
-    AssertionError, EOFError, struct.error, zlib.error, gzip.BadGzipFile,
+    AssertionError, EOFError, struct.error, zlib.error, lzma.LZMAError, OSError,
 )
-"""What codecs raise on bytes they cannot decode: the ``ValueError`` family, and
-numcodecs' zstd a ``RuntimeError``, gzip ``BadGzipFile``, ``EOFError`` or
-``zlib.error``, others ``TypeError``, ``IndexError``, ``OverflowError`` or
-``struct.error``. Not ``MemoryError``, and no other ``OSError``: that is the
-store's (a chunk that cannot be read is not a damaged chunk)."""
+"""What codecs raise on bytes they cannot decode, the one list every path that
+decodes catches (then asks :func:`is_decode_error`):
+
+- zarr's and zarrext's codecs, ``crc32c``, ``bytes``: the ``ValueError`` family
+  (a size that does not reshape, a checksum mismatch, a bad header);
+- ``zstd`` (numcodecs), ``blosc``, ``numcodecs.lz4``: ``RuntimeError``;
+- ``gzip``: ``gzip.BadGzipFile`` (an ``OSError``), ``EOFError`` or ``zlib.error``;
+- ``numcodecs.zlib``: ``zlib.error``;
+- ``numcodecs.bz2``: ``OSError("Invalid data stream")``, or ``ValueError`` /
+  ``EOFError`` when cut short;
+- ``numcodecs.lzma``: ``lzma.LZMAError``;
+- others ``TypeError``, ``IndexError``, ``KeyError``, ``OverflowError``,
+  ``struct.error``.
+
+``OSError`` is here for gzip and bz2 only: the store's ``OSError`` (a chunk that
+cannot be read is not a damaged chunk) is told apart by :func:`is_decode_error`.
+Not ``MemoryError``."""
+
+
+def is_decode_error(error: BaseException) -> bool:
+    """Whether ``error``, caught as one of :data:`DECODE_ERRORS`, is a codec's
+    complaint about the bytes it decodes (else the caller re-raises it).
+
+    An ``OSError`` is one when a compressor raised it on its input (gzip's
+    ``BadGzipFile``, bz2's ``Invalid data stream``): it carries no ``errno``, and
+    its traceback passes through a codec that is not a sharding codec (which reads
+    inner chunks from the store). The store's own ``OSError`` (a missing file, a
+    refused connection) is not: the chunk may be intact.
+    """
+    if not isinstance(error, DECODE_ERRORS):
+        return False
+    if not isinstance(error, OSError) or isinstance(error, gzip.BadGzipFile):
+        return True
+    codecs = failing_codecs(error)
+    return error.errno is None and bool(codecs) and codecs[-1] != "sharding_indexed"
 
 
 class FillValueError(ValueError, TypeError):
@@ -236,6 +268,8 @@ def naming_chunk(
     try:
         yield
     except DECODE_ERRORS as e:
+        if not is_decode_error(e):
+            raise
         error = ChunkDecodeError.wrapping(e, array=array, key=key, inner=inner, codecs=codecs)
         raise error from error.__cause__
 

@@ -64,7 +64,7 @@ from zarrext.chunk_io import _get_chunk_sync, _sync_io
 from zarrext.codec_threads import codec_pool, codec_workers
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.direct import decodes_zstd_in_place, zstd_into_place
-from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.optional_decode import _decode_split_into
 from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
@@ -349,7 +349,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """Raise ``error``, raised decoding the chunk of ``key_holder``, as a
         ChunkDecodeError naming the array, the chunk's key and the codec, ``from`` the
         codec's own error. (Only called on failure: the chunk's place is worked out
-        then, not for every chunk read.)"""
+        then, not for every chunk read.) An error that is no codec's (the store's
+        ``OSError``: :func:`~zarrext.errors.is_decode_error`) is raised as it is."""
+        if not is_decode_error(error):
+            raise error
         array, key = self._where(key_holder)
         codecs = self.transform.codecs if self.transform is not None else tuple(self)
         inner = getattr(key_holder, "chunk_coords", None)

@@ -12,6 +12,11 @@ are sized by :data:`KNOWN_BOUNDS` below, each with the source of its formula.
 A slot is the chain's bound rounded up to whole blocks of :data:`SLOT_BLOCK`
 bytes when the chain compresses: an inner chunk then fills only the first blocks
 of its slot, and the rest, never written, stays a hole of a sparse file.
+
+Earlier versions of zarrext sized slots otherwise (:data:`SLOT_RULES`). Their
+shards stay in their slots: a writer, ``inspect``, ``recompress`` and ``compact``
+recognise each shard's slot size from where its index puts its chunks
+(:meth:`zarrext.sharding.geometry.ShardGeometry.for_shard`).
 """
 
 from __future__ import annotations
@@ -37,12 +42,16 @@ if TYPE_CHECKING:
 __all__ = [
     "KNOWN_BOUNDS",
     "SLOT_BLOCK",
+    "SLOT_RULES",
     "KnownBound",
+    "SlotRule",
     "chain_bound",
     "deflate_bound",
     "encoded_size_bound",
     "lz4_bound",
+    "raw_header_slot",
     "slot_bound",
+    "slot_sizes",
     "zstd_bound",
 ]
 
@@ -222,3 +231,92 @@ def slot_bound(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
     if exact or bound < SLOT_BLOCK:
         return bound
     return -(-bound // SLOT_BLOCK) * SLOT_BLOCK
+
+
+def raw_header_slot(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> int:
+    """The slot size zarrext gave fixed-slot shards before it knew compressors'
+    bounds (layout version 1, see :data:`SLOT_RULES`).
+
+    Fixed-size codecs add what ``compute_encoded_size`` says; a ``conditional``
+    codec adds its header to its input (``raw + header_bits / 8``: version 1 let
+    only a decision that never inflates write fixed slots, so a chunk never
+    outgrew its raw bytes); a codec with a ``max_encoded_size(n)`` of its own,
+    that bound. No rounding to blocks. So a chain ``bytes, conditional(zstd),
+    crc32c`` of 8 KiB inner chunks had 8,192 + 1 + 4 = 8,197-byte slots.
+
+    Raises
+    ------
+    ShardLayoutError
+        When version 1 gave these codecs no slot (another compressor, or a data
+        type of no fixed size): it wrote no fixed-slot shard for them.
+    """
+    item_size = getattr(chunk_spec.dtype, "item_size", None)
+    if not isinstance(item_size, int):
+        raise ShardLayoutError(f"data type {chunk_spec.dtype} has no fixed item size")
+    nbytes = math.prod(chunk_spec.shape) * item_size
+    spec = chunk_spec
+    for codec in codecs:
+        if isinstance(codec, ArrayArrayCodec | ArrayBytesCodec):
+            if not codec.is_fixed_size:
+                raise ShardLayoutError(f"{codec_name(codec)!r} has variable-size output")
+            nbytes = codec.compute_encoded_size(nbytes, spec)
+            spec = codec.resolve_metadata(spec)
+        elif codec.is_fixed_size:
+            nbytes = codec.compute_encoded_size(nbytes, spec)
+        elif isinstance(codec, ConditionalCodec):
+            nbytes += codec.header_nbytes
+        elif callable(own := getattr(codec, "max_encoded_size", None)) and (
+            (limit := own(nbytes)) is not None
+        ):
+            nbytes = int(limit)
+        else:
+            raise ShardLayoutError(f"{codec_name(codec)!r} had no slot bound in version 1")
+    return int(nbytes)
+
+
+@dataclass(frozen=True)
+class SlotRule:
+    """How one version of zarrext sized the slots of ``fixed-slot`` shards.
+
+    Attributes
+    ----------
+    version : int
+        The layout version.
+    written : str
+        Which zarrext wrote shards with it.
+    size : callable
+        ``(inner codecs, inner chunk spec) -> slot size``; raises
+        :class:`ShardLayoutError` for codecs the version gave no slot.
+    """
+
+    version: int
+    written: str
+    size: Callable[[tuple[Codec, ...], ArraySpec], int]
+
+
+SLOT_RULES: tuple[SlotRule, ...] = (
+    SlotRule(2, "from 2026-11-25 (commit 217cea7) on", slot_bound),
+    SlotRule(1, "from 2026-11-21 (commit c7d2612) to 217cea7", raw_header_slot),
+)
+"""Every slot size formula zarrext has written shards with, newest first.
+
+Both place inner chunk ``i`` at ``data_start + i * S`` and its spare slot at
+``spare_start + i * S`` (:class:`~zarrext.sharding.geometry.ShardGeometry`); only
+``S`` differs, and only for chains that compress (a chain of fixed-size codecs has
+the same ``S`` in both). Nothing records the version: ``zarr.json`` is what zarr
+writes (layouts are runtime settings), and a shard's index tells which ``S`` it is
+laid out in (:meth:`~zarrext.sharding.geometry.ShardGeometry.for_shard`). A new
+rule goes first here; the ones before it stay, so that their shards keep their
+slots."""
+
+
+def slot_sizes(codecs: tuple[Codec, ...], chunk_spec: ArraySpec) -> tuple[int | None, ...]:
+    """The slot size of each rule of :data:`SLOT_RULES` for these inner codecs,
+    newest first: None where a rule gives them none."""
+    sizes: list[int | None] = []
+    for rule in SLOT_RULES:
+        try:
+            sizes.append(rule.size(codecs, chunk_spec))
+        except ShardLayoutError:
+            sizes.append(None)
+    return tuple(sizes)

@@ -30,7 +30,7 @@ from zarrext._zarr_compat import (
     inner_chunk_spec,
     sharding_codec_fields,
 )
-from zarrext.errors import DECODE_ERRORS, ChunkDecodeError
+from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline import ZarrextCodecPipeline
 from zarrext.scratch import Staging, staged_encoding
 
@@ -220,6 +220,8 @@ class RuntimeShardingCodec(ShardingCodec):
                     drop_axes=(),
                 )
             except DECODE_ERRORS as e:
+                if not is_decode_error(e):
+                    raise
                 # The shard's key is the outer pipeline's to add.
                 raise ChunkDecodeError.wrapping(e, inner=tuple(coords), codecs=codecs) from e
             finally:

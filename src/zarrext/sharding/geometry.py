@@ -6,7 +6,7 @@ Used by every module of :mod:`zarrext.sharding`; it imports none of them.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -35,12 +35,17 @@ class ShardGeometry:
         Where the index is.
     slot_size : int or None
         ``S``, the fixed slot size, when the inner codecs bound it.
+    earlier_slot_sizes : tuple of int
+        The other slot sizes earlier versions of zarrext gave these inner codecs
+        (:data:`zarrext.sharding.bounds.SLOT_RULES`), newest first: a shard they
+        wrote keeps its own (:meth:`for_shard`).
     """
 
     chunks_per_shard: tuple[int, ...]
     index_size: int
     index_location: str
     slot_size: int | None
+    earlier_slot_sizes: tuple[int, ...] = ()
 
     @property
     def n_chunks(self) -> int:
@@ -79,14 +84,69 @@ class ShardGeometry:
             self.n_chunks * (self.slot_size or 0) if layout == "fixed-slot" else 0
         )
 
+    def for_shard(self, table: np.ndarray, size: int) -> ShardGeometry:
+        """The geometry of one shard: the slot size its chunks are laid out in.
+
+        A shard written by an earlier version of zarrext has that version's slots
+        (:attr:`earlier_slot_sizes`), which nothing but the shard itself records:
+        its chunks sit in their own places (slot ``data_start + i * S`` or spare
+        slot ``spare_start + i * S``, whole). The slot size that puts most present
+        chunks there is the shard's; on a tie (a shard holding only chunk 0, or
+        none in place, such as a dense one), the one whose fresh or fully spared
+        shard has this file's size (:meth:`_sized_for`), then the newest. Writers
+        keep a shard's slot size (each chunk alternates between its own two
+        places), so the answer does not change from one transaction to the next.
+
+        Parameters
+        ----------
+        table : numpy.ndarray
+            The shard's ``(n, 2)`` offsets and lengths.
+        size : int
+            The shard's size in bytes.
+
+        Returns
+        -------
+        ShardGeometry
+            This geometry with the shard's slot size and no earlier ones.
+        """
+        if not self.earlier_slot_sizes:
+            return self
+        present = table[:, 0] != EMPTY
+        count = int(present.sum())
+        # offset - i * S is data_start (its slot) or spare_start (its spare slot)
+        offsets = table[:, 0].astype(np.int64)
+        lengths = table[:, 1].astype(np.int64)
+        flats = np.arange(table.shape[0], dtype=np.int64)
+        best, best_score = self.slot_size, (-1, False)
+        for slot in (self.slot_size, *self.earlier_slot_sizes):
+            candidate = replace(self, slot_size=slot, earlier_slot_sizes=())
+            score = (0, False)
+            if slot is not None:
+                start = offsets - flats * slot
+                own = (start == candidate.data_start) | (start == candidate.spare_start)
+                own &= present & (lengths <= slot)
+                score = (int(own.sum()), candidate._sized_for(size))
+            if score > best_score:  # strictly better: ties stay with the newer size
+                best, best_score = slot, score
+            if best_score == (count, True):
+                break  # every chunk in place, the file sized for it: no need to look on
+        return replace(self, slot_size=best, earlier_slot_sizes=())
+
+    def _sized_for(self, size: int) -> bool:
+        """Whether a shard of ``size`` bytes has the size of a fresh fixed-slot shard
+        of this geometry, or of one whose spare slots are all in the file."""
+        data_end = size - (self.index_size if self.index_location == "end" else 0)
+        return data_end in (self.slots_end, self.spare_end)
+
 
 def guess_layout(table: np.ndarray, size: int, geometry: ShardGeometry) -> str:
     """Which layout a shard's index and size look like.
 
     ``"fixed-slot"`` when every present chunk is in its slot or in the spare area
-    after the slots, ``"dense"`` when the chunks and index fill the file exactly,
-    else ``"append"``.
+    after the slots (of the shard's own slot size, :meth:`ShardGeometry.for_shard`),
+    ``"dense"`` when the chunks and index fill the file exactly, else ``"append"``.
     """
+    geometry = geometry.for_shard(table, size)
     present = table[:, 0] != EMPTY
     slot = geometry.slot_size
     if slot is not None and size >= geometry.slots_end:

@@ -15,6 +15,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
 from zarrext._zarr_compat import async_array_of
+from zarrext.errors import DECODE_ERRORS, is_decode_error
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -72,6 +73,11 @@ class ShardInfo:
         Size of the shard with the codecs after ``sharding_indexed`` undone (what
         ``bytes_used`` is part of); None when no codecs follow it (the shard is
         stored as it is, ``file_size``).
+    slot_size : int or None
+        The slot size of a ``fixed-slot`` shard: the one this version gives the
+        array's inner codecs, or an earlier version's for a shard that version
+        wrote (:data:`zarrext.sharding.bounds.SLOT_RULES`), which writers keep.
+        None for other layouts.
     """
 
     key: str
@@ -85,6 +91,7 @@ class ShardInfo:
     allocated: int | None = None
     opened_layout: str | None = None
     decoded_size: int | None = None
+    slot_size: int | None = None
 
 
 Stat = tuple[int, int, bytes, bool, int | None]
@@ -126,7 +133,9 @@ def _stat_stored(shards: ArrayShards, stored: bytes, pending: bool) -> Stat:
     decode gives no index bytes)."""
     try:
         data = shards.shard_bytes(stored)
-    except (ValueError, RuntimeError, TypeError):
+    except DECODE_ERRORS as e:
+        if not is_decode_error(e):
+            raise
         return len(stored), len(stored), b"", pending, None
     isz = shards.geometry.index_size
     raw = data[:isz] if shards.geometry.index_location == "start" else data[-isz:]
@@ -160,10 +169,12 @@ def shard_report(array: Any) -> list[ShardInfo]:
             ))
             continue
         present = table[:, 0] != writer.EMPTY
+        own = geometry.for_shard(table, shard_size)
+        layout = guess_layout(table, shard_size, own)
         out.append(
             ShardInfo(
                 key=key,
-                layout=guess_layout(table, shard_size, geometry),
+                layout=layout,
                 bytes_used=int(table[present, 1].sum()) + geometry.index_size,
                 file_size=size,
                 empty_chunks=int((~present).sum()),
@@ -174,6 +185,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 allocated=allocated,
                 opened_layout=opened,
                 decoded_size=None if shards.bare else shard_size,
+                slot_size=own.slot_size if layout == "fixed-slot" else None,
             )
         )
     return out

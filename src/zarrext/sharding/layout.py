@@ -10,7 +10,10 @@ a writer puts each inner chunk, so every layout reads with any reader.
     (:func:`zarrext.sharding.bounds.slot_bound`: the chain's worst-case encoded
     size, in whole blocks when it compresses). The spare area after the ``n`` slots
     holds chunks that are being replaced (see :mod:`zarrext.sharding.writer`) or do
-    not fit.
+    not fit. Shards written by earlier versions of zarrext, whose ``S`` was
+    smaller (:data:`zarrext.sharding.bounds.SLOT_RULES`), keep their own ``S``:
+    writers, ``inspect``, ``recompress`` and ``compact`` read it from where each
+    shard's index puts its chunks (:meth:`ShardGeometry.for_shard`).
 ``append``
     New and updated chunks go to the end of the shard, followed by a fresh index
     when the index is at the end (the spec's append-only strategy).
@@ -52,7 +55,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain
 from zarrext.sharding import writer
-from zarrext.sharding.bounds import slot_bound
+from zarrext.sharding.bounds import slot_bound, slot_sizes
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.specs import array_spec, regular_chunk_shape
@@ -98,17 +101,22 @@ def shard_spec_of(metadata: ArrayV3Metadata) -> ArraySpec:
 
 
 def geometry_of(codec: ShardingCodec, shard_spec: ArraySpec) -> ShardGeometry:
-    """The geometry of a shard encoded by ``codec``; ``slot_size`` is None when unbounded."""
+    """The geometry of a shard encoded by ``codec``; ``slot_size`` is None when unbounded.
+
+    Its ``earlier_slot_sizes`` are the other slot sizes of
+    :data:`zarrext.sharding.bounds.SLOT_RULES` for these codecs: shards written by
+    earlier versions of zarrext keep theirs (:meth:`ShardGeometry.for_shard`).
+    """
     per_shard = chunks_per_shard(codec, shard_spec)
-    try:
-        slot: int | None = slot_bound(codec.codecs, inner_chunk_spec(codec, shard_spec))
-    except ShardLayoutError:
-        slot = None
+    slot, *earlier = slot_sizes(codec.codecs, inner_chunk_spec(codec, shard_spec))
     return ShardGeometry(
         chunks_per_shard=per_shard,
         index_size=shard_index_size(codec, per_shard),
         index_location=codec.index_location,
         slot_size=slot,
+        earlier_slot_sizes=tuple(dict.fromkeys(
+            s for s in earlier if s is not None and s != slot
+        )),
     )
 
 

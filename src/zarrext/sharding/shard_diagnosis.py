@@ -23,18 +23,19 @@ from zarr.core.buffer import default_buffer_prototype
 
 from zarrext._context import _chunk_index
 from zarrext._zarr_compat import inner_chunk_spec, inner_chunk_transform
-from zarrext.errors import error_text, hex_bytes
+from zarrext.errors import (
+    DECODE_ERRORS,
+    ChunkDecodeError,
+    error_text,
+    hex_bytes,
+    is_decode_error,
+)
 from zarrext.sharding import writer
 from zarrext.sharding.check_report import OBJECT_ADVICE, RESTORE, REWRITE, ShardCheck
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards
 from zarrext.sharding.state import decode_table
-
-# Errors a codec raises on bytes it cannot decode: zarr's and numcodecs' own are
-# ValueError/TypeError; some compressors raise RuntimeError (zstd), EOFError,
-# OSError (gzip's BadGzipFile), zlib.error, or fail on a short buffer (IndexError).
-_DECODE_ERRORS = (ValueError, TypeError, RuntimeError, EOFError, OSError, IndexError, KeyError)
 
 
 def _entry_problems(
@@ -178,7 +179,8 @@ class _Decoder:
             self.transform = pipeline.transform
 
     def problem(self, coords: tuple[int, ...], data: bytes) -> str | None:
-        """Why ``data`` does not decode as the chunk at ``coords``, or None."""
+        """Why ``data`` does not decode as the chunk at ``coords`` (the codec that
+        failed and its error), or None."""
         token = _chunk_index.set(coords)
         try:
             decoded = self.transform.decode_chunk(
@@ -186,8 +188,11 @@ class _Decoder:
             )
             if tuple(decoded.shape) != tuple(self.spec.shape):
                 return f"decodes to shape {tuple(decoded.shape)}, not {tuple(self.spec.shape)}"
-        except _DECODE_ERRORS as e:
-            return error_text(e)
+        except DECODE_ERRORS as e:
+            if not is_decode_error(e):
+                raise
+            error = ChunkDecodeError.wrapping(e, codecs=self.transform.codecs)
+            return f"codec {error.codec!r}: {error.reason}" if error.codec else error.reason
         finally:
             _chunk_index.reset(token)
         return None
@@ -405,7 +410,9 @@ def _check_stored_shard(
     (a compressor, a checksum) are undone first, then the shard is checked."""
     try:
         data = shards.shard_bytes(stored)
-    except _DECODE_ERRORS as e:
+    except DECODE_ERRORS as e:
+        if not is_decode_error(e):
+            raise
         result.problem(
             "undecodable_object",
             f"does not decode through {shards.chain.outer_names()} (the codecs after "

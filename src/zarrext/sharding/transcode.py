@@ -10,7 +10,8 @@ lost) and skip the rollback of a killed writer. :func:`transcode_shard` instead:
 2. reads the index and the chunk bytes from the locked file, so nothing a writer
    committed before is missed and nothing can commit meanwhile;
 3. builds the new shard in a temporary file in the layout the shard had
-   (chunks stay in their fixed slots; a dense or append shard comes back dense)
+   (chunks stay in their fixed slots, of the shard's own slot size when an
+   earlier version of zarrext wrote it; a dense or append shard comes back dense)
    and swaps it in with ``os.replace``, still under the lock.
 
 A crash leaves the old shard and a temporary file that ``zarrext check --repair``
@@ -92,6 +93,7 @@ def transcode_shard(
         if fd is None:
             return None
         state = writer.load_state(fd, codec, geometry, path)
+        geometry = geometry.for_shard(state.table, state.size)  # an earlier version's slots
         layout = guess_layout(state.table, state.size, geometry)
         datas: dict[int, bytes | Buffer | None] = {}
         prototype = default_buffer_prototype()

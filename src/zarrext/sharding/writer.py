@@ -319,6 +319,9 @@ def _commit(
     with locked_shard(path, create=(codec, geometry, layout)) as fd:
         assert fd is not None
         state = load_state(fd, codec, geometry, path)
+        # An earlier version's shard keeps its slot size (sharding.bounds.SLOT_RULES):
+        # its chunks go on alternating between their own two places.
+        geometry = geometry.for_shard(state.table, state.size)
         if datas is None:
             assert merge is not None
             assert reads is not None
