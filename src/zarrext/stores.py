@@ -270,6 +270,16 @@ def _passed_through() -> tuple[type[Exception], ...]:
             ox.NotModifiedError)
 
 
+def _not_found() -> tuple[type[Exception], ...]:
+    """obstore's class of a missing object (it raises Python's ``FileNotFoundError``
+    for one, which zarr reads as a missing key; its own class is kept to be sure)."""
+    try:
+        from obstore.exceptions import NotFoundError
+    except ImportError:
+        return ()
+    return (NotFoundError,)
+
+
 def _by_type(error: BaseException) -> tuple[str, str, str | None] | None:
     """(cause, what went wrong, what to do if not the cause's) for an error whose type
     says it."""
@@ -335,7 +345,7 @@ def classify(
             return cause, what, todo
     elif words is not None:
         cause, what = words
-    elif isinstance(error, FileNotFoundError):
+    elif isinstance(error, (FileNotFoundError, *_not_found())):
         cause, what = "not found", "not found"
     else:
         cause, what = "other", _said(error)
@@ -662,7 +672,9 @@ class RemoteObjectStore(ObjectStore):
         ``PreconditionError``, ``NotSupportedError``...) and for errors of no store."""
         if isinstance(error, (StoreAccessError, *_passed_through())):
             return None
-        if isinstance(error, FileNotFoundError) and not _BUCKET_MISSING.search(str(error)):
+        if isinstance(error, (FileNotFoundError, *_not_found())) and not (
+            _BUCKET_MISSING.search(str(error))
+        ):
             return None
         return store_error(error, [self.location], timeout=self.timeout)
 
@@ -687,10 +699,11 @@ class RemoteObjectStore(ObjectStore):
             return
         import obstore as obs
 
+        missing: tuple[type[Exception], ...] = (FileNotFoundError, *_not_found())
         with self._naming():
             try:
                 await obs.get_async(self.store, key)
-            except FileNotFoundError as e:
+            except missing as e:
                 if _BUCKET_MISSING.search(str(e)):
                     raise
         self._bucket_seen = True
