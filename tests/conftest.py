@@ -65,6 +65,35 @@ def s3_server() -> Iterator[str]:
 
 
 @pytest.fixture
+def freezable_s3() -> Iterator[dict[str, Any]]:
+    """A bucket on an S3 server of the test's own (moto on loopback), which the test
+    can freeze: its URL, storage options, and ``frozen()``, a context manager during
+    which the server's process is stopped (SIGSTOP: connections are accepted, nothing
+    is answered) and after which it goes on (SIGCONT)."""
+    import signal
+
+    import s3fs
+
+    from tests.moto_server import moto_process
+
+    with moto_process() as (endpoint, server):
+        options = {"endpoint_url": endpoint, "key": "testing", "secret": "testing",
+                   "client_kwargs": {"region_name": "eu-west-1"}}
+        bucket = f"zarrext-{uuid.uuid4().hex[:12]}"
+        s3fs.S3FileSystem(**options, skip_instance_cache=True).mkdir(bucket)
+
+        @contextlib.contextmanager
+        def frozen() -> Iterator[None]:
+            server.send_signal(signal.SIGSTOP)
+            try:
+                yield
+            finally:
+                server.send_signal(signal.SIGCONT)
+
+        yield {"url": f"s3://{bucket}", "options": options, "frozen": frozen}
+
+
+@pytest.fixture
 def s3(s3_server: str) -> dict[str, Any]:
     """A fresh bucket on the loopback S3 server: its URL and the storage options."""
     import s3fs

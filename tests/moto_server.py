@@ -8,6 +8,7 @@ it over HTTP exactly as to a real object store.
 from __future__ import annotations
 
 import contextlib
+import signal
 import socket
 import subprocess
 import sys
@@ -23,8 +24,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def moto_server() -> Iterator[str]:
-    """Start moto's server mode on loopback; its endpoint URL. Stopped on exit."""
+def moto_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """Start moto's server mode on loopback: its endpoint URL and its process (which a
+    test may stop and continue, SIGSTOP and SIGCONT, as a frozen server). Stopped on
+    exit."""
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
@@ -40,7 +43,16 @@ def moto_server() -> Iterator[str]:
                 if server.poll() is not None or time.monotonic() > deadline:
                     raise RuntimeError("the moto S3 server did not start") from None
                 time.sleep(0.1)
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", server
     finally:
+        if server.poll() is None:
+            server.send_signal(signal.SIGCONT)  # a stopped server ends only once continued
         server.terminate()
         server.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def moto_server() -> Iterator[str]:
+    """Start moto's server mode on loopback; its endpoint URL. Stopped on exit."""
+    with moto_process() as (endpoint, _):
+        yield endpoint

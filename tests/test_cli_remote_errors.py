@@ -1,11 +1,17 @@
 """Remote failures are one line naming the URL, and every kind of error has its exit
-code (issue 26 item 4, issue 27 item 10)."""
+code (issue 26 item 4, issue 27 item 10): a missing bucket, a frozen server, credentials
+of each store, an unknown codec, icechunk repositories in S3 (issue 34 item 7, issue 35
+item 4)."""
 
 from __future__ import annotations
 
 import json
+import os
 import socket
+import subprocess
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -14,8 +20,11 @@ import numpy as np
 import pytest
 import zarr
 
-from tests.conftest import Run
+import zarrext
+from tests.conftest import ROOT, Run, Where
+from tests.moto_server import free_port
 from tests.test_cli_errors import one_line_error
+from zarrext.errors import CodecUnavailableError
 from zarrext.stores import open_store
 
 
@@ -31,18 +40,118 @@ def _float_array(location: Any) -> None:
     )
 
 
-def test_quantize_into_a_missing_bucket_is_one_line(
-    run: Run, s3: dict[str, Any], tmp_path: Path
+MISSING_BUCKET = "nosuchbucket-zarrext"
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["info", "inspect", "check", "recompress", "compact", "quantize-path", "quantize-out"],
+)
+def test_a_missing_bucket_is_named_by_every_command(
+    run: Run, s3: dict[str, Any], command: str
 ) -> None:
+    # the server answers NoSuchBucket; zarr reads a missing object as nothing, and
+    # `info` said "not a Zarr array or group" (exit 1) where `quantize --out` said
+    # the bucket was missing (exit 3)
     so = _obstore_options(s3)
-    _float_array(open_store(f"{s3['url']}/a.zarr", mode="w",
-                            storage_options=json.loads(so)))
-    code, _, err = run("quantize", f"{s3['url']}/a.zarr", "--max-abs-error", "0.01",
-                         "--out", "s3://nosuchbucket-zarrext/q.zarr", "--storage-options", so)
+    missing = f"s3://{MISSING_BUCKET}/x.zarr"
+    if command == "quantize-out":
+        _float_array(open_store(f"{s3['url']}/a.zarr", mode="w",
+                                storage_options=json.loads(so)))
+        args: tuple[Any, ...] = ("quantize", f"{s3['url']}/a.zarr", "--max-abs-error", "0.01",
+                                 "--out", missing)
+    elif command == "quantize-path":
+        args = ("quantize", missing, "--max-abs-error", "0.01", "--out", f"{s3['url']}/q.zarr")
+    else:
+        args = (command, missing)
+    code, _, err = run(*args, "--storage-options", so)
     line = one_line_error(err)
     assert code == 3
-    assert "s3://nosuchbucket-zarrext/q.zarr: the bucket or container does not exist" in line
+    assert f"{missing}: the bucket '{MISSING_BUCKET}' does not exist" in line
     assert "Debug source" not in line
+
+
+TIMEOUT = 3  # ZARREXT_STORE_TIMEOUT in the tests of a frozen server, in seconds
+SLACK = 2.0  # seconds a command may take beyond the bound (its own work, a loaded machine)
+
+
+def test_a_frozen_server_fails_within_the_bound_naming_it(
+    run: Run, freezable_s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # obstore's own retry timeout failed a writer only after 180.7 s
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", str(TIMEOUT))
+    _float_array(str(tmp_path / "a.zarr"))
+    so = json.dumps(freezable_s3["options"])
+    out = f"{freezable_s3['url']}/q.zarr"
+    runs = [
+        ("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01", "--out", out,
+         "--out-options", so),
+        ("info", out, "--storage-options", so),
+    ]
+    with freezable_s3["frozen"]():
+        for args in runs:
+            started = time.monotonic()
+            code, _, err = run(*args)
+            elapsed = time.monotonic() - started
+            line = one_line_error(err)
+            assert code == 3, line
+            assert f"{out}: the request timed out (bound: {TIMEOUT} s, retries included)" in line
+            assert "ZARREXT_STORE_TIMEOUT" in line
+            assert elapsed < TIMEOUT + SLACK, (args[0], elapsed)
+
+
+@pytest.mark.parametrize("value", ["soon", "0", "-1", "inf"])
+def test_a_bad_store_timeout_is_a_usage_error(
+    run: Run, s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", value)
+    code, _, err = run("info", f"{s3['url']}/x.zarr", "--storage-options", _obstore_options(s3))
+    assert code == 2
+    assert f"ZARREXT_STORE_TIMEOUT={value!r}: expected a number of seconds > 0" in (
+        one_line_error(err)
+    )
+
+
+@pytest.fixture
+def no_cloud_credentials(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No credentials of any cloud: none in the environment, no files in HOME, and the
+    instance metadata services (asked last) at a port nothing listens on."""
+    for name in list(os.environ):
+        if name.startswith(("AWS_", "GOOGLE_", "AZURE_", "ICECHUNK_LOG")):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    closed = f"http://127.0.0.1:{free_port()}"
+    monkeypatch.setenv("AWS_EC2_METADATA_SERVICE_ENDPOINT", closed)  # the AWS SDK's
+    monkeypatch.setenv("AWS_METADATA_ENDPOINT", closed)  # obstore's
+    monkeypatch.setenv("AZURE_MSI_ENDPOINT", f"{closed}/")
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", "10")
+
+
+@pytest.mark.parametrize(
+    ("url", "options", "own", "code"),
+    [
+        ("gs://zarrext-no-bucket/x.zarr", None,
+         ("GOOGLE_APPLICATION_CREDENTIALS", "GOOGLE_SERVICE_ACCOUNT"), 3),
+        ("az://container/x.zarr", {"account_name": "zarrextnone"},
+         ("AZURE_STORAGE_ACCOUNT_KEY", "sas_token"), 3),
+        # no account: no store at all (a usage error), named with its credentials
+        ("az://container/x.zarr", None, ("AZURE_STORAGE_ACCOUNT_NAME", "account_name"), 2),
+    ],
+    ids=["gs", "az", "az-no-account"],
+)
+def test_each_store_without_credentials_names_its_own_settings(
+    run: Run, no_cloud_credentials: None, url: str, options: dict[str, Any] | None,
+    own: tuple[str, ...], code: int,
+) -> None:
+    # a gs:// URL was told to set AWS_ACCESS_KEY_ID
+    args = ("--storage-options", json.dumps(options)) if options else ()
+    got, _, err = run("info", url, *args)
+    line = one_line_error(err)
+    assert got == code
+    assert line.startswith(f"zarrext: error: {url}: ")
+    for name in own:
+        assert name in line
+    assert "AWS_" not in line
 
 
 def test_output_without_credentials_names_the_output(
@@ -186,3 +295,148 @@ def test_empty_icechunk_name_is_refused(run: Run, tmp_path: Path, option: str) -
     assert code == 2
     assert "an empty name" in one_line_error(err)
     assert out == ""
+
+
+# -- an unknown codec names the array ----------------------------------------------------
+
+
+def _group_with_unknown_codec(where: Where) -> None:
+    """Group ``g.zarr`` holding ``sub/a``, whose codecs end with 'frobnicate' (no
+    implementation is installed), and ``b`` beside it, readable."""
+    group = zarr.open_group(
+        open_store(where.location("g.zarr"), mode="w", storage_options=where.options),
+        mode="w",
+    )
+    group.create_group("sub").create_array("a", shape=(4,), chunks=(2,), dtype="f4")
+    group.create_array("b", shape=(4,), chunks=(2,), dtype="f4")
+    document = json.loads(where.stored("g.zarr")["sub/a/zarr.json"])
+    document["codecs"].append({"name": "frobnicate"})
+    where.put("g.zarr", "sub/a/zarr.json", json.dumps(document).encode())
+
+
+@pytest.mark.parametrize("command", ["info", "inspect", "check", "quantize"])
+def test_an_unknown_codec_names_the_array(
+    run: Run, where: Where, tmp_path: Path, command: str
+) -> None:
+    # zarr's "An implementation for codec 'frobnicate' is not available" names no array
+    _group_with_unknown_codec(where)
+    group = where.location("g.zarr")
+    options = () if where.local else ("--storage-options", json.dumps(where.options))
+    for target in (group, f"{group}/sub/a"):  # the group walked, the array itself
+        extra = ("--max-abs-error", "0.1", "--out", tmp_path / "q.zarr") if (
+            command == "quantize") else ()
+        code, _, err = run(command, target, *extra, *options)
+        line = one_line_error(err)
+        assert code == 1, line
+        assert line.startswith(f"zarrext: error: {group}/sub/a: An implementation for codec "
+                               "'frobnicate' is not available"), line
+
+
+def test_the_library_names_the_array_of_an_unknown_codec(where: Where) -> None:
+    from zarrext.inspection import node_info
+
+    _group_with_unknown_codec(where)
+    group = where.location("g.zarr")
+    with pytest.raises(CodecUnavailableError) as raised:
+        zarrext.open_array(f"{group}/sub/a", storage_options=where.options)
+    assert str(raised.value).startswith(f"{group}/sub/a: An implementation for codec")
+    assert raised.value.codec == "frobnicate"
+    assert type(raised.value.__cause__).__name__ == "UnknownCodecError"  # zarr's, chained
+    store = open_store(group, storage_options=where.options)
+    with pytest.raises(zarr.errors.UnknownCodecError, match=r"^array 'sub/a': An impl"):
+        node_info(zarr.open_group(store, mode="r"))  # a group's walk: the member found
+
+
+# -- icechunk repositories in S3 -----------------------------------------------------------
+
+
+def _zarrext(*args: str, env: dict[str, str]) -> tuple[int, str, str, float]:
+    """``python -m zarrext ARGS`` in a process of its own (icechunk's Rust logger
+    writes to the process's stderr, past Python's): exit code, stdout, stderr, seconds."""
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "zarrext", *args], capture_output=True, text=True, env=env,
+        timeout=120,
+    )
+    return done.returncode, done.stdout, done.stderr, time.monotonic() - started
+
+
+def _environment(**settings: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+        **settings,
+    }
+
+
+STARTUP = 12.0  # seconds a fresh interpreter may take to import zarrext and icechunk
+
+
+def test_icechunk_on_s3_with_the_server_down_is_one_bounded_line(
+    no_cloud_credentials: None,
+) -> None:
+    # exit 1 after 29 s of silence, 3-7 lines of the AWS SDK's log first
+    pytest.importorskip("icechunk")
+    options = json.dumps({"endpoint_url": f"http://127.0.0.1:{free_port()}",
+                          "key": "a", "secret": "b"})  # no region: the SDK looks for one
+    args = ("info", "s3://bucket/repo", "--icechunk-branch", "main",
+            "--storage-options", options)
+    code, out, err, seconds = _zarrext(*args, env=_environment(
+        ZARREXT_STORE_TIMEOUT=str(TIMEOUT)))
+    assert code == 3
+    assert out == ""
+    line = one_line_error(err)  # no log line of the SDK's search for a region
+    assert line.startswith("zarrext: error: s3://bucket/repo: cannot reach the icechunk "
+                           f"repository: the request timed out (bound: {TIMEOUT} s")
+    assert "ZARREXT_STORE_TIMEOUT" in line
+    assert seconds < TIMEOUT + STARTUP
+    # the user's own ICECHUNK_LOG wins: the SDK's warnings the command lowers show again
+    _, _, err, _ = _zarrext(*args, env=_environment(
+        ZARREXT_STORE_TIMEOUT=str(TIMEOUT), ICECHUNK_LOG="warn"))
+    assert "aws_config" in err
+    assert err.strip().splitlines()[-1] == line
+
+
+def test_icechunk_on_s3_without_credentials_is_one_line(
+    no_cloud_credentials: None, s3_server: str
+) -> None:
+    pytest.importorskip("icechunk")
+    options = json.dumps({"endpoint_url": s3_server})
+    code, _, err, _ = _zarrext(
+        "info", "s3://bucket/repo", "--icechunk-branch", "main", "--storage-options",
+        options, env=_environment(),
+    )
+    assert code == 3
+    line = one_line_error(err)
+    assert "cannot reach the icechunk repository: no credentials found" in line
+    assert "AWS_ACCESS_KEY_ID" in line
+
+
+def test_icechunk_in_a_missing_bucket_names_it(run: Run, s3: dict[str, Any]) -> None:
+    pytest.importorskip("icechunk")
+    url = f"s3://{MISSING_BUCKET}/repo"
+    code, _, err = run("info", url, "--icechunk-branch", "main", "--storage-options",
+                       json.dumps(s3["options"]))
+    assert code == 3
+    assert f"{url}: the bucket '{MISSING_BUCKET}' does not exist" in one_line_error(err)
+
+
+def test_icechunk_on_a_frozen_server_fails_within_the_bound(
+    run: Run, freezable_s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # icechunk's own default (the AWS SDK's) waits for a frozen server without end
+    icechunk = pytest.importorskip("icechunk")
+    from zarrext.transactions import repository_storage
+
+    url = f"{freezable_s3['url']}/repo"
+    icechunk.Repository.create(repository_storage(url, freezable_s3["options"]))
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", str(TIMEOUT))
+    with freezable_s3["frozen"]():
+        started = time.monotonic()
+        code, _, err = run("info", url, "--icechunk-branch", "main", "--storage-options",
+                           json.dumps(freezable_s3["options"]))
+        elapsed = time.monotonic() - started
+    assert code == 3
+    assert (f"{url}: cannot reach the icechunk repository: the request timed out "
+            f"(bound: {TIMEOUT} s") in one_line_error(err)
+    assert elapsed < TIMEOUT + SLACK

@@ -25,6 +25,9 @@ from tests.conftest import Run
 from tests.test_cli_errors import one_line_error
 from zarrext.sharding import ShardLayoutError
 from zarrext.stores import (
+    DEFAULT_STORE_TIMEOUT,
+    RemoteObjectStore,
+    StoreAccessError,
     StoreOpenError,
     is_url,
     local_directory,
@@ -533,3 +536,81 @@ def test_read_masked_on_s3_is_exact_and_split(
         (slice(3, 33), 7),
     )
     assert np.array_equal(np.ma.getmaskarray(part), written.mask[3:33, 7])
+
+
+# -- errors of the Python API on object stores (issue 35 item 4) -------------------------
+
+
+def test_api_errors_name_the_url_and_the_cause_with_obstores_chained(
+    freezable_s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # an obstore GenericError with a multi-line debug dump, after 180.7 s; then, with the
+    # bucket gone, "Object ... not found ... PUT 404"
+    import time
+
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", "3")
+    url, options = f"{freezable_s3['url']}/a.zarr", freezable_s3["options"]
+    array = zarrext.create_array(url, storage_options=options, shape=(40,), chunks=(10,),
+                                 dtype="f4")
+    values = np.linspace(0, 1, 40, dtype="f4")
+    with freezable_s3["frozen"]():
+        started = time.monotonic()
+        with pytest.raises(StoreAccessError) as raised:
+            array[:] = values
+        elapsed = time.monotonic() - started
+    assert elapsed < 3 + 2.0
+    assert raised.value.cause == "timed out"
+    assert raised.value.location == url
+    assert str(raised.value).startswith(f"{url}: the request timed out (bound: 3 s")
+    assert "\n" not in str(raised.value)
+    assert type(raised.value.__cause__).__module__.startswith("obstore")  # chained
+    _fs(freezable_s3).rm(freezable_s3["url"], recursive=True)  # the server goes on, bucketless
+    bucket = freezable_s3["url"].removeprefix("s3://")
+    for attempt in (lambda: array.__setitem__(slice(None), values),
+                    lambda: zarrext.open_array(url, storage_options=options)):
+        with pytest.raises(StoreAccessError) as raised:
+            attempt()
+        assert raised.value.cause == "missing bucket"
+        assert str(raised.value).startswith(f"{url}: the bucket '{bucket}' does not exist")
+        assert "not found" not in str(raised.value)
+        assert isinstance(raised.value.__cause__, FileNotFoundError)  # obstore's 404
+
+
+def test_the_store_timeout_applies_unless_the_options_set_obstores(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    url = "s3://bucket/x.zarr"
+    plain = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"}
+    store = open_store(url, storage_options=plain)
+    assert isinstance(store, RemoteObjectStore)
+    assert (store.location, store.timeout) == (url, DEFAULT_STORE_TIMEOUT)
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", "7.5")
+    assert open_store(url, storage_options=plain).timeout == 7.5
+    own = open_store(url, storage_options={**plain, "client_options": {"timeout": "99s"}})
+    assert own.timeout is None
+    assert own.store.client_options["timeout"] == "99s"
+    for bad in ("soon", "0", "-2", "nan"):
+        monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", bad)
+        with pytest.raises(StoreOpenError, match="ZARREXT_STORE_TIMEOUT"):
+            open_store(url, storage_options=plain)
+
+
+def test_a_remote_store_keeps_its_url_through_copies(s3: dict[str, Any]) -> None:
+    import pickle
+
+    from zarrext.store_refs import store_ref
+
+    url = f"{s3['url']}/x.zarr"
+    store = open_store(url, mode="r+", storage_options=s3["options"])
+    assert isinstance(store, RemoteObjectStore)
+    copies = [
+        pickle.loads(pickle.dumps(store)),
+        store.with_read_only(True),
+        pickle.loads(pickle.dumps(store_ref(store))).open(),  # as a Dask worker reopens it
+    ]
+    for copy in copies:
+        assert isinstance(copy, RemoteObjectStore)
+        assert (copy.location, copy.timeout) == (url, store.timeout)
+    sibling = remote_store_at(store, f"{s3['url'].removeprefix('s3://')}/y.zarr")
+    assert isinstance(sibling, RemoteObjectStore)
+    assert sibling.location == f"{s3['url']}/y.zarr"

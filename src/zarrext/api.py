@@ -41,7 +41,7 @@ from zarrext.decisions import (
     builtin_name,
     recorded_decision,
 )
-from zarrext.errors import FillValueError
+from zarrext.errors import FillValueError, naming_codec_holder
 from zarrext.literal_padding import warn_padding_mismatches
 from zarrext.pipeline import build_pipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
@@ -320,8 +320,10 @@ def open_array(
             f"zarrext.open_array opens existing arrays; mode {mode!r} would replace it "
             "(use zarrext.create_array)"
         )
+    named = os.fspath(store) if isinstance(store, str | os.PathLike) else None
     store = _store_of(store, "r" if mode == "r" else "r+", kwargs)
-    array = zarr.open_array(store, mode=mode, **kwargs)
+    with naming_codec_holder(array=kwargs.get("path") or "", store=named or str(store)):
+        array = zarr.open_array(store, mode=mode, **kwargs)
     if mode != "r":
         recover_array(array)
         if decision is None:

@@ -22,9 +22,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from zarr.errors import UnknownCodecError
+
 __all__ = [
     "DECODE_ERRORS",
     "ChunkDecodeError",
+    "CodecUnavailableError",
     "DamagedChunksError",
     "FillValueError",
     "codec_name",
@@ -33,6 +36,7 @@ __all__ = [
     "hex_bytes",
     "is_decode_error",
     "naming_chunk",
+    "naming_codec_holder",
 ]
 
 DECODE_ERRORS: tuple[type[Exception], ...] = (
@@ -217,6 +221,116 @@ class DamagedChunksError(ChunkDecodeError):
         shown = "; ".join(str(e) for e in self.damaged[: self.SHOWN])
         more = f"; and {n - self.SHOWN} more (see .damaged)" if n > self.SHOWN else ""
         return f"{self.what} {n} damaged chunk(s) as stored: {shown}{more}"
+
+
+class CodecUnavailableError(UnknownCodecError):
+    """zarr's ``UnknownCodecError`` ("An implementation for codec 'x' is not
+    available"), which names the codec alone, naming the array whose metadata
+    names it.
+
+    Attributes
+    ----------
+    reason : str
+        zarr's message.
+    array : str
+        The array's path in its store (``""`` for the store's root).
+    store : str or None
+        The store as the user named it (a path or URL), if known: the message names
+        ``store/array``, else ``array 'path'``.
+    codec : str or None
+        The codec's name.
+    """
+
+    def __init__(
+        self, reason: str, *, array: str = "", store: str | None = None,
+        codec: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.array = array.strip("/")
+        self.store = store
+        self.codec = codec
+        super().__init__(f"{self.where}: {reason}")
+
+    @property
+    def where(self) -> str:
+        """The array as the message names it."""
+        if self.store is None:
+            return f"array {self.array or '/'!r}"
+        return f"{self.store.rstrip('/')}/{self.array}" if self.array else self.store
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_unavailable, (self.reason, self.array, self.store, self.codec))
+
+
+def _rebuild_unavailable(
+    reason: str, array: str, store: str | None, codec: str | None
+) -> CodecUnavailableError:
+    return CodecUnavailableError(reason, array=array, store=store, codec=codec)
+
+
+@contextmanager
+def naming_codec_holder(
+    *, array: str = "", store: str | None = None, group: Any = None
+) -> Iterator[None]:
+    """Raise zarr's ``UnknownCodecError`` inside the block as a
+    :class:`CodecUnavailableError` naming the array, ``from`` it.
+
+    The array is ``array`` (its path in the store named ``store``); while walking the
+    members of ``group`` (a ``zarr.Group``: zarr opens them all at once), the member
+    whose ``zarr.json`` names the codec, found by reading them.
+    """
+    try:
+        yield
+    except UnknownCodecError as e:
+        if isinstance(e, CodecUnavailableError):
+            raise
+        named = re.search(r"codec '([^']*)'", str(e))
+        codec = named.group(1) if named else None
+        holder = _holder_of(group, codec) if group is not None and codec else None
+        raise CodecUnavailableError(
+            str(e), array=holder if holder is not None else array, store=store, codec=codec
+        ) from e
+
+
+def _names_codec(codecs: Any, codec: str) -> bool:
+    """Whether a ``codecs`` list of metadata (nested codecs too) names ``codec``."""
+    if isinstance(codecs, dict):
+        return codecs.get("name") == codec or any(_names_codec(v, codec) for v in codecs.values())
+    if isinstance(codecs, list):
+        return any(_names_codec(v, codec) for v in codecs)
+    return False
+
+
+def _holder_of(group: Any, codec: str) -> str | None:
+    """The path in its store of the first array under ``group`` (in key order) whose
+    ``zarr.json`` names ``codec``; None when none does or the store cannot be read."""
+    import json
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    store, base = group.store_path.store, group.store_path.path.strip("/")
+
+    async def find() -> str | None:
+        prefix = f"{base}/" if base else ""
+        keys = sorted([k async for k in store.list_prefix(prefix)])
+        for key in keys:
+            if key.rsplit("/", 1)[-1] != "zarr.json":
+                continue
+            stored = await store.get(key, prototype=default_buffer_prototype())
+            try:
+                document = json.loads(stored.to_bytes()) if stored is not None else None
+            except ValueError:
+                continue
+            if (isinstance(document, dict) and document.get("node_type") == "array"
+                    and _names_codec(document.get("codecs"), codec)):
+                return key.rpartition("/")[0]
+        return None
+
+    try:
+        return sync(find())
+    except Exception:  # a store that cannot be listed: the array stays unnamed
+        return None
 
 
 _BYTES_LITERAL = re.compile(r"""(?<![\w'"])b('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""")

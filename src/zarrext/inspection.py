@@ -34,7 +34,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.decisions import decision_record, format_mask
-from zarrext.errors import ChunkDecodeError, naming_chunk
+from zarrext.errors import ChunkDecodeError, naming_chunk, naming_codec_holder
 from zarrext.progress import ProgressCallback
 from zarrext.specs import array_spec
 from zarrext.stores import list_keys
@@ -479,10 +479,9 @@ def node_info(
             # local files only: holes in fixed slots make it less than stored_bytes
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
         }
-    members = [
-        node_info(member, progress=progress)
-        for _, member in sorted(node.members(), key=lambda m: m[0])
-    ]
+    with naming_codec_holder(group=node):
+        listed = sorted(node.members(), key=lambda m: m[0])
+    members = [node_info(member, progress=progress) for _, member in listed]
     return {
         "path": node.path or "/",
         "type": "group",

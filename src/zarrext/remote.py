@@ -36,25 +36,19 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from zarr.core.config import config
 
 from zarrext.errors import DECODE_ERRORS
+from zarrext.stores import ONE_REQUEST_MAX_BYTES
 
 if TYPE_CHECKING:
     from zarr.abc.codec import GetResult
     from zarr.core.buffer import Buffer, NDBuffer
 
 
-# Objects up to this size are uploaded with one request. obstore (zarr's
-# ObjectStore) splits any object over 5 MiB into a multipart upload: three more
-# requests for a 16 MiB shard, and on the loopback moto server 56 MiB in 14 MiB
-# objects took 2.6-2.9 s against 1.2-1.8 s in one PUT each (tensorstore
-# sends one PUT). Larger objects keep obstore's multipart upload, whose parts go
-# in parallel and fail alone.
-ONE_REQUEST_MAX_BYTES = 256 * 2**20
-
-
 async def upload(byte_setter: Any, value: Buffer) -> None:
     """Store ``value`` under ``byte_setter``'s key: with one request when its store
     is zarr's ``ObjectStore`` (writable, ``set`` not overridden) and the object
-    is at most :data:`ONE_REQUEST_MAX_BYTES`, else through ``byte_setter.set``."""
+    is at most :data:`ONE_REQUEST_MAX_BYTES` (zarrext's own
+    :class:`~zarrext.stores.RemoteObjectStore` does so in its ``set``), else through
+    ``byte_setter.set``."""
     from zarr.storage import ObjectStore
 
     store = getattr(byte_setter, "store", None)

@@ -40,7 +40,7 @@ from zarr.core.metadata import ArrayV3Metadata
 
 from zarrext._exit import settle_at_exit
 from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
-from zarrext.stores import StoreOpenError, open_store, refuse_read_only
+from zarrext.stores import RemoteObjectStore, StoreOpenError, open_store, refuse_read_only
 from zarrext.transactions import is_session_store
 
 __all__ = ["ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "writable_session_of"]
@@ -61,7 +61,9 @@ class StoreRef:
         The URL's options (endpoint, credentials, region...).
     obstore : tuple, optional
         For a zarr ``ObjectStore``: the obstore store's class name, prefix, config,
-        client options and retry config; ``location`` then only names it.
+        client options and retry config, and for zarrext's
+        :class:`~zarrext.stores.RemoteObjectStore` the URL and timeout its errors
+        name; ``location`` then only names it.
     session : icechunk.Session or icechunk.ForkSession, optional
         For an icechunk session's store: a read-only session or one task's fork of a
         writable one (both pickle), or a writable session itself (which does not:
@@ -70,9 +72,7 @@ class StoreRef:
 
     location: str
     storage_options: Mapping[str, Any] | None = field(default=None, compare=False)
-    obstore: tuple[str, str | None, dict[str, Any], dict[str, Any], Any] | None = field(
-        default=None, compare=False
-    )
+    obstore: tuple[Any, ...] | None = field(default=None, compare=False)
     session: Any = field(default=None, compare=False)
 
     def open(self, mode: str = "r") -> Store:
@@ -85,17 +85,20 @@ class StoreRef:
 
 
 def _open_obstore(
-    described: tuple[str, str | None, dict[str, Any], dict[str, Any], Any], read_only: bool
+    described: tuple[Any, ...], read_only: bool
 ) -> Store:
     import obstore.store
     from zarr.storage import ObjectStore
 
-    name, prefix, config, client_options, retry_config = described
+    name, prefix, config, client_options, retry_config, *said = described
     kind = getattr(obstore.store, name)
     inner = kind(
         prefix=prefix, config=config, client_options=client_options, retry_config=retry_config
     )
     settle_at_exit()  # obstore's threads must not be in Python as the process exits
+    if said:  # opened by zarrext from a URL: its errors name it, as on the client
+        location, timeout = said
+        return RemoteObjectStore(inner, read_only=read_only, location=location, timeout=timeout)
     return ObjectStore(inner, read_only=read_only)
 
 
@@ -117,7 +120,7 @@ def store_ref(store: Store | str, storage_options: Mapping[str, Any] | None = No
         # Not sent as it is (icechunk pickles no writable session): zarrext.cluster
         # sends each task a fork of it (forked) and merges the forks back.
         return StoreRef(f"icechunk-session:{session.branch}", session=session)
-    from zarr.storage import FsspecStore, LocalStore
+    from zarr.storage import FsspecStore, LocalStore, ObjectStore
 
     if isinstance(store, LocalStore):
         return StoreRef(str(store.root))
@@ -134,14 +137,16 @@ def store_ref(store: Store | str, storage_options: Mapping[str, Any] | None = No
         return StoreRef(f"{scheme}://{store.path}", options or None)
     inner = getattr(store, "store", None)
     config = getattr(inner, "config", None)
-    if type(store).__name__ == "ObjectStore" and isinstance(config, dict):
-        described = (
+    if type(store) in (ObjectStore, RemoteObjectStore) and isinstance(config, dict):
+        described: tuple[Any, ...] = (
             type(inner).__name__,
             getattr(inner, "prefix", None),
             dict(config),
             dict(getattr(inner, "client_options", None) or {}),
             getattr(inner, "retry_config", None),
         )
+        if isinstance(store, RemoteObjectStore):
+            described += (store.location, store.timeout)
         return StoreRef(f"obstore:{inner!r}", obstore=described)
     raise StoreOpenError(
         f"a {type(store).__name__} cannot be described for Dask workers to reopen; "

@@ -25,26 +25,37 @@ What each kind of store can do decides what zarrext does there:
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import socket
-from collections.abc import Iterable, Mapping
+from collections.abc import AsyncGenerator, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from zarr.abc.store import Store
-from zarr.storage import LocalStore, ZipStore
+from zarr.abc.store import ByteRequest, Store
+from zarr.storage import LocalStore, ObjectStore, ZipStore
 
 from zarrext._exit import settle_at_exit
 
+if TYPE_CHECKING:
+    from zarr.core.buffer import Buffer, BufferPrototype
+
 __all__ = [
+    "ACCESS_CAUSES",
+    "DEFAULT_STORE_TIMEOUT",
     "OBSTORE_SCHEMES",
+    "ONE_REQUEST_MAX_BYTES",
+    "STORE_TIMEOUT_ENV",
     "ObstoreOptions",
+    "RemoteObjectStore",
     "StoreAccessError",
     "ReadOnlyError",
     "StoreOpenError",
+    "classify",
     "is_url",
     "list_keys",
     "local_directory",
@@ -57,8 +68,17 @@ __all__ = [
     "refuse_read_only",
     "remote_store_at",
     "store_error",
+    "store_timeout",
     "writes_in_place",
 ]
+
+# Objects up to this size are uploaded with one request. obstore (zarr's
+# ObjectStore) splits any object over 5 MiB into a multipart upload: three more
+# requests for a 16 MiB shard, and on the loopback moto server 56 MiB in 14 MiB
+# objects took 2.6-2.9 s against 1.2-1.8 s in one PUT each (tensorstore
+# sends one PUT). Larger objects keep obstore's multipart upload, whose parts go
+# in parallel and fail alone.
+ONE_REQUEST_MAX_BYTES = 256 * 2**20
 
 # URL schemes opened through obstore, by the family of options they take. memory://
 # stays with fsspec: fsspec's memory file system is one per process, obstore's one
@@ -95,124 +115,282 @@ class StoreAccessError(OSError):
     """A store that cannot be reached or refuses a request (network, credentials, a
     missing bucket): its message names the location, what failed and what to do.
 
+    Raised by the stores :func:`open_store` opens for object-store URLs, from the
+    store's own error (obstore's, with its debug dump), which stays chained as
+    ``__cause__``.
+
     Attributes
     ----------
     location : str
         The store's URL or path, as the user gave it.
+    cause : str
+        What failed, one of :data:`ACCESS_CAUSES`: ``"missing bucket"``,
+        ``"no credentials"``, ``"access denied"``, ``"timed out"``, ``"refused"``
+        (nothing listens at the endpoint), ``"unreachable"`` (no connection, an
+        unknown host), ``"configuration"``, ``"not found"``, or ``"other"``.
     """
 
-    def __init__(self, message: str, location: str) -> None:
+    def __init__(self, message: str, location: str, cause: str = "other") -> None:
         super().__init__(message)
         self.location = location
+        self.cause = cause
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (type(self), (str(self), self.location))
+        return (type(self), (str(self), self.location, self.cause))
 
 
-# What obstore's GenericError (one type for most failures) says, by the words in its
-# message: (pattern, what went wrong, what to do).
-_GENERIC_OBSTORE = (
-    (re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I),
-     "the bucket or container does not exist", "check the URL, or create it first"),
-    (re.compile(r"169\.254\.169\.254|metadata\.google\.internal|credential|token request",
-                re.I),
-     "no credentials found (the cloud's instance metadata service was asked)",
-     "give keys in --storage-options or the environment (e.g. AWS_ACCESS_KEY_ID), "
-     "or anon: true for a public bucket"),
-    (re.compile(r"Unable to recognise URL|Unable to parse|invalid url", re.I),
-     "not a URL of an object store", "give scheme://bucket/path"),
-    (re.compile(r"must be specified", re.I),
-     "the store's configuration is incomplete",
-     "give the missing setting in --storage-options (e.g. account_name for Azure)"),
-    (re.compile(r"AccessDenied|Forbidden|InvalidAccessKeyId|SignatureDoesNotMatch", re.I),
-     "access denied", "check the credentials and their permissions"),
-    (re.compile(r"error sending request|kind: Connect|connection refused|dns error", re.I),
-     "cannot connect", "check the endpoint and that the service runs"),
-    (re.compile(r"timed? ?out", re.I),
-     "the request timed out", "check the endpoint and the network"),
+ACCESS_CAUSES = (
+    "missing bucket", "no credentials", "access denied", "timed out", "refused",
+    "unreachable", "configuration", "not found", "other",
+)
+"""The values of :attr:`StoreAccessError.cause`."""
+
+STORE_TIMEOUT_ENV = "ZARREXT_STORE_TIMEOUT"
+"""Seconds an object store may take to answer a request, retries included (default
+:data:`DEFAULT_STORE_TIMEOUT`); read when a store is opened."""
+DEFAULT_STORE_TIMEOUT = 60.0
+# obstore's own defaults, which a lower ZARREXT_STORE_TIMEOUT lowers in turn.
+_OBSTORE_ATTEMPT_TIMEOUT = 30.0  # one request (ClientConfig.timeout)
+_OBSTORE_CONNECT_TIMEOUT = 5.0  # its connection (ClientConfig.connect_timeout)
+_OBSTORE_MAX_BACKOFF = 15.0  # the longest pause between attempts (BackoffConfig)
+
+
+def store_timeout() -> float:
+    """Seconds an object store may take to answer a request, retries included:
+    ``$ZARREXT_STORE_TIMEOUT``, or :data:`DEFAULT_STORE_TIMEOUT`.
+
+    Raises
+    ------
+    StoreOpenError
+        When the variable is not a number of seconds above 0.
+    """
+    text = os.environ.get(STORE_TIMEOUT_ENV, "").strip()
+    try:
+        seconds = float(text) if text else DEFAULT_STORE_TIMEOUT
+    except ValueError:
+        seconds = float("nan")
+    if not 0 < seconds < float("inf"):
+        raise StoreOpenError(f"{STORE_TIMEOUT_ENV}={text!r}: expected a number of seconds > 0")
+    return seconds
+
+
+# What a store's error says, by its words (obstore's GenericError is one type for most
+# failures, the kind of a network failure said only in its debug dump; icechunk's and
+# fsspec's errors are worded alike): (cause, pattern, what went wrong). First match wins:
+# a failed credential request names the metadata service however it failed.
+_BUCKET_MISSING = re.compile(r"NoSuchBucket|ContainerNotFound|bucket does not exist", re.I)
+_BY_WORDS = tuple(
+    (cause, re.compile(pattern, re.I), what) for cause, pattern, what in (
+        ("missing bucket", _BUCKET_MISSING.pattern, "the bucket or container does not exist"),
+        ("no credentials",
+         r"169\.254\.169\.254|metadata\.google\.internal|credential|token request",
+         "no credentials found (the cloud's instance metadata service was asked)"),
+        ("configuration", r"Unable to recognise URL|Unable to parse|invalid url",
+         "not a URL of an object store"),
+        ("configuration", r"must be specified", "the store's configuration is incomplete"),
+        ("access denied", r"AccessDenied|Forbidden|InvalidAccessKeyId|SignatureDoesNotMatch",
+         "access denied"),
+        # not "timeout" alone: every obstore dump names its retry_timeout
+        ("timed out", r"kind: Timeout|TimedOut|timed out|operation timeout",
+         "the request timed out"),
+        ("refused", r"ConnectionRefused|connection refused", "connection refused"),
+        ("unreachable",
+         r"error sending request|kind: Connect|dns error|failed to lookup address",
+         "cannot connect"),
+    )
 )
 
+# Where each store takes its credentials (obstore's configuration keys and variables).
+_CREDENTIALS = {
+    "s3": "give key and secret in --storage-options, or AWS_ACCESS_KEY_ID and "
+    "AWS_SECRET_ACCESS_KEY in the environment, or anon: true for a public bucket",
+    "gs": "give a service account's key file in --storage-options (token: PATH), or "
+    "GOOGLE_APPLICATION_CREDENTIALS, GOOGLE_SERVICE_ACCOUNT (its path) or "
+    "GOOGLE_SERVICE_ACCOUNT_KEY (its JSON) in the environment, or anon: true for a "
+    "public bucket",
+    "az": "give account_name with account_key or sas_token in --storage-options, or "
+    "AZURE_STORAGE_ACCOUNT_NAME with AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_KEY "
+    "(a service principal: AZURE_CLIENT_ID, AZURE_CLIENT_SECRET, AZURE_TENANT_ID) in the "
+    "environment, or anon: true for a public container",
+}
 
-def _obstore_reason(error: Exception) -> tuple[str, str] | None:
-    """(what went wrong, what to do) for one of obstore's errors; None for others."""
+
+def _family(location: str) -> str:
+    """``"s3"``, ``"gs"``, ``"az"`` or ``"http"`` for a URL of those stores, else ``""``."""
+    scheme = location.partition("://")[0].lower()
+    for family, schemes in (("s3", _S3_SCHEMES), ("gs", _GCS_SCHEMES), ("az", _AZURE_SCHEMES),
+                            ("http", _HTTP_SCHEMES)):
+        if scheme in schemes:
+            return family
+    return ""
+
+
+def _what_to_do(cause: str, location: str, what: str, timeout: float | None) -> str:
+    family = _family(location)
+    if cause == "missing bucket":
+        return "check the URL, or create it first"
+    if cause == "no credentials":
+        return _CREDENTIALS.get(family, "give credentials in --storage-options")
+    if cause == "configuration":
+        if what.startswith("not a URL"):
+            return "give scheme://bucket/path"
+        if family == "az":  # the account is named with the credentials
+            return _CREDENTIALS["az"]
+        return "give the missing setting in --storage-options"
+    if cause == "access denied":
+        return "check the credentials and their permissions"
+    if cause == "timed out":
+        return f"check the endpoint and the network; {STORE_TIMEOUT_ENV} sets the bound"
+    if cause == "refused":
+        return "check the endpoint (host and port) and that the service runs"
+    if cause == "unreachable":
+        return "check the endpoint and the network"
+    if cause == "not found":
+        return "check the URL"
+    return "check the URL, --storage-options and credentials"
+
+
+def _is_obstore_error(error: BaseException) -> bool:
+    try:
+        from obstore.exceptions import BaseError
+    except ImportError:
+        return False
+    return isinstance(error, BaseError)
+
+
+def _passed_through() -> tuple[type[Exception], ...]:
+    """obstore's errors that say how a request went, not that the store failed:
+    callers handle them (zarr suppresses ``AlreadyExistsError`` and falls back on
+    ``NotSupportedError``; a conditional write's ``PreconditionError``)."""
     try:
         from obstore import exceptions as ox
     except ImportError:
-        return None
-    if not isinstance(error, ox.BaseError):
-        return None
-    by_type: tuple[tuple[type[Exception], str, str], ...] = (
-        (ox.NotFoundError, "not found", "check the URL"),
-        (ox.PermissionDeniedError, "permission denied", "check the credentials' permissions"),
-        (ox.UnauthenticatedError, "not authenticated", "check the credentials"),
-        (ox.UnknownConfigurationKeyError, "an unknown storage option",
-         "see obstore's configuration keys for this store"),
-        (ox.InvalidPathError, "an invalid path", "check the URL"),
-        (ox.NotSupportedError, "an operation this store does not support",
-         "use another kind of store"),
-        (ox.AlreadyExistsError, "the object already exists", "rerun, or remove it first"),
-        (ox.PreconditionError, "an object changed during the request", "rerun"),
-    )
-    for kind, what, todo in by_type:
-        if isinstance(error, kind):
-            return what, todo
-    text = str(error).split("Debug source:")[0]
-    for pattern, what, todo in _GENERIC_OBSTORE:
-        if pattern.search(text):
-            return what, todo
-    code = re.search(r"<Code>([^<]+)</Code>", text)
-    return (code.group(1) if code else " ".join(text.split())[:200]), (
-        "check the URL, --storage-options and credentials"
-    )
+        return ()
+    return (ox.AlreadyExistsError, ox.PreconditionError, ox.NotSupportedError,
+            ox.NotModifiedError)
 
 
-def _os_reason(error: OSError) -> tuple[str, str]:
-    """(what went wrong, what to do) for an ``OSError`` of a remote file system."""
+def _not_found() -> tuple[type[Exception], ...]:
+    """obstore's class of a missing object (it raises Python's ``FileNotFoundError``
+    for one, which zarr reads as a missing key; its own class is kept to be sure)."""
+    try:
+        from obstore.exceptions import NotFoundError
+    except ImportError:
+        return ()
+    return (NotFoundError,)
+
+
+def _by_type(error: BaseException) -> tuple[str, str, str | None] | None:
+    """(cause, what went wrong, what to do if not the cause's) for an error whose type
+    says it."""
+    if _is_obstore_error(error):
+        from obstore import exceptions as ox
+
+        by_type: tuple[tuple[type[Exception], str, str, str | None], ...] = (
+            (ox.PermissionDeniedError, "access denied", "permission denied", None),
+            (ox.UnauthenticatedError, "no credentials", "not authenticated", None),
+            (ox.UnknownConfigurationKeyError, "configuration", "an unknown storage option",
+             "see obstore's configuration keys for this store"),
+            (ox.InvalidPathError, "configuration", "an invalid path", "check the URL"),
+            (ox.NotSupportedError, "other", "an operation this store does not support",
+             "use another kind of store"),
+            (ox.AlreadyExistsError, "other", "the object already exists",
+             "rerun, or remove it first"),
+            (ox.PreconditionError, "other", "an object changed during the request", "rerun"),
+        )
+        for kind, cause, what, todo in by_type:
+            if isinstance(error, kind):
+                return cause, what, todo
+        return None
     if isinstance(error, ConnectionRefusedError):
-        return "connection refused", "check the host, the port and that the service runs"
+        return "refused", "connection refused", None
     if isinstance(error, socket.gaierror):
-        return "unknown host", "check the host name"
+        return "unreachable", "unknown host", "check the host name"
     if isinstance(error, TimeoutError):
-        return "timed out", "check the host and the network"
+        return "timed out", "timed out", None
     if isinstance(error, ConnectionError):
-        return "the connection failed", "check the host and the network"
+        return "unreachable", "the connection failed", None
     if isinstance(error, PermissionError):
-        return "permission denied", "check the credentials and their permissions"
-    if isinstance(error, FileNotFoundError):
-        return "not found", "check the URL"
-    said = error.strerror or str(error) or type(error).__name__
-    return " ".join(said.split()), "check the URL, --storage-options and credentials"
+        return "access denied", "permission denied", None
+    return None
+
+
+def _said(error: BaseException) -> str:
+    """What ``error`` says, without obstore's debug dump, on one line."""
+    text = str(error).split("Debug source:")[0]
+    code = re.search(r"<Code>([^<]+)</Code>", text)
+    if code:
+        return code.group(1)
+    if isinstance(error, OSError) and not _is_obstore_error(error) and error.strerror:
+        text = error.strerror
+    return " ".join(text.split())[:200] or type(error).__name__
+
+
+def classify(
+    error: BaseException, location: str, timeout: float | None = None
+) -> tuple[str, str, str]:
+    """(cause, what went wrong, what to do) for a store's ``error`` at ``location``.
+
+    ``cause`` is one of :data:`ACCESS_CAUSES`; what to do names the settings of the
+    location's own store (S3's, Google Cloud Storage's, Azure's credentials) and, for
+    a timeout, ``timeout`` (the seconds :data:`STORE_TIMEOUT_ENV` allowed).
+    """
+    typed = _by_type(error)
+    # a missing bucket is said in the server's answer, whatever type obstore raised
+    # (GET and PUT answer 404, NotFound)
+    words = next(((c, w) for c, p, w in _BY_WORDS if p.search(str(error))), None)
+    if typed is not None and (words is None or words[0] != "missing bucket"):
+        cause, what, todo = typed
+        if todo is not None:
+            return cause, what, todo
+    elif words is not None:
+        cause, what = words
+    elif isinstance(error, (FileNotFoundError, *_not_found())):
+        cause, what = "not found", "not found"
+    else:
+        cause, what = "other", _said(error)
+    if cause == "timed out" and timeout is not None:
+        what = f"the request timed out (bound: {timeout:g} s, retries included)"
+    elif cause == "missing bucket" and _family(location) in ("s3", "gs", "az"):
+        bucket = location.partition("://")[2].split("/")[0].split("@")[0]
+        kind = "container" if _family(location) == "az" else "bucket"
+        what = f"the {kind} {bucket!r} does not exist"
+    return cause, what, _what_to_do(cause, location, what, timeout)
 
 
 def store_error(
-    error: BaseException, locations: Iterable[str | os.PathLike[str] | None]
+    error: BaseException,
+    locations: Iterable[str | os.PathLike[str] | None],
+    *,
+    timeout: float | None = None,
 ) -> StoreAccessError | None:
     """``error`` (obstore's, or an ``OSError`` of a remote file system) as a
-    :class:`StoreAccessError` naming which of ``locations`` it concerns; None when
-    it is neither, or every location is local (a local path's ``OSError`` names
-    its file itself).
+    :class:`StoreAccessError` naming which of ``locations`` it concerns, the cause
+    and what to do (:func:`classify`); None when it is neither, or every location is
+    local (a local path's ``OSError`` names its file itself).
 
     The location is the one whose bucket (host) and path appear in the error's
     text (obstore names the request it made), else the only URL among them.
+    ``timeout`` is the seconds the store allowed a request (named in a timeout's
+    message). The result's ``__cause__`` is not set: raise it ``from error``.
     """
     if isinstance(error, StoreAccessError):
         return error
     urls = [os.fspath(x) for x in locations if x is not None and local_path(x) is None]
     if not urls:
         return None
-    reason = _obstore_reason(error) if isinstance(error, Exception) else None
-    if reason is None:
-        if not isinstance(error, OSError) or getattr(error, "filename", None):
-            return None
-        reason = _os_reason(error)
+    if not _is_obstore_error(error) and (
+        not isinstance(error, OSError) or getattr(error, "filename", None)
+    ):
+        return None
     location = _named_in(str(error), urls)
     if location is None:
         if len(set(urls)) > 1:
             return None
         location = urls[0]
-    what, todo = reason
+    cause, what, todo = classify(error, location, timeout)
     error_type = type(error).__name__
-    return StoreAccessError(f"{location}: {what} ({error_type}); {todo}", location)
+    return StoreAccessError(f"{location}: {what} ({error_type}); {todo}", location, cause)
 
 
 def _named_in(text: str, urls: list[str]) -> str | None:
@@ -406,9 +584,9 @@ def _open_obstore(
     try:
         from obstore.exceptions import BaseError, UnknownConfigurationKeyError
         from obstore.store import from_url
-        from zarr.storage import ObjectStore
     except ImportError:
         return None
+    options, bound = _bounded(options, store_timeout())
     try:
         store = from_url(
             text,
@@ -422,10 +600,185 @@ def _open_obstore(
     except (ValueError, TypeError) as e:  # a value obstore refuses ("Invalid key" too)
         raise StoreOpenError(f"{text}: cannot open this URL as a store ({e})") from e
     except BaseError as e:  # an unrecognised URL, a configuration missing a setting
-        what, todo = _obstore_reason(e) or (str(e), "check the URL")
+        _, what, todo = classify(e, text)
         raise StoreOpenError(f"{text}: cannot open this URL as a store: {what}; {todo}") from e
     settle_at_exit()  # obstore's threads must not be in Python as the process exits
-    return ObjectStore(store, read_only=read_only)
+    return RemoteObjectStore(store, read_only=read_only, location=text, timeout=bound)
+
+
+def _bounded(options: ObstoreOptions, timeout: float) -> tuple[ObstoreOptions, float | None]:
+    """``options`` with obstore's timeouts lowered so that a request that gets no
+    answer fails within ``timeout`` seconds, retries included; and the bound (None
+    when the options set obstore's timeouts themselves: theirs are kept).
+
+    obstore gives one request 30 s (``ClientConfig.timeout``) and retries it for 3
+    minutes (``RetryConfig.retry_timeout``, pauses of up to 15 s between attempts): a
+    frozen server failed a writer after 180 s. Here one attempt gets at most half the
+    bound, and no retry starts after the bound less one attempt and one pause.
+    """
+    attempt = min(_OBSTORE_ATTEMPT_TIMEOUT, timeout / 2)
+    pause = min(_OBSTORE_MAX_BACKOFF, timeout / 10)
+    given_client, given_retry = options.client_options, dict(options.retry_config or {})
+    client = {
+        "timeout": timedelta(seconds=attempt),
+        "connect_timeout": timedelta(seconds=min(_OBSTORE_CONNECT_TIMEOUT, attempt)),
+        **given_client,
+    }
+    retry = {
+        "retry_timeout": timedelta(seconds=max(timeout - attempt - pause, 0.0)),
+        "backoff": {"max_backoff": timedelta(seconds=pause)},
+        **given_retry,
+    }
+    own = "timeout" not in given_client and "retry_timeout" not in given_retry
+    return ObstoreOptions(options.config, client, retry), (timeout if own else None)
+
+
+class RemoteObjectStore(ObjectStore):
+    """zarr's :class:`~zarr.storage.ObjectStore` for a URL zarrext opened: the same
+    requests, but a request that fails raises :class:`StoreAccessError` naming the
+    URL, the cause (a missing bucket, no credentials, a timeout, a refused or failed
+    connection...) and what to do, ``from`` obstore's error.
+
+    A read of a missing ``zarr.json`` asks once whether the bucket exists (zarr reads
+    a missing key as nothing: a missing bucket would look like an empty store).
+
+    Parameters
+    ----------
+    store : obstore store
+    read_only : bool
+    location : str
+        The URL, as the user gave it (named in errors).
+    timeout : float, optional
+        The seconds a request may take, retries included (named in a timeout's error).
+    """
+
+    def __init__(
+        self, store: Any, *, read_only: bool = False, location: str, timeout: float | None = None
+    ) -> None:
+        super().__init__(store, read_only=read_only)
+        self.location = location
+        self.timeout = timeout
+        # whether the bucket is known to exist: then a missing key is only missing
+        self._bucket_seen = isinstance(getattr(store, "url", None), str)  # HTTP: no bucket
+
+    def with_read_only(self, read_only: bool = False) -> RemoteObjectStore:
+        return type(self)(
+            self.store, read_only=read_only, location=self.location, timeout=self.timeout
+        )
+
+    def _said(self, error: BaseException) -> StoreAccessError | None:
+        """``error`` as a :class:`StoreAccessError`; None for an error callers expect
+        as it is (a missing key's ``FileNotFoundError``, obstore's ``AlreadyExistsError``,
+        ``PreconditionError``, ``NotSupportedError``...) and for errors of no store."""
+        if isinstance(error, (StoreAccessError, *_passed_through())):
+            return None
+        if isinstance(error, (FileNotFoundError, *_not_found())) and not (
+            _BUCKET_MISSING.search(str(error))
+        ):
+            return None
+        return store_error(error, [self.location], timeout=self.timeout)
+
+    @contextlib.contextmanager
+    def _naming(self) -> Iterator[None]:
+        """Raise a failed request's error as a :class:`StoreAccessError`."""
+        try:
+            yield
+        except Exception as e:
+            said = self._said(e)
+            if said is None:
+                raise
+            raise said from e
+
+    async def _bucket_exists_or_raise(self, key: str) -> None:
+        """After ``key`` (a ``zarr.json``) was not found: raise if the bucket is missing.
+
+        A HEAD request's 404 has no body; a GET's names ``NoSuchBucket``. Asked once
+        per store, until the bucket is seen.
+        """
+        if self._bucket_seen or key.rsplit("/", 1)[-1] != "zarr.json":
+            return
+        import obstore as obs
+
+        missing: tuple[type[Exception], ...] = (FileNotFoundError, *_not_found())
+        with self._naming():
+            try:
+                await obs.get_async(self.store, key)
+            except missing as e:
+                if _BUCKET_MISSING.search(str(e)):
+                    raise
+        self._bucket_seen = True
+
+    async def get(
+        self, key: str, prototype: BufferPrototype, byte_range: ByteRequest | None = None
+    ) -> Buffer | None:
+        with self._naming():
+            found = await super().get(key, prototype, byte_range)
+        if found is None:
+            await self._bucket_exists_or_raise(key)
+        else:
+            self._bucket_seen = True
+        return found
+
+    async def get_partial_values(
+        self, prototype: BufferPrototype, key_ranges: Iterable[tuple[str, ByteRequest | None]]
+    ) -> list[Buffer | None]:
+        with self._naming():
+            return await super().get_partial_values(prototype, key_ranges)
+
+    async def exists(self, key: str) -> bool:
+        with self._naming():
+            found = await super().exists(key)
+        if not found:
+            await self._bucket_exists_or_raise(key)
+        else:
+            self._bucket_seen = True
+        return found
+
+    async def set(self, key: str, value: Buffer) -> None:
+        import obstore as obs
+
+        self._check_writable()
+        with self._naming():
+            # one request up to ONE_REQUEST_MAX_BYTES (obstore splits any object
+            # over 5 MiB into a multipart upload: more requests, slower)
+            await obs.put_async(
+                self.store, key, value.as_buffer_like(),
+                use_multipart=len(value) > ONE_REQUEST_MAX_BYTES,
+            )
+
+    async def set_if_not_exists(self, key: str, value: Buffer) -> None:
+        with self._naming():
+            await super().set_if_not_exists(key, value)
+
+    async def delete(self, key: str) -> None:
+        with self._naming():
+            await super().delete(key)
+
+    async def delete_dir(self, prefix: str) -> None:
+        with self._naming():
+            await super().delete_dir(prefix)
+
+    async def _listed(self, items: AsyncGenerator[str, None]) -> AsyncGenerator[str, None]:
+        with self._naming():
+            async for item in items:
+                yield item
+
+    def list(self) -> AsyncGenerator[str, None]:
+        return self._listed(super().list())
+
+    def list_prefix(self, prefix: str) -> AsyncGenerator[str, None]:
+        return self._listed(super().list_prefix(prefix))
+
+    def list_dir(self, prefix: str) -> AsyncGenerator[str, None]:
+        return self._listed(super().list_dir(prefix))
+
+    async def getsize(self, key: str) -> int:
+        with self._naming():
+            return await super().getsize(key)
+
+    async def getsize_prefix(self, prefix: str) -> int:
+        with self._naming():
+            return await super().getsize_prefix(prefix)
 
 
 class ReadOnlyError(ValueError):
@@ -534,14 +887,22 @@ def open_job_array(
     """
     import zarr
 
+    from zarrext.errors import naming_codec_holder
+
     mode = "r+" if writes is not None else "r"
+    named = str(target)
     if isinstance(target, str | os.PathLike):
-        target = open_store(os.fspath(target), mode=mode, storage_options=storage_options)
+        named = os.fspath(target)
+        target = open_store(named, mode=mode, storage_options=storage_options)
     elif not isinstance(target, zarr.Array) and getattr(target, "read_only", False):
         # a store given read-only stays read-only: the job refuses it by name below
         # rather than through zarr's mode mismatch
         mode = "r"
-    array = target if isinstance(target, zarr.Array) else zarr.open_array(target, mode=mode)
+    if isinstance(target, zarr.Array):
+        array = target
+    else:
+        with naming_codec_holder(store=named):
+            array = zarr.open_array(target, mode=mode)
     if writes is not None:
         refuse_read_only(array, writes)
     return array
@@ -617,7 +978,7 @@ def _fsspec_takes(scheme: str, key: str) -> bool:
 def remote_location(store: Store) -> tuple[str, str] | None:
     """``(scheme, "bucket/prefix")`` of an object store or fsspec store, to compare
     two of them; None for other stores."""
-    from zarr.storage import FsspecStore, ObjectStore
+    from zarr.storage import FsspecStore
 
     if isinstance(store, FsspecStore):
         protocol = store.fs.protocol
@@ -647,7 +1008,7 @@ def remote_store_at(store: Store, path: str) -> Store:
     StoreOpenError
         For other stores, or a ``path`` in another bucket or container.
     """
-    from zarr.storage import FsspecStore, ObjectStore
+    from zarr.storage import FsspecStore
 
     if isinstance(store, FsspecStore):
         return FsspecStore(store.fs, path=path, read_only=store.read_only)
@@ -660,14 +1021,20 @@ def remote_store_at(store: Store, path: str) -> Store:
             f"{location[0]}://{path}", client_options=inner.client_options,
             retry_config=inner.retry_config,
         )
-        return ObjectStore(new, read_only=store.read_only)
-    container, _, prefix = path.strip("/").partition("/")
-    if container != location[1].partition("/")[0]:
-        raise StoreOpenError(f"{path} is not in the bucket of {location[0]}://{location[1]}")
-    new = type(inner)(
-        config=inner.config, prefix=prefix or None, client_options=inner.client_options,
-        retry_config=inner.retry_config, credential_provider=inner.credential_provider,
-    )
+    else:
+        container, _, prefix = path.strip("/").partition("/")
+        if container != location[1].partition("/")[0]:
+            raise StoreOpenError(
+                f"{path} is not in the bucket of {location[0]}://{location[1]}"
+            )
+        new = type(inner)(
+            config=inner.config, prefix=prefix or None, client_options=inner.client_options,
+            retry_config=inner.retry_config, credential_provider=inner.credential_provider,
+        )
+    if isinstance(store, RemoteObjectStore):
+        return RemoteObjectStore(new, read_only=store.read_only,
+                                 location=f"{location[0]}://{path.strip('/')}",
+                                 timeout=store.timeout)
     return ObjectStore(new, read_only=store.read_only)
 
 

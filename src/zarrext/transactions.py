@@ -32,7 +32,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zarrext._extras import needs
-from zarrext.stores import StoreOpenError, local_path
+from zarrext.stores import (
+    StoreAccessError,
+    StoreOpenError,
+    classify,
+    local_path,
+    open_store,
+    store_timeout,
+)
 
 if TYPE_CHECKING:
     from icechunk import ForkSession, Repository, Session, Storage
@@ -172,22 +179,48 @@ def open_repository(
 ) -> Repository:
     """The icechunk repository at ``location`` (see :func:`repository_storage`).
 
+    A repository in object storage gets the bound on a request that every object
+    store gets (:data:`zarrext.stores.STORE_TIMEOUT_ENV`, icechunk's
+    ``StorageTimeoutSettings.operation_timeout_ms``).
+
     Raises
     ------
     RepositoryError
         When there is no repository at ``location``.
+    StoreAccessError
+        When the repository's object store cannot be reached or refuses access
+        (no credentials, a missing bucket, no answer within the bound).
+    StoreOpenError
+        For a bad ``ZARREXT_STORE_TIMEOUT``.
     MissingExtraError
         When icechunk is not installed.
     """
     icechunk = _icechunk("an icechunk repository")
     storage = repository_storage(location, storage_options)
+    where = os.fspath(location)
+    remote = local_path(where) is None
+    # a remote repository's requests get the bound object stores get (icechunk's own
+    # default is the AWS SDK's: none, a frozen server is waited for without end)
+    timeout = store_timeout() if remote else None
+    settings = None if timeout is None else icechunk.StorageSettings(
+        timeouts=icechunk.StorageTimeoutSettings(operation_timeout_ms=round(timeout * 1000))
+    )
     try:
-        found = icechunk.Repository.exists(storage)
+        found = icechunk.Repository.exists(storage, settings)
     except icechunk.IcechunkError as e:
-        raise RepositoryError(
-            f"{os.fspath(location)}: cannot reach the icechunk repository ({_first_line(e)})"
+        if not remote:
+            raise RepositoryError(
+                f"{where}: cannot reach the icechunk repository ({_first_line(e)})"
+            ) from e
+        cause, what, todo = classify(e, where, timeout)
+        raise StoreAccessError(
+            f"{where}: cannot reach the icechunk repository: "
+            f"{_first_line(e) if cause == 'other' else what}; {todo}", where, cause,
         ) from e
     if not found:
+        missing = _missing_bucket(where, storage_options) if remote else None
+        if missing is not None:
+            raise missing
         inside = _repository_above(location)
         raise RepositoryError(
             f"{os.fspath(location)}: no icechunk repository here; "
@@ -198,7 +231,27 @@ def open_repository(
                 "(icechunk.Repository.create)"
             )
         )
-    return icechunk.Repository.open(storage)
+    if settings is None:
+        return icechunk.Repository.open(storage)
+    # merged with the repository's own configuration: only the timeouts change
+    return icechunk.Repository.open(storage, config=icechunk.RepositoryConfig(storage=settings))
+
+
+def _missing_bucket(
+    location: str, storage_options: Mapping[str, Any] | None
+) -> StoreAccessError | None:
+    """The error naming the missing bucket of ``location``, if it is missing (icechunk
+    answers that no repository is there)."""
+    from zarr.core.sync import sync
+
+    try:
+        store = open_store(location, storage_options=storage_options)
+        sync(store.exists("zarr.json"))  # zarrext's object store asks for the bucket
+    except StoreAccessError as e:
+        return e if e.cause == "missing bucket" else None
+    except Exception:  # the repository's question was answered: no better one here
+        return None
+    return None
 
 
 def _repository_above(location: str | os.PathLike[str]) -> tuple[str, str] | None:

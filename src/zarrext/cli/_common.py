@@ -29,6 +29,7 @@ import zarr
 from zarr.errors import NodeNotFoundError
 
 from zarrext.decisions import BUILTIN_DECISIONS
+from zarrext.errors import naming_codec_holder
 from zarrext.stores import (
     StoreOpenError,
     local_path,
@@ -75,7 +76,8 @@ class ExitCode(enum.IntEnum):
     not go together, a URL or --storage-options that make no store."""
     UNREACHABLE = 3
     """A store or service cannot be reached or refuses access: the network, the
-    credentials, a missing bucket, a Dask scheduler that does not answer."""
+    credentials, a missing bucket, an object store that does not answer within
+    ``ZARREXT_STORE_TIMEOUT``, a Dask scheduler that does not answer."""
     INTERRUPTED = 130
     """Ctrl-C."""
 
@@ -85,7 +87,7 @@ EXIT_CODES_HELP = (
     "an existing output, a read-only store); 2 usage (a bad option or value, options "
     "that conflict, a URL or --storage-options that make no store); 3 a store or "
     "service cannot be reached or refuses access (network, credentials, missing bucket, "
-    "Dask scheduler); 130 interrupted."
+    "no answer within ZARREXT_STORE_TIMEOUT, Dask scheduler); 130 interrupted."
 )
 """The epilog of ``zarrext --help``."""
 
@@ -240,16 +242,23 @@ CLI's words, once, where the user acts)."""
 # Only these two sources are lowered to errors, and only while a command on a local
 # repository runs; ICECHUNK_LOG, icechunk's own setting, wins over this.
 _LOCAL_REPOSITORY_LOGS = "warn,icechunk_arrow_object_store=error,icechunk_storage::readback=error"
+# On a repository in object storage, the AWS SDK's configuration loader (aws_config)
+# warns at each step of its search for a region and credentials that finds nothing
+# ("failed to load region from IMDS", "provider failed to provide credentials", 3-7
+# lines before the command's own error, which says what is missing). Only that search
+# is lowered to errors: icechunk's own warnings, about the data's safety among them,
+# are kept.
+_REMOTE_REPOSITORY_LOGS = "warn,aws_config=error"
 
 
 @contextlib.contextmanager
-def _local_repository_logs(local: bool) -> Iterator[None]:
+def _repository_logs(local: bool) -> Iterator[None]:
     import icechunk
 
-    if not local or "ICECHUNK_LOG" in os.environ:
+    if "ICECHUNK_LOG" in os.environ:
         yield
         return
-    icechunk.set_logs_filter(_LOCAL_REPOSITORY_LOGS)
+    icechunk.set_logs_filter(_LOCAL_REPOSITORY_LOGS if local else _REMOTE_REPOSITORY_LOGS)
     try:
         yield
     finally:
@@ -319,7 +328,7 @@ def in_icechunk(
                 import icechunk  # noqa: F401
             path = str(arguments["path"])
             local = local_path(path) is not None
-            with _local_repository_logs(local):
+            with _repository_logs(local):
                 return _in_repository(
                     command, bound, job, settings, path, writing, local,
                     icechunk_branch, icechunk_snapshot,
@@ -413,7 +422,8 @@ def open_node(
         except Exception as e:
             fail(_unreachable(text, e), ExitCode.UNREACHABLE)
     try:
-        node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
+        with naming_codec_holder(store=text):
+            node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
     except json.JSONDecodeError as e:
         fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
     except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
@@ -426,6 +436,8 @@ def open_node(
             f"{text}: not a Zarr array or group (no zarr.json); "
             "give the directory holding zarr.json"
         )
+    except ValueError:
+        raise  # the metadata's (an unknown codec, a bad value), not the store's
     except Exception as e:
         if local is not None:
             raise
@@ -447,7 +459,8 @@ def _is_icechunk_repository(path: Path) -> bool:
 
 def _open_in_session(path: SessionPath, mode: str) -> zarr.Array | zarr.Group:
     try:
-        node = zarr.open(path.store, mode=mode)  # type: ignore[arg-type]
+        with naming_codec_holder(store=str(path)):
+            node = zarr.open(path.store, mode=mode)  # type: ignore[arg-type]
     except (NodeNotFoundError, FileNotFoundError):
         fail(f"{path}: the icechunk snapshot holds no Zarr array or group at its root")
     if node.metadata.zarr_format != 3:
@@ -478,7 +491,8 @@ def iter_arrays(
         yield node
         return
     try:
-        members = sorted(node.members(max_depth=None), key=lambda m: m[0])
+        with naming_codec_holder(store=str(path), group=node):
+            members = sorted(node.members(max_depth=None), key=lambda m: m[0])
     except json.JSONDecodeError as e:
         fail(f"{path}: a member's zarr.json is malformed ({e}); fix or restore it")
     for _, member in members:
@@ -668,10 +682,16 @@ def run_each[R](
 
 
 def named_by_path(error: BaseException, path: Any) -> BaseException:
-    """A chunk's decode error with its array named from the PATH the user gave (the
-    library names it by its path in the store, ``'/'`` for the store's root)."""
-    from zarrext.errors import ChunkDecodeError
+    """A chunk's decode error, or an unknown codec's, with its array named from the
+    PATH the user gave (the library names it by its path in the store, ``'/'`` for
+    the store's root)."""
+    from zarrext.errors import ChunkDecodeError, CodecUnavailableError
 
+    if isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
+        path, str
+    ):
+        return CodecUnavailableError(error.reason, array=error.array, store=path,
+                                     codec=error.codec)
     if not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
         return error
     inside = (error.array or "").strip("/")

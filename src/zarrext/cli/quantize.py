@@ -124,9 +124,12 @@ def _open_in_repository(path: SessionPath, inside: str) -> zarr.Array | zarr.Gro
     from zarr.errors import NodeNotFoundError
     from zarr.storage import StorePath
 
+    from zarrext.errors import naming_codec_holder
+
     where = inside.strip("/")
     try:
-        node = zarr.open(StorePath(path.store, where), mode="r")
+        with naming_codec_holder(array=where, store=str(path)):
+            node = zarr.open(StorePath(path.store, where), mode="r")
     except (NodeNotFoundError, FileNotFoundError):
         fail(f"--icechunk-path {where or '/'}: no Zarr array or group there in {path}",
              ExitCode.USAGE)
@@ -280,7 +283,8 @@ def register(app: typer.Typer) -> None:
                 jobs.floating_arrays(node, array)
             except ValueError as e:
                 # what the group holds, as for `quantize GROUP/ARRAY`: the job refuses
-                fail(str(e) if array is None else f"--array: {e}", ExitCode.FAILED)
+                said = named_by_path(e, path)
+                fail(str(said) if array is None else f"--array: {said}", ExitCode.FAILED)
         elif array:
             fail(f"--array names arrays of a group, and {path} is an array", ExitCode.USAGE)
         # In a repository the node may be a group or array below its root: a StorePath.

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from zarrext import cluster
+from zarrext.errors import naming_codec_holder
 from zarrext.quantize.blocks import Progress
 from zarrext.quantize.consolidation import _consolidate_within, consolidate_above
 from zarrext.quantize.copying import CopyReport, _opened, _quantize_array, _staged
@@ -44,9 +45,11 @@ def floating_arrays(
     """
     import zarr
 
+    with naming_codec_holder(group=group):
+        members = group.members(max_depth=None)
     arrays = {
         name: member
-        for name, member in group.members(max_depth=None)
+        for name, member in members
         if isinstance(member, zarr.Array)
         and not (excluding and (name == excluding or name.startswith(f"{excluding}/")))
     }
