@@ -497,3 +497,64 @@ def test_adding_an_array_on_an_object_store_reads_absent_or_new_at_every_step(
         listed = json.loads(where.stored(group)["zarr.json"])["consolidated_metadata"]
         assert sorted(listed["metadata"]) == (["p", "p/other", "p/q"] if group == "g"
                                               else ["other", "q"])
+
+
+def test_cli_check_reports_leftovers_with_their_size_and_repair_removes_a_killed_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, run: Any
+) -> None:
+    source = _source(str(tmp_path / "src.zarr"), "old")
+    location = tmp_path / "g"
+    _hierarchy(str(location))
+    _quantize("old", source, str(location / "p" / "q"))
+    _consolidate_both(str(location))
+    kill = tmp_path / "kill"
+
+    def freeze(*args: Any) -> None:  # a kill with the consolidated metadata withdrawn
+        shutil.copytree(location, kill, symlinks=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(outputs, "_swap", freeze)
+    with pytest.raises(KeyboardInterrupt):
+        _quantize("new", source, str(location / "p" / "q"))
+    monkeypatch.undo()
+    earlier = kill / "p" / f".q{STAGING_MARKER}0123456789ab"  # an earlier zarrext's
+    shutil.copytree(kill / "p" / "q", earlier)
+    (killed,) = [p for p in (kill / "p").iterdir()
+                 if p.name.startswith(f".q{STAGING_MARKER}{os.getpid()}-")]
+    sizes = {p.name: sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+             for p in (killed, earlier)}
+    monkeypatch.chdir(tmp_path)
+
+    code, out, err = run("check", "kill")
+    assert code == 1
+    assert err == ""  # zarr's "not recognized as a component" about them is not shown
+    assert f"kill/p/{killed.name}:" not in out  # its process (this one) still runs
+    assert f"kill/p/{earlier.name}:" in out
+    assert f"{sizes[earlier.name]:,} bytes" in out
+    assert "--repair cannot fix this: delete it once no zarrext job is writing q" in out
+    # the arrays were checked, not the temporary copy as an array
+    arrays = sorted(line.split(":")[0] for line in out.splitlines() if line.startswith("p/"))
+    assert arrays == ["p/other", "p/q"], out
+
+    with _owner_gone(monkeypatch):
+        code, out, _ = run("check", "kill", "--json")
+        assert code == 1
+        report = json.loads(out)
+        assert [f["key"] for f in report["leftovers"]] == sorted(
+            f"kill/p/{p.name}" for p in (killed, earlier))
+        assert [p["repairable"] for f in report["leftovers"] for p in f["problems"]] == [
+            f["key"].endswith(killed.name) for f in report["leftovers"]]
+        for finding in report["leftovers"]:
+            (problem,) = finding["problems"]
+            assert problem["kind"] == "interrupted_output"
+            assert f"{sizes[finding['key'].rsplit('/', 1)[1]]:,} bytes" in problem["text"]
+        assert not report["ok"]
+        code, out, _ = run("check", "kill", "--repair")
+    assert code == 1  # the earlier zarrext's is left
+    assert f"kill/p/{killed.name}:" in out
+    assert "repaired: deleted it" in out
+    assert not killed.exists()
+    assert earlier.exists()
+    _fresh(kill, "q")  # consolidated again, as the killed run would have
+    listed = json.loads((kill / "p" / "zarr.json").read_text())["consolidated_metadata"]
+    assert sorted(listed["metadata"]) == ["other", "q"]

@@ -558,12 +558,16 @@ class Leftover:
         None when it is provably a killed job's: its name records this host and a
         process that is gone (:func:`remove_leftover` removes it); else why it is
         left in place (a live process's, another host's, an earlier zarrext's).
+    running : bool
+        Whether the process its name records runs on this host (a job writing it,
+        or the number reused by another process).
     """
 
     path: Path
     output: Path
     size: int
     kept: str | None
+    running: bool = False
 
     def describe(self) -> str:
         """The leftover in words, with its size."""
@@ -587,15 +591,17 @@ def _leftover(entry: Path, output: Path) -> Leftover:
     from zarrext.sharding.journal import HOST, process_alive, temp_owner
 
     owner = temp_owner(entry.name)
+    running = False
     if owner is None:
         kept: str | None = "an earlier zarrext's (its name records no process)"
     elif owner[1] != HOST:
         kept = f"a job's on another host (process {owner[0]}), perhaps still running"
     elif process_alive(owner[0]):
+        running = True
         kept = f"process {owner[0]}'s, which still runs (a job writing it, or its number reused)"
     else:
         kept = None
-    return Leftover(entry, output, _size(entry), kept)
+    return Leftover(entry, output, _size(entry), kept, running)
 
 
 def _leftovers_of(path: Path) -> list[Leftover]:
