@@ -572,8 +572,8 @@ class Leftover:
     def describe(self) -> str:
         """The leftover in words, with its size."""
         whose = "a killed job's (its process is gone)" if self.kept is None else self.kept
-        return f"temporary output {self.path.name} for {self.output.name}: {whose}, " \
-            f"{self.size:,} bytes"
+        return (f"temporary output {self.path.name} for {self.output.name}: {whose}, "
+                f"{self.size:,} bytes")
 
 
 def _size(path: Path) -> int:
@@ -635,8 +635,10 @@ def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
         for entry in sorted(group.iterdir()):
             name = entry.name
             if STAGING_MARKER in name:
-                if name.startswith("."):
-                    output = group / name[1:name.index(STAGING_MARKER)]
+                output = group / name[1:name.index(STAGING_MARKER)]
+                # a temporary output's name is ".NAME<marker>..."; a metadata document
+                # written whole (".zarr.json<marker><pid>", zarrext n5) is no output
+                if name.startswith(".") and output.name != "zarr.json":
                     with contextlib.suppress(FileNotFoundError):
                         found.append(_leftover(entry, output))
             elif entry.is_dir() and group_document(LocalStore(entry), "") is not None:

@@ -31,7 +31,9 @@ class Problem:
         ``"index_checksum"``, ``"index_unreadable"``, ``"entry_past_end"``,
         ``"entry_overlaps_index"``, ``"entries_overlap"``, ``"interrupted_write"``,
         ``"torn_journal"``, ``"inactive_journal"``, ``"orphan_journal"``,
-        ``"orphan_quarantine"``, ``"stale_temporary_file"`` or ``"undecodable_chunk"``.
+        ``"orphan_quarantine"``, ``"stale_temporary_file"`` or ``"undecodable_chunk"``;
+        ``zarrext check`` also reports ``"interrupted_output"``: a temporary output a
+        killed job left in a group (:func:`zarrext.outputs.find_leftovers`).
     text : str
         The problem in words (without the key, which the finding carries).
     fix : str or None
