@@ -85,7 +85,7 @@ def _print_problems(finding: Any) -> None:
             typer.echo(f"    --repair cannot fix this: {problem.advice}")
 
 
-def interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
+def _interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
     """The temporary outputs killed jobs left beside and inside a local array or group
     (:func:`zarrext.outputs.find_leftovers`), as findings of kind ``interrupted_output``
     keyed by their path (as ``location`` is given), saying whose and their size.
@@ -95,8 +95,6 @@ def interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
     one not provably a killed job's (another host's, an earlier zarrext's) is left,
     with advice; a running job's is not reported. Nothing for other stores.
     """
-    from pathlib import Path
-
     from zarrext.outputs import find_leftovers, remove_leftover
     from zarrext.sharding.check_report import ShardCheck
     from zarrext.stores import local_path
@@ -104,7 +102,7 @@ def interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
     given = local_path(location)
     if given is None or given.suffix == ".zip":
         return []
-    base = Path(given).parent.resolve()
+    base = given.parent.resolve()
     found = []
     for leftover in find_leftovers(given):
         if leftover.running:
@@ -301,7 +299,7 @@ def register(app: typer.Typer) -> None:
                 _print_findings(name, findings, sharded=sharded, unverified=unverified,
                                 checked=checked)
         # temporary outputs killed jobs left in the groups (and beside PATH)
-        left = [] if isinstance(path, SessionPath) else interrupted_outputs(path, repair=repair)
+        left = [] if isinstance(path, SessionPath) else _interrupted_outputs(path, repair=repair)
         unrepaired += sum(1 for f in left if not f.ok or not repair)
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report,
