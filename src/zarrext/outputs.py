@@ -3,25 +3,34 @@
 A job that writes a new array (``zarrext quantize --out``) must never leave
 something that opens as a finished array when it is interrupted (Ctrl-C, an
 error, kill -9), and a job replacing an output must leave the old one readable
-until the new one is complete. How depends on what the store can do:
+until the new one is complete, through its path and through the consolidated
+metadata of the groups holding it. How depends on what the store can do:
 
-- a local directory or zip archive is built under a temporary sibling name and
-  renamed into place when complete. An old output the caller asked to replace
-  is swapped with the new one in one step (a zip archive by ``os.replace``, a
-  directory by Linux's ``renameat2(RENAME_EXCHANGE)``) and then removed, so its
-  path holds the old output or the new one at every moment, a kill included.
-  Where the exchange is not available (another OS, a file system without it)
-  the old directory is renamed aside just before: a kill between the two
-  renames leaves both under hidden names beside the path;
+- a local directory or zip archive is built in a staging directory beside it
+  (``.NAME.zarrext-tmp-<pid>-<host>-<id>``, no member of any group: no
+  ``zarr.json`` at its root) and renamed into place when complete. An old output
+  the caller asked to replace is swapped with the new one in one step (a zip
+  archive by ``os.replace``, a directory by Linux's
+  ``renameat2(RENAME_EXCHANGE)``) and then removed, so its path holds the old
+  output or the new one at every moment, a kill included. Where the exchange is
+  not available (another OS, a file system without it) the old directory is
+  renamed into the staging directory just before: a kill between the two renames
+  leaves it there, and the next run puts it back. The groups above holding
+  consolidated metadata have it withdrawn before the swap and written again after
+  (:func:`_publish` says why in that order). A rerun removes what a killed run
+  writing the same output left, once its process is gone (the staging
+  directory's name says which), and names in a warning the temporary outputs
+  beside it that it cannot prove are a killed run's (:func:`find_leftovers`);
 - on an object store (no rename) a new output is written where it will stay,
   each chunk once, through a :class:`MetadataLastStore`: its ``zarr.json``
   documents are held in memory and written only when the job succeeds, the
   arrays' first and the root's last. Until the root's ``zarr.json`` lands,
-  nothing opens at the output. An object :data:`UNFINISHED` written first and
+  nothing opens at the output. The groups above holding consolidated metadata
+  are then consolidated again. An object :data:`UNFINISHED` written first and
   deleted last says the objects there are the job's own: a rerun replaces such
   leftovers of a killed job without ``overwrite`` (or, when the root's
-  ``zarr.json`` had landed, only deletes the marker), and never touches anything
-  else;
+  ``zarr.json`` had landed, consolidates the groups above again and deletes the
+  marker), and never touches anything else;
 - an existing output on an object store is never replaced, ``overwrite`` or not
   (:class:`OutputConflictError`, naming what to do instead). Without a rename,
   a replacement has to put the new objects at the old ones' keys one by one: a
@@ -40,12 +49,15 @@ import asyncio
 import contextlib
 import ctypes
 import errno
+import json
 import os
 import shutil
 import sys
 import uuid
+import warnings
 import zipfile
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,19 +73,27 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, WrapperStore, ZipStore
 
 from zarrext import stores
+from zarrext.group_metadata import (
+    STAGING_MARKER,
+    consolidate,
+    group_document,
+    is_consolidated,
+    withdraw,
+)
 
 __all__ = [
-    "MetadataLastStore",
-    "OutputConflictError",
     "STAGING_MARKER",
     "UNFINISHED",
+    "Leftover",
+    "MetadataLastStore",
+    "OutputConflictError",
+    "OutputLeftoverWarning",
     "check_disjoint",
+    "find_leftovers",
     "local_path",
+    "remove_leftover",
     "staged_output",
 ]
-
-# Temporary outputs carry this in their name; ``check`` recognises leftovers by it.
-STAGING_MARKER = ".zarrext-tmp-"
 
 UNFINISHED = f"{STAGING_MARKER}unfinished"
 """The key, at an object-store output's root, of the object saying a job is writing
@@ -325,7 +345,9 @@ def staged_output(
     exception (KeyboardInterrupt included) what was written is removed and nothing
     at ``output`` opens or changes. Stores of other kinds (e.g. a ``MemoryStore``)
     are written in place. See the module's description for each kind of store; on
-    an object store the store yielded is a :class:`MetadataLastStore`.
+    an object store the store yielded is a :class:`MetadataLastStore`. The groups
+    above ``output`` that hold consolidated metadata are consolidated again, so
+    that readers trusting it see the new output, and never a mix of the two.
 
     Raises
     ------
@@ -347,26 +369,52 @@ def staged_output(
         # until the caller commits, and a failed job's changes are never committed.
         _refuse_existing_in_session(*session, output=output, overwrite=overwrite)
         yield output
+        _consolidate_again(_consolidated_above(output))  # committed with the output
         return
     path = local_path(output)
     if path is None:
         yield output
         return
-    if path.exists():
+    with _staged_local(output, path, overwrite=overwrite) as target:
+        yield target
+
+
+# Inside a local output's staging directory: the output being built (then, once
+# exchanged, the old output being removed), the old output renamed aside where no
+# exchange exists, and the groups above whose consolidated metadata is to be written.
+_BUILT = "output"
+_REPLACED = "replaced"
+_RECORD = "consolidate.json"
+
+
+@contextlib.contextmanager
+def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
+    """:func:`staged_output` for a local directory or zip archive.
+
+    The output is built inside a staging directory beside ``path``
+    (``.NAME.zarrext-tmp-<pid>-<host>-<id>/output``). The staging directory holds
+    no ``zarr.json``, so in a group it is no member: a reader walking the group
+    finds no array there, and consolidated metadata never lists it; its name says
+    whose it is, so that a rerun can remove it once that process is gone.
+    """
+    path = path.parent.resolve() / path.name  # the groups above are found by path
+    _clear_leftovers(path)
+    if os.path.lexists(path):
         if not overwrite:
             raise OutputConflictError(f"{output} already exists (pass --overwrite to replace it)")
         if not _is_zarr_node(path):
             raise OutputConflictError(
                 f"{output} exists and is not a Zarr array or group; refusing to replace it"
             )
-    token = uuid.uuid4().hex[:12]
-    temp = path.with_name(f".{path.name}{STAGING_MARKER}{token}")
+    staging = _staging_path(path)
+    staging.mkdir(parents=True)
     zipped = path.suffix == ".zip"
-    target: Any = temp
+    built = staging / (f"{_BUILT}.zip" if zipped else _BUILT)
+    target: Any = str(built)
     if zipped:
-        target = ZipStore(temp, mode="w")
+        target = ZipStore(built, mode="w")
     elif isinstance(output, LocalStore):
-        target = LocalStore(temp)
+        target = LocalStore(built)
     try:
         yield target
         if zipped:
@@ -375,32 +423,260 @@ def staged_output(
         if zipped:
             with contextlib.suppress(Exception):
                 target.close()
-            temp.unlink(missing_ok=True)
-        shutil.rmtree(temp, ignore_errors=True)
+        shutil.rmtree(staging, ignore_errors=True)
         raise
-    _publish(temp, path, aside=path.with_name(f".{path.name}{STAGING_MARKER}old-{token}"))
+    _publish(staging, built, path)
 
 
-def _publish(temp: Path, path: Path, *, aside: Path) -> None:
-    """Put the finished output ``temp`` at ``path`` and remove what was there.
+def _staging_path(path: Path) -> Path:
+    """A fresh staging directory's path beside ``path``: its name holds this process's
+    id and this host's tag (:func:`zarrext.sharding.journal.temp_owner` reads them)."""
+    from zarrext.sharding.journal import HOST
 
-    A file replaces a file in one ``os.replace``; a directory is exchanged with
-    the old one (:func:`_exchange`), which then sits at ``temp`` until removed.
-    Only where no exchange exists is the old directory renamed to ``aside`` first.
+    return path.with_name(
+        f".{path.name}{STAGING_MARKER}{os.getpid()}-{HOST}-{uuid.uuid4().hex[:8]}"
+    )
+
+
+def _publish(staging: Path, built: Path, path: Path) -> None:
+    """Put the finished output ``built`` at ``path``, consistently for every reader.
+
+    The steps, in this order:
+
+    1. the groups above ``path`` holding consolidated metadata are recorded in the
+       staging directory (a rerun after a kill consolidates them again);
+    2. when an old output is replaced, their consolidated metadata is withdrawn
+       (:func:`zarrext.group_metadata.withdraw`): it describes the old output, and
+       no consolidated metadata can describe both (dropping only the output's entry
+       would make readers see no output at all). Until the swap, readers read the
+       old output through its own ``zarr.json``, after it the new one;
+    3. the swap (:func:`_swap`): ``path`` holds the old output or the new one at
+       every moment;
+    4. the groups are consolidated again, from what is stored: the new output;
+    5. the staging directory, with the old output in it, is removed.
+
+    A new output (nothing at ``path`` before) needs no withdrawal: the consolidated
+    metadata without it reads as the group did before, until step 4 lists it. A
+    zip archive is no member of a group: nothing to consolidate. On an exception
+    (not a kill, which runs nothing) steps 4 and 5 still run, describing what is
+    at ``path`` then, the old output or the new one.
     """
-    if not path.exists() or (temp.is_file() and path.is_file()):
-        os.replace(temp, path)
-        return
-    if _exchange(temp, path):
-        old = temp
-    else:
+    levels = [] if built.suffix == ".zip" else _consolidated_levels(path)
+    if levels:
+        _record(staging, levels)
+    try:
+        if os.path.lexists(path):
+            for level in levels:
+                withdraw(*_group_at(path, level))
+        _swap(built, path, staging / _REPLACED)
+    finally:
+        _finish(staging, path, levels)
+
+
+def _swap(built: Path, path: Path, aside: Path) -> None:
+    """Put ``built`` at ``path``: a file replaces a file in one ``os.replace``; a
+    directory is exchanged with the old one (:func:`_exchange`), which then sits at
+    ``built`` until removed. Only where no exchange exists is the old directory
+    renamed to ``aside`` first (a kill between the two renames leaves it there, and
+    the next run puts it back)."""
+    if not os.path.lexists(path) or (built.is_file() and path.is_file()):
+        os.replace(built, path)
+    elif not _exchange(built, path):
         os.replace(path, aside)
-        os.replace(temp, path)
-        old = aside
-    if old.is_dir():
-        shutil.rmtree(old, ignore_errors=True)
+        os.replace(built, path)
+
+
+def _finish(staging: Path, path: Path, levels: list[int]) -> None:
+    """The end of a publication from ``staging`` (this run's, or a killed run's):
+    an old output renamed aside goes back to ``path`` if nothing is there, the
+    groups ``levels`` above ``path`` are consolidated again, innermost first, from
+    what is stored, and the staging directory is removed, last."""
+    aside = staging / _REPLACED
+    if not os.path.lexists(path) and os.path.lexists(aside):
+        os.replace(aside, path)
+    for level in sorted(levels):
+        group = _group_at(path, level)
+        if group_document(*group) is not None:
+            consolidate(*group)
+    if staging.is_dir() and not staging.is_symlink():
+        shutil.rmtree(staging, ignore_errors=True)
     else:
-        old.unlink(missing_ok=True)
+        staging.unlink(missing_ok=True)
+
+
+def _group_at(path: Path, level: int) -> tuple[Store, str]:
+    """(store, path) of the directory ``level`` steps above ``path`` (1: its parent)."""
+    return LocalStore(path.parents[level - 1]), ""
+
+
+def _consolidated_levels(path: Path) -> list[int]:
+    """How many steps above ``path`` each group holding consolidated metadata is,
+    innermost first; the walk up stops at the first directory that is no group."""
+    levels = []
+    for level in range(1, len(path.parents) + 1):
+        group = _group_at(path, level)
+        if group_document(*group) is None:
+            break
+        if is_consolidated(*group):
+            levels.append(level)
+    return levels
+
+
+def _record(staging: Path, levels: list[int]) -> None:
+    # Written whole (another name, then renamed): a kill leaves it or nothing.
+    partial = staging / f"{_RECORD}.partial"
+    partial.write_text(json.dumps({"consolidate": levels}))
+    os.replace(partial, staging / _RECORD)
+
+
+def _recorded(staging: Path) -> list[int]:
+    """The levels a staging directory's record names (none when it has no record)."""
+    try:
+        levels = json.loads((staging / _RECORD).read_text())["consolidate"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return []
+    return [n for n in levels if isinstance(n, int) and n >= 1]
+
+
+class OutputLeftoverWarning(UserWarning):
+    """A temporary output beside an output that a job cannot prove its own: left in place."""
+
+
+@dataclass(frozen=True)
+class Leftover:
+    """A temporary output that a job writing ``output`` left beside it.
+
+    Attributes
+    ----------
+    path : Path
+        The staging directory (or, from an earlier zarrext, directory or zip file).
+    output : Path
+        The output it was built for.
+    size : int
+        Bytes of the files in it.
+    kept : str or None
+        None when it is provably a killed job's: its name records this host and a
+        process that is gone (:func:`remove_leftover` removes it); else why it is
+        left in place (a live process's, another host's, an earlier zarrext's).
+    running : bool
+        Whether the process its name records runs on this host (a job writing it,
+        or the number reused by another process).
+    """
+
+    path: Path
+    output: Path
+    size: int
+    kept: str | None
+    running: bool = False
+
+    def describe(self) -> str:
+        """The leftover in words, with its size."""
+        whose = "a killed job's (its process is gone)" if self.kept is None else self.kept
+        return (f"temporary output {self.path.name} for {self.output.name}: {whose}, "
+                f"{self.size:,} bytes")
+
+
+def _size(path: Path) -> int:
+    if not path.is_dir() or path.is_symlink():
+        return path.lstat().st_size
+    total = 0
+    for directory, _, names in os.walk(path):
+        for name in names:
+            with contextlib.suppress(OSError):
+                total += (Path(directory) / name).lstat().st_size
+    return total
+
+
+def _leftover(entry: Path, output: Path) -> Leftover:
+    from zarrext.sharding.journal import HOST, process_alive, temp_owner
+
+    owner = temp_owner(entry.name)
+    running = False
+    if owner is None:
+        kept: str | None = "an earlier zarrext's (its name records no process)"
+    elif owner[1] != HOST:
+        kept = f"a job's on another host (process {owner[0]}), perhaps still running"
+    elif process_alive(owner[0]):
+        running = True
+        kept = f"process {owner[0]}'s, which still runs (a job writing it, or its number reused)"
+    else:
+        kept = None
+    return Leftover(entry, output, _size(entry), kept, running)
+
+
+def _leftovers_of(path: Path) -> list[Leftover]:
+    """The temporary outputs beside ``path`` of jobs writing ``path``."""
+    prefix = f".{path.name}{STAGING_MARKER}"
+    try:
+        entries = sorted(e for e in path.parent.iterdir() if e.name.startswith(prefix))
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found = []
+    for entry in entries:
+        with contextlib.suppress(FileNotFoundError):  # removed meanwhile
+            found.append(_leftover(entry, path))
+    return found
+
+
+def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
+    """Temporary outputs of jobs under and beside a local array or group.
+
+    Beside ``location`` (the ones built for it) and in every group under it (the
+    ones built for its members), sorted by path. Another URL: none.
+    """
+    root = stores.local_path(location)
+    if root is None:
+        return []
+    root = root.parent.resolve() / root.name
+    found = _leftovers_of(root)
+    groups = [root] if group_document(LocalStore(root), "") is not None else []
+    while groups:
+        group = groups.pop()
+        for entry in sorted(group.iterdir()):
+            name = entry.name
+            if STAGING_MARKER in name:
+                output = group / name[1:name.index(STAGING_MARKER)]
+                # a temporary output's name is ".NAME<marker>..."; a metadata document
+                # written whole (".zarr.json<marker><pid>", zarrext n5) is no output
+                if name.startswith(".") and output.name != "zarr.json":
+                    with contextlib.suppress(FileNotFoundError):
+                        found.append(_leftover(entry, output))
+            elif entry.is_dir() and group_document(LocalStore(entry), "") is not None:
+                groups.append(entry)
+    return sorted(found, key=lambda f: f.path)
+
+
+def remove_leftover(leftover: Leftover) -> None:
+    """Finish what the killed job left and remove its temporary output.
+
+    What :func:`_publish` had not done yet is done: an old output it renamed aside
+    goes back to its path if nothing is there, the groups whose consolidated
+    metadata it withdrew (or had not yet written) are consolidated again.
+
+    Raises
+    ------
+    ValueError
+        If the leftover is not provably a killed job's (``leftover.kept``).
+    """
+    if leftover.kept is not None:
+        raise ValueError(f"{leftover.path} is {leftover.kept}: left in place")
+    levels = _recorded(leftover.path) if leftover.path.is_dir() else []
+    _finish(leftover.path, leftover.output, levels)
+
+
+def _clear_leftovers(path: Path) -> None:
+    """Remove what killed jobs writing ``path`` left (see :func:`remove_leftover`);
+    name, in a warning, each temporary output beside it that is not provably theirs."""
+    for leftover in _leftovers_of(path):
+        if leftover.kept is None:
+            remove_leftover(leftover)
+        else:
+            warnings.warn(
+                f"left in place beside {path}: {leftover.describe()}; delete it once no "
+                f"zarrext job is writing {path.name}",
+                OutputLeftoverWarning,
+                stacklevel=5,
+            )
 
 
 _AT_FDCWD = -100
@@ -468,6 +744,40 @@ async def _listed_dir(store: Store) -> list[str]:
     return [k async for k in store.list_dir("")]
 
 
+def _groups_above(output: Any) -> list[tuple[Any, str]]:
+    """(store, path) of the groups above an object-store output or a path in an
+    icechunk session, innermost first, up to the top of the hierarchy."""
+    session = _in_session(output)
+    if session is not None:
+        store, inner = session
+        parts = inner.split("/") if inner else []
+        candidates = [(store, "/".join(parts[:n])) for n in range(len(parts) - 1, -1, -1)]
+    else:
+        remote = _remote(output)
+        if remote is None:
+            return []
+        parts = remote[1].split("/")
+        candidates = [
+            (stores.remote_store_at(_unwrapped(output), "/".join(parts[:n])), "")
+            for n in range(len(parts) - 1, 0, -1)
+        ]
+    found = []
+    for store, path in candidates:
+        if group_document(store, path) is None:  # the top of the hierarchy was passed
+            break
+        found.append((store, path))
+    return found
+
+
+def _consolidated_above(output: Any) -> list[tuple[Any, str]]:
+    return [group for group in _groups_above(output) if is_consolidated(*group)]
+
+
+def _consolidate_again(groups: list[tuple[Any, str]]) -> None:
+    for store, path in groups:  # innermost first
+        consolidate(store, path)
+
+
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
     remote = _remote(output)
@@ -477,7 +787,8 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
     if UNFINISHED in old_keys:
         if "zarr.json" in old_keys:
             # Killed after its root zarr.json (written last) landed: the output is
-            # complete, only the job's marker is left over.
+            # complete; the groups above may still have to list it, then the marker goes.
+            _consolidate_again(_consolidated_above(output))
             sync(output.delete(UNFINISHED))
             old_keys.discard(UNFINISHED)
         else:
@@ -507,7 +818,13 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
 
 @contextlib.contextmanager
 def _written_in_place(output: Store) -> Iterator[Store]:
-    """A new object-store output written once, where it stays; ``zarr.json`` last."""
+    """A new object-store output written once, where it stays; ``zarr.json`` last.
+
+    Then the groups above that hold consolidated metadata are consolidated again,
+    and only then the marker goes: a rerun after a kill before that finishes it.
+    Nothing is withdrawn first, as nothing is replaced: until they are consolidated
+    again, the groups' consolidated metadata reads as before, without the output.
+    """
     marker = default_buffer_prototype().buffer.from_bytes(
         b"zarrext is writing here; this object goes when the output is complete\n"
     )
@@ -521,4 +838,5 @@ def _written_in_place(output: Store) -> Iterator[Store]:
             sync(_delete_all(output, last=UNFINISHED))
         raise
     sync(target.publish())
+    _consolidate_again(_consolidated_above(output))
     sync(output.delete(UNFINISHED))

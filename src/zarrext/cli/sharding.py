@@ -71,14 +71,64 @@ def _print_findings(
         typer.echo(f"{name}: {checked}")
     for finding in findings:
         typer.echo(f"{name} {finding.key}:")
-        for problem in finding.details:
-            typer.echo(f"  problem: {problem.text}")
-            if problem.repaired:
-                typer.echo(f"    repaired: {problem.fix}")
-            elif problem.fix is not None:
-                typer.echo("    --repair fixes this")
-            else:
-                typer.echo(f"    --repair cannot fix this: {problem.advice}")
+        _print_problems(finding)
+
+
+def _print_problems(finding: Any) -> None:
+    for problem in finding.details:
+        typer.echo(f"  problem: {problem.text}")
+        if problem.repaired:
+            typer.echo(f"    repaired: {problem.fix}")
+        elif problem.fix is not None:
+            typer.echo("    --repair fixes this")
+        else:
+            typer.echo(f"    --repair cannot fix this: {problem.advice}")
+
+
+def _interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
+    """The temporary outputs killed jobs left beside and inside a local array or group
+    (:func:`zarrext.outputs.find_leftovers`), as findings of kind ``interrupted_output``
+    keyed by their path (as ``location`` is given), saying whose and their size.
+
+    With ``repair``, a killed job's (its process gone, on this host) is removed once
+    what its publication had left undone is done (:func:`zarrext.outputs.remove_leftover`);
+    one not provably a killed job's (another host's, an earlier zarrext's) is left,
+    with advice; a running job's is not reported. Nothing for other stores.
+    """
+    from zarrext.outputs import find_leftovers, remove_leftover
+    from zarrext.sharding.check_report import ShardCheck
+    from zarrext.stores import local_path
+
+    given = local_path(location)
+    if given is None or given.suffix == ".zip":
+        return []
+    base = given.parent.resolve()
+    found = []
+    for leftover in find_leftovers(given):
+        if leftover.running:
+            continue  # a job at work: nothing left behind (yet)
+        finding = ShardCheck((given.parent / leftover.path.relative_to(base)).as_posix())
+        removable = leftover.kept is None
+        if repair and removable:
+            remove_leftover(leftover)
+        finding.problem(
+            "interrupted_output", leftover.describe(),
+            fix="deleted it, its output's publication finished" if removable else None,
+            advice=None if removable else (
+                f"delete it once no zarrext job is writing {leftover.output.name}"
+            ),
+            repaired=repair,
+        )
+        found.append(finding)
+    return found
+
+
+def _print_leftovers(findings: list[Any]) -> None:
+    """Each temporary output a killed job left (its path): whose, its size, what
+    --repair does."""
+    for finding in findings:
+        typer.echo(f"{finding.key}:")
+        _print_problems(finding)
 
 
 def register(app: typer.Typer) -> None:
@@ -249,9 +299,16 @@ def register(app: typer.Typer) -> None:
                     array, sharded=sharded, deep=deep)
                 _print_findings(name, findings, sharded=sharded, unverified=unverified,
                                 checked=checked)
+        # temporary outputs killed jobs left in the groups (and beside PATH)
+        left = [] if isinstance(path, SessionPath) else _interrupted_outputs(path, repair=repair)
+        unrepaired += sum(1 for f in left if not f.ok or not repair)
         if as_json:
-            typer.echo(json.dumps({"store": str(path), "arrays": report, "ok": not unrepaired}))
-        elif not arrays:
-            typer.echo(f"no arrays under {path}")
+            typer.echo(json.dumps({"store": str(path), "arrays": report,
+                                   "leftovers": [f.to_json() for f in left],
+                                   "ok": not unrepaired}))
+        else:
+            if not arrays:
+                typer.echo(f"no arrays under {path}")
+            _print_leftovers(left)
         if unrepaired:
             raise typer.Exit(code=1)

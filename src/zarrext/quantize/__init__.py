@@ -22,10 +22,9 @@ real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
 configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
 (``zarrext quantize``, the only part doing I/O) builds on them, each module using
 only the ones before it: :mod:`~zarrext.quantize.blocks` runs a pass over an array's
-blocks (in threads, or on Dask workers), :mod:`~zarrext.quantize.consolidation`
-refreshes the consolidated metadata a new output makes stale,
-:mod:`~zarrext.quantize.copying` copies one array and :mod:`~zarrext.quantize.groups`
-a group.
+blocks (in threads, or on Dask workers), :mod:`~zarrext.quantize.copying` copies one
+array and :mod:`~zarrext.quantize.groups` a group; :mod:`zarrext.outputs` publishes
+the copy and refreshes the consolidated metadata of the groups holding it.
 """
 
 from __future__ import annotations

@@ -3,8 +3,9 @@
 :func:`copy_quantized` refuses, before scanning any data, an output over its input or
 one that exists (without ``overwrite``); builds the output under a temporary name and
 moves it into place only when it is complete and no larger than its source (unless
-``allow_larger``); and refreshes the consolidated metadata of the groups that hold
-the new output, so that readers trusting it (xarray) see it. :func:`_quantize_array`
+``allow_larger``), refreshing the consolidated metadata of the groups that hold the
+new output so that readers trusting it (xarray) see it, and never a mix of the old
+and the new (:func:`zarrext.outputs.staged_output`). :func:`_quantize_array`
 (scan, plan, write, verify one array) also serves :mod:`~zarrext.quantize.groups`.
 """
 
@@ -26,7 +27,6 @@ from zarrext.quantize.blocks import (
     _run_blocks,
     _scan,
 )
-from zarrext.quantize.consolidation import consolidate_above
 from zarrext.quantize.planning import (
     QuantizationError,
     QuantizationPlan,
@@ -306,7 +306,7 @@ def copy_quantized(
     src = open_array(_opened(source, storage_options), mode="r")
     float_dtype(src.dtype)
     out_options = storage_options if output_storage_options is None else output_storage_options
-    report = _staged(
+    report: CopyReport = _staged(
         output,
         overwrite,
         out_options,
@@ -315,5 +315,4 @@ def copy_quantized(
             progress=progress, client=client,
         ),
     )
-    consolidate_above(output, storage_options=out_options)
     return report

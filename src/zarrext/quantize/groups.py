@@ -14,7 +14,6 @@ from typing import Any
 from zarrext import cluster
 from zarrext.errors import naming_codec_holder
 from zarrext.quantize.blocks import Progress
-from zarrext.quantize.consolidation import _consolidate_within, consolidate_above
 from zarrext.quantize.copying import CopyReport, _opened, _quantize_array, _staged
 from zarrext.quantize.planning import float_dtype
 
@@ -45,12 +44,15 @@ def floating_arrays(
     """
     import zarr
 
+    from zarrext.group_metadata import is_staging
+
     with naming_codec_holder(group=group):
         members = group.members(max_depth=None)
     arrays = {
         name: member
         for name, member in members
         if isinstance(member, zarr.Array)
+        and not is_staging(name)  # an earlier zarrext's temporary copy: no member
         and not (excluding and (name == excluding or name.startswith(f"{excluding}/")))
     }
     where = group.path or str(group.store)
@@ -136,6 +138,7 @@ def copy_group_quantized(
     import zarr
 
     from zarrext.api import with_runtime
+    from zarrext.group_metadata import consolidate_within
     from zarrext.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -168,12 +171,11 @@ def copy_group_quantized(
                     client=client, report_path=name,
                 )
             )
-        _consolidate_within(store, base)
+        consolidate_within(store, base)
         return reports
 
     out_options = storage_options if output_storage_options is None else output_storage_options
     reports: list[CopyReport] = _staged(output, overwrite, out_options, job)
-    consolidate_above(output, storage_options=out_options)
     return reports
 
 

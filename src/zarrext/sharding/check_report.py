@@ -32,7 +32,9 @@ class Problem:
         ``"entry_overlaps_index"``, ``"entries_overlap"``, ``"interrupted_write"``,
         ``"torn_journal"``, ``"inactive_journal"``, ``"orphan_journal"``,
         ``"orphan_quarantine"``, ``"stale_temporary_file"``, ``"undecodable_chunk"``
-        or ``"fill_value_lost"`` (at ``zarr.json``: the array's metadata, not a chunk).
+        or ``"fill_value_lost"`` (at ``zarr.json``: the array's metadata, not a chunk);
+        ``zarrext check`` also reports ``"interrupted_output"``: a temporary output a
+        killed job left in a group (:func:`zarrext.outputs.find_leftovers`).
     text : str
         The problem in words (without the key, which the finding carries).
     fix : str or None
