@@ -258,9 +258,47 @@ def _encode_named(encode: Callable[..., Any]) -> Callable[..., Any]:
                 if type(e) not in (OptionalValueError, TypeError):
                     raise  # another class may take other arguments: xarray names it
                 raise type(e)(f"variable {name!r}: {e}") from None
-        return encode(self, converted, attributes)
+        encoded, encoded_attributes = encode(self, converted, attributes)
+        return _checked_quantized(self, encoded), encoded_attributes
 
     return encode_variables
+
+
+def _checked_quantized(store: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    """``variables`` (encoded, as xarray will write them) once every quantized one is
+    checked; new variables given :func:`zarrext.quantize.plan`'s filters get the plan
+    recorded in their attributes.
+
+    A value the variable's array (existing: its zarr.json; new: the ``filters`` of
+    its encoding) would not give back as itself (:mod:`zarrext.quantized_writes`) is
+    refused here, before xarray creates or resizes any array: one line naming the
+    variable. A Dask-backed variable is computed once more for the check.
+    """
+    from zarrext.quantized_writes import PlannedFilters, StorableValues
+
+    existing = set(store.array_keys()) if getattr(store, "_mode", "w") != "w" else set()
+    out = dict(variables)
+    for name, variable in variables.items():
+        if name in existing:
+            storable = StorableValues.of_metadata(store.members[name].metadata)
+        else:
+            filters = variable.encoding.get("filters")
+            if not filters:
+                continue
+            planned = filters.planned if isinstance(filters, PlannedFilters) else None
+            fill = filters.fill_value if isinstance(filters, PlannedFilters) else np.nan
+            storable = StorableValues.of_codecs(filters, variable.dtype, fill, planned)
+            if planned is not None:
+                out[name] = variable.copy(deep=False)
+                out[name].attrs = planned.recorded_in(variable.attrs)
+        if storable is None:
+            continue
+        data = variable.data
+        if hasattr(data, "dask") and hasattr(data, "to_delayed"):
+            storable.refuse_dask(data, f"variable {name!r}")
+        else:
+            storable.refuse(np.asarray(data), f"variable {name!r}")
+    return out
 
 
 def _library_dirs(xarray_function: Callable[..., Any]) -> tuple[str, ...]:
