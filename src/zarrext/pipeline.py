@@ -145,7 +145,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     # The quantization plan the array's attributes record (set by build_pipeline),
     # and what the chain stores, checked before every write (set by
     # evolve_from_array_spec; None for a chain that quantizes nothing).
-    planned: PlannedRange | None = field(default=None, compare=False, repr=False)
+    planned: PlannedRange | None = field(default=None, repr=False)
     storable: StorableValues | None = field(default=None, compare=False, repr=False)
 
     @classmethod
