@@ -10,6 +10,12 @@ attributes (``{"zarrext": {"decision": name}}``), and :func:`open_array` uses it
 when no ``decision=`` is given. An array written with no decision at all stores
 its chunks raw, as the spec's default says, with a
 :class:`~zarrext.decisions.NoDecisionWarning` once per opened array.
+
+Filters from :func:`zarrext.quantize.plan` given to :func:`create_array` record the
+plan likewise (``{"zarrext": {"quantize": {...}}}``). Writes into a quantized array
+(``scale_offset`` + ``cast_value``) through these arrays' pipeline, and
+:func:`create_array`'s ``data``, refuse a finite value the array would not give back
+as itself, before anything of the write is stored (:mod:`zarrext.quantized_writes`).
 """
 
 from __future__ import annotations

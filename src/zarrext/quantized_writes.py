@@ -443,7 +443,7 @@ class StorableValues:
     def error(self, refusal: Refusal, where: str) -> UnstorableValueError:
         """The one-line error for ``refusal``."""
         lo, hi = self.storable_range
-        value = self.dtype.type(refusal.value)
+        value = str(self.dtype.type(refusal.value))  # as short as the type allows
         planned = ""
         if self.planned is not None:
             (plo, phi), (below, above) = self.planned.value_range, self.planned.headroom

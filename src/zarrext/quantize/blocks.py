@@ -85,7 +85,7 @@ def _copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
     data = np.asarray(src[sl])
     storable = StorableValues.of_metadata(dst.metadata)
     if storable is not None:
-        storable.refuse(data, array_label(src.path))
+        storable.refuse(data, array_label(str(src.store_path)))
     dst[sl] = data
     return measured_error(data, np.asarray(dst[sl]))
 
