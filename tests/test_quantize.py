@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
 import math
 import warnings
@@ -1260,3 +1262,120 @@ def test_readme_states_the_headroom_a_plain_writer_has() -> None:
             f"{hi_ok:.1f} K; below {storable.storable_range[0]:.1f} K it gets cast_value's "
             f"out-of-range error, and only a value of about {nan_value:.1f} K lands on the "
             "code reserved for NaN") in text
+
+
+# The same property through xarray appends, write_dask and the quantize job: a few
+# examples each (every one writes a store), values drawn from the probes.
+
+_EXAMPLE = itertools.count()
+
+
+def _planned_filters(p: quantize.QuantizationPlan) -> list[Any]:
+    from zarrext.quantized_writes import PlannedFilters
+
+    return PlannedFilters(p.filters, p.planned, p.fill_value)
+
+
+def _stored_or_refused(where: Where, name: str, write: Any, read: Any,
+                       expected: np.ndarray, p: quantize.QuantizationPlan) -> None:
+    """``write()``: refused with nothing stored changed, or ``read()`` gives back
+    ``expected`` finite within the plan's bound."""
+    from zarrext.errors import UnstorableValueError
+
+    before = where.stored(name)
+    try:
+        write()
+    except UnstorableValueError as e:
+        message = str(e)
+    else:
+        _check_read_back(p, expected, read())
+        return
+    assert "\n" not in message
+    assert where.stored(name) == before
+
+
+@settings(max_examples=4)
+@given(p=_plans(), picks=st.lists(st.integers(0, 10**6), min_size=3, max_size=3))
+def test_property_xarray_appends_store_or_refuse(
+    where: Where, p: quantize.QuantizationPlan, picks: list[int]
+) -> None:
+    import xarray as xr
+
+    name = f"x{next(_EXAMPLE)}.zarr"
+    path, options = where.location(name), {"storage_options": where.options,
+                                            "consolidated": False}
+    lo, hi = p.value_range
+    first = np.linspace(lo, hi, 4).astype(p.dtype)
+    xr.Dataset({"t": ("time", first)}).to_zarr(
+        path, mode="w", zarr_format=3, **options,
+        encoding={"t": {"filters": _planned_filters(p), "chunks": (2,),
+                        "fill_value": _fill(p)}},
+    )
+    probes = _probes(p)
+    for k in picks:
+        value = probes[k % len(probes)]
+        appended = xr.Dataset({"t": ("time", np.array([value, value], dtype=p.dtype))})
+        _stored_or_refused(
+            where, name, functools.partial(appended.to_zarr, path, append_dim="time",
+                                           **options),
+            lambda: xr.open_zarr(path, **options)["t"].values[-2:],
+            np.array([value, value]), p,
+        )
+
+
+@settings(max_examples=4)
+@given(p=_plans(), picks=st.lists(st.integers(0, 10**6), min_size=3, max_size=3))
+def test_property_write_dask_stores_or_refuses(
+    where: Where, p: quantize.QuantizationPlan, picks: list[int]
+) -> None:
+    import dask.array as da
+    from zarr.codecs import BytesCodec, ShardingCodec
+
+    import zarrext
+
+    name = f"d{next(_EXAMPLE)}.zarr"
+    target = zarrext.create_array(
+        where.location(name), storage_options=where.options, shape=(16,), chunks=(8,),
+        dtype=p.dtype, fill_value=_fill(p), filters=_planned_filters(p), compressors=None,
+        serializer=ShardingCodec(chunk_shape=(4,), codecs=[BytesCodec()]),
+    )
+    lo, hi = p.value_range
+    probes = _probes(p)
+    for k in picks:
+        source = np.linspace(lo, hi, 16).astype(p.dtype)
+        source[8 + k % 8] = probes[k % len(probes)]  # in the second of two blocks
+        _stored_or_refused(
+            where, name,
+            functools.partial(zarrext.write_dask, da.from_array(source, chunks=8), target),
+            lambda: zarr.open_array(where.location(name), storage_options=where.options)[:],
+            source, p,
+        )
+
+
+@settings(max_examples=4)
+@given(
+    lo=st.floats(-1e4, 1e4), width=st.floats(1e-2, 1e4), rel=st.floats(-5, -1),
+    specials=st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_cli_quantize_reads_back_every_finite_value_within_the_bound(
+    where: Where, run: Any, lo: float, width: float, rel: float, specials: list[float],
+    seed: int,
+) -> None:
+    data = np.random.default_rng(seed).uniform(lo, lo + width, (12, 10)).astype(np.float32)
+    data[0, : len(specials)] = specials
+    bound = max(width * 10**rel, float(np.spacing(np.float32(abs(lo) + width))) * 64)
+    name = f"c{next(_EXAMPLE)}"
+    src = zarr.create_array(where.location(f"{name}.zarr"), storage_options=where.options,
+                            shape=data.shape, chunks=(6, 5), dtype="float32",
+                            fill_value=np.nan)
+    src[:] = data
+    options = ["--storage-options", json.dumps(where.options)] if where.options else []
+    code, _, err = run("quantize", where.location(f"{name}.zarr"), "--max-abs-error",
+                       repr(bound), "--out", where.location(f"{name}-q.zarr"),
+                       "--allow-larger", *options)
+    assert code == 0, err
+    back = np.asarray(zarr.open_array(where.location(f"{name}-q.zarr"),
+                                      storage_options=where.options)[:])
+    _check_bound(data, back, bound)
+    assert np.isfinite(back[np.isfinite(data)]).all()
