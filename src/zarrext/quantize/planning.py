@@ -398,19 +398,21 @@ def plan_quantization(
     ) -> float:
         """The worst error over the data (or probes of the range) and probes of the
         headroom on each side (``ends``: its outer values)."""
-        if arr is not None:
-            values = np.concatenate([
-                arr.reshape(-1),
-                _range_probe(ftype, ends[0], lo, offset, scale, headroom + 1),
-                _range_probe(ftype, hi, ends[1], offset, scale, headroom + 1),
-            ])
+        if arr is not None:  # the data as it is (no copy), then the headroom's probes
+            parts = [
+                arr,
+                np.concatenate([
+                    _range_probe(ftype, ends[0], lo, offset, scale, headroom + 1),
+                    _range_probe(ftype, hi, ends[1], offset, scale, headroom + 1),
+                ]),
+            ]
         else:
             n_codes = codes[1] - codes[0] + 2 * headroom + 1
-            values = np.concatenate(
+            parts = [np.concatenate(
                 [_range_probe(ftype, ends[0], ends[1], offset, scale, n_codes), extra]
-            )
+            )]
         try:
-            return worst_error(filters, values, fill_value=probe_fill)
+            return max(worst_error(filters, part, fill_value=probe_fill) for part in parts)
         except ValueError:
             return math.inf
 
