@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
 import json
 import math
 import warnings
@@ -11,11 +13,11 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from hypothesis import assume, given
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from zarr.codecs import CastValue, ScaleOffset
 
-from tests.conftest import CountingStore, Where
+from tests.conftest import CountingStore, Where, tree_digest
 from zarrext import quantize
 from zarrext.quantize import InexactConversionWarning, QuantizationError
 
@@ -41,6 +43,13 @@ def _check_bound(data: np.ndarray, back: np.ndarray, bound: float) -> None:
     assert np.array_equal(back[inf], data[inf])
 
 
+def _nominal_codes(span: float, bound: float, reserved: int = 1) -> float:
+    """Codes a range needs on paper: its steps, the planner's headroom on each side
+    (an eighth of the range, at least 8 codes), the reserved codes."""
+    steps = span / (2 * bound)
+    return steps + 1 + 2 * max(8.0, math.ceil(steps / 8)) + reserved
+
+
 def _bits_needed(n_codes: float) -> int:
     for bits in (8, 16, 32, 64):
         if 2.0**bits >= n_codes:
@@ -59,7 +68,7 @@ def test_plan_returns_scale_offset_and_cast_value_for_create_array() -> None:
     assert [type(f) for f in filters] == [ScaleOffset, CastValue]
     cv = filters[1]
     assert isinstance(cv, CastValue)
-    # 10 / 0.1 + 1 = 101 codes + NaN: fits 8 bits
+    # 10 / 0.1 + 1 = 101 codes, 13 of headroom each side, + NaN: fits 8 bits
     assert cv.dtype.to_native_dtype() == np.dtype("uint8")
     assert cv.scalar_map is not None
     (nan_code,) = [c for k, c in cv.scalar_map["encode"].items() if k == "NaN"]
@@ -75,8 +84,8 @@ def test_plan_returns_scale_offset_and_cast_value_for_create_array() -> None:
 )
 def test_plan_picks_smallest_integer_type(span: float, bound: float, bits: int) -> None:
     data = np.linspace(-span / 3, 2 * span / 3, 5000)
-    # nominal number of codes: span / (2 * bound) + 1, plus the NaN code
-    assert _bits_needed(span / (2 * bound) + 2) == bits
+    # nominal number of codes: span / (2 * bound) + 1, the headroom, the NaN code
+    assert _bits_needed(_nominal_codes(span, bound)) == bits
     p = quantize.plan_quantization(data, max_abs_error=bound)
     assert p.stored_dtype.itemsize * 8 == bits
     assert p.stored_dtype.kind == "u"
@@ -262,7 +271,7 @@ def test_property_plan_meets_bound_on_data(case: tuple[np.ndarray, float]) -> No
         ulp = float(np.spacing(np.abs(finite).max()))
         if bound > 1e4 * ulp:
             # not wasteful: no bigger type than the nominal code count needs
-            nominal = 1.05 * span / (2 * bound) + 4
+            nominal = 1.05 * _nominal_codes(span, bound, reserved=3) + 4
             assert p.stored_dtype.itemsize * 8 <= _bits_needed(nominal)
 
 
@@ -749,7 +758,624 @@ def test_a_quantized_copy_records_no_decision_it_does_not_have(
         "decision": "compress_if_smaller"}
     quantize.copy_quantized(str(tmp_path / "src.zarr"), str(tmp_path / "q.zarr"),
                             max_abs_error=0.01)
-    assert dict(zarr.open_array(str(tmp_path / "q.zarr")).attrs) == {"units": "K"}
+    attrs = dict(zarr.open_array(str(tmp_path / "q.zarr")).attrs)
+    assert attrs["units"] == "K"
+    assert set(attrs["zarrext"]) == {"quantize"}  # the plan, not the decision
     code, out, err = run("info", str(tmp_path / "q.zarr"), "--json")
     assert code == 0, err
     assert json.loads(out)["decision"] is None
+
+
+# ---------------------------------------------------------------------------
+# Headroom, and no finite value read back as NaN/Inf or beyond the bound
+# (issue 34, item 1)
+# ---------------------------------------------------------------------------
+
+# zarr-python with zarrext's pipeline for every array it opens
+ZARREXT_PIPELINE = {"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}
+
+
+_FILLS = ("nan", "lo", "inside", "below")
+
+
+def _plan_for(dtype: Any, lo: float, width: float, n_codes: float, fill_kind: str,
+              nan: bool = True, posinf: bool = False, neginf: bool = False
+              ) -> quantize.QuantizationPlan:
+    """A plan for ``[lo, lo + width]`` in about ``n_codes`` steps; a finite fill at or
+    inside the range forces a signed type (its code is 0)."""
+    fill = {"nan": None, "lo": lo, "inside": lo + width / 3, "below": lo - width / 4}[fill_kind]
+    return quantize.plan_quantization(
+        value_range=(lo, lo + width), max_abs_error=width / (2 * n_codes), dtype=dtype,
+        fill_value=fill, nan=nan or fill is None, posinf=posinf, neginf=neginf,
+    )
+
+
+@st.composite
+def _plans(draw: st.DrawFn) -> quantize.QuantizationPlan:
+    """Plans over the space users reach: each integer width (a code count per width),
+    NaN and infinities reserved or not, NaN or finite fill."""
+    dtype = draw(st.sampled_from([np.float32, np.float64]))
+    lo = draw(st.floats(-100, 100))
+    width = draw(st.floats(1, 100))
+    codes = {8: (4, 150), 16: (400, 40_000), 32: (1e5, 1e9), 64: (1e10, 1e12)}
+    widths = [8, 16] if dtype is np.float32 else [8, 16, 32, 64]
+    n = draw(st.floats(*codes[draw(st.sampled_from(widths))]))
+    ulp = float(np.spacing(dtype(abs(lo) + 3 * width)))
+    assume(width / (2 * n) > 64 * ulp)
+    try:
+        return _plan_for(dtype, lo, width, n, draw(st.sampled_from(_FILLS)),
+                         draw(st.booleans()), draw(st.booleans()), draw(st.booleans()))
+    except QuantizationError:
+        assume(False)
+        raise
+
+
+def _value_at_code(p: quantize.QuantizationPlan, code: int) -> float | None:
+    """A value of ``p.dtype`` that the plan's codecs store as ``code``, if one does."""
+    with np.errstate(all="ignore"):
+        start = p.dtype.type(code / p.scale + p.offset)
+    if not np.isfinite(start):
+        return None
+    candidates = [start]
+    for direction in (np.inf, -np.inf):
+        v = start
+        for _ in range(40):
+            v = np.nextafter(v, p.dtype.type(direction))
+            candidates.append(v)
+    for v in candidates:
+        try:
+            encoded, _ = quantize.roundtrip(p.filters, np.array([v], dtype=p.dtype),
+                                            fill_value=_fill(p))
+        except ValueError:
+            continue
+        if int(encoded[0]) == code:
+            return float(v)
+    return None
+
+
+def _fill(p: quantize.QuantizationPlan) -> Any:
+    return np.nan if math.isnan(p.fill_value) else p.fill_value
+
+
+def _probes(p: quantize.QuantizationPlan) -> np.ndarray:
+    """Values at both ends of the plan's range, of its headroom, just beyond them,
+    far beyond, at the reserved codes and at the ends of the integer type."""
+    (lo, hi), (below, above) = p.value_range, p.headroom
+    step = 1 / p.scale
+    span = hi - lo
+    values = [
+        lo, hi, lo - below, hi + above,  # the range and its headroom: stored as they are
+        lo - step / 2, hi + step / 2, lo - 3 * step, hi + 3 * step,
+        lo - below - step, hi + above + step, lo - below - 5 * step, hi + above + 5 * step,
+        lo - 2 * span - 100 * step, hi + 2 * span + 100 * step,
+        lo - 1e6 * (span + 1), hi + 1e6 * (span + 1),
+    ]
+    info = np.iinfo(p.stored_dtype)
+    codes = [int(info.min), int(info.min) - 1, int(info.max), int(info.max) + 1]
+    codes += [c + d for c in p.reserved.values() for d in (-1, 0, 1)]
+    values += [v for v in (_value_at_code(p, c) for c in codes) if v is not None]
+    with np.errstate(all="ignore"):
+        out = np.array(values, dtype=np.float64).astype(p.dtype)
+    return out[np.isfinite(out)]
+
+
+def _snapshot(store_dict: dict[str, Any]) -> dict[str, bytes]:
+    return {k: bytes(v.to_bytes()) for k, v in store_dict.items()}
+
+
+def _writes_or_refuses(array: zarr.Array, store_dict: dict[str, Any], index: Any,
+                       values: np.ndarray) -> bool:
+    """Write ``values`` at ``index``: False if refused (then no stored byte changed)."""
+    from zarrext.errors import UnstorableValueError
+
+    before = _snapshot(store_dict)
+    try:
+        array[index] = values
+    except UnstorableValueError as e:
+        message = str(e)
+    else:
+        return True
+    assert "\n" not in message
+    assert _snapshot(store_dict) == before
+    return False
+
+
+def _quantized_array(p: quantize.QuantizationPlan, n: int, *, record: bool
+                     ) -> tuple[dict[str, Any], zarr.Array]:
+    store_dict: dict[str, Any] = {}
+    store = zarr.storage.MemoryStore(store_dict)
+    zarr.create_array(
+        store, shape=(n,), chunks=(3,), dtype=p.dtype, fill_value=_fill(p),
+        filters=list(p.filters),
+        attributes=p.planned.recorded_in({}) if record else None,
+    )
+    return store_dict, zarr.open_array(store)
+
+
+def _check_no_value_changed(p: quantize.QuantizationPlan) -> None:
+    """Every probe (:func:`_probes`), written through zarrext's API, through plain
+    zarr with zarrext's pipeline and into an array without the plan recorded: refused
+    (no stored byte changed; never a value of the headroom), or read back finite
+    within the bound (a step without the plan's record); a plain writer stores the
+    headroom within the bound."""
+    import zarrext
+
+    probes = _probes(p)
+    lo_ok, hi_ok = p.planned.verified
+    bound = p.max_abs_error
+    step = 1 / p.scale
+    # the documented rule: an eighth of the range on each side, at least 8 steps,
+    # counted from the codes of the range's ends (each within half a step of its end)
+    (lo, hi), (below, above) = p.value_range, p.headroom
+    slack = step / 2 + 4 * float(np.spacing(p.dtype.type(max(abs(lo_ok), abs(hi_ok)))))
+    assert min(below, above) >= max(8 * step, (hi - lo) / 8 - step) - slack
+    for route in ("api", "pipeline", "no-record"):
+        store_dict, plain = _quantized_array(p, len(probes), record=route != "no-record")
+        if route == "pipeline":  # plain zarr.open_array with zarrext's pipeline
+            with zarr.config.set(ZARREXT_PIPELINE):
+                array = zarr.open_array(zarr.storage.MemoryStore(store_dict))
+        else:
+            array = zarrext.open_array(zarr.storage.MemoryStore(store_dict))
+        refused = []
+        for i, v in enumerate(probes):
+            stored = _writes_or_refuses(array, store_dict, i, v)
+            in_headroom = lo_ok <= v <= hi_ok
+            assert stored or not in_headroom, (route, v)  # the headroom is never refused
+            if not stored:
+                refused.append(i)
+                continue
+            back = float(array[i])
+            assert math.isfinite(back), (route, v, back)
+            # with the plan recorded, its bound; planned before the record: a step
+            tolerance = step + 4 * float(np.spacing(p.dtype.type(abs(v)))) if (
+                route == "no-record") else bound
+            assert abs(back - float(v)) <= tolerance, (route, v, back)
+        # the same values in one multi-chunk write: all stored, or none
+        store_dict, _ = _quantized_array(p, len(probes), record=route != "no-record")
+        array = zarrext.open_array(zarr.storage.MemoryStore(store_dict))
+        assert _writes_or_refuses(array, store_dict, slice(None), probes) == (not refused)
+        if not refused:
+            assert np.isfinite(np.asarray(array[:])).all()
+    # a plain writer (zarr-python alone) stores the range and its headroom within the bound
+    in_headroom = probes[(probes >= lo_ok) & (probes <= hi_ok)]
+    store_dict, plain = _quantized_array(p, len(in_headroom), record=False)
+    plain[:] = in_headroom
+    back = np.asarray(plain[:]).astype(np.float64)
+    assert np.all(np.abs(back - in_headroom.astype(np.float64)) <= bound)
+    # and the reserved codes sit beyond the headroom, at the far end of the type
+    info = np.iinfo(p.stored_dtype)
+    codes_of_ends, _ = quantize.roundtrip(p.filters, np.array([lo_ok, hi_ok], dtype=p.dtype),
+                                          fill_value=_fill(p))
+    for code in p.reserved.values():
+        assert code in (int(info.min), int(info.min) + 1, int(info.min) + 2,
+                        int(info.max), int(info.max) - 1, int(info.max) - 2)
+        assert not codes_of_ends.min() <= code <= codes_of_ends.max()
+
+
+@settings(max_examples=20)
+@given(_plans())
+def test_property_no_finite_value_comes_back_nan_or_beyond_the_bound(
+    p: quantize.QuantizationPlan,
+) -> None:
+    _check_no_value_changed(p)
+
+
+@pytest.mark.parametrize(
+    ("dtype", "n_codes", "fill_kind", "stored"),
+    [
+        (np.float32, 100, "nan", "uint8"),
+        (np.float32, 60, "lo", "int8"),
+        (np.float32, 5000, "nan", "uint16"),
+        (np.float64, 5000, "inside", "int16"),
+        (np.float64, 1e6, "nan", "uint32"),
+        (np.float64, 1e6, "lo", "int32"),
+        (np.float64, 1e11, "nan", "uint64"),
+        (np.float64, 1e11, "lo", "int64"),
+    ],
+    ids=lambda v: getattr(v, "__name__", str(v)),
+)
+def test_no_finite_value_comes_back_nan_in_every_integer_type(
+    dtype: Any, n_codes: float, fill_kind: str, stored: str
+) -> None:
+    p = _plan_for(dtype, -3.5, 20.0, n_codes, fill_kind, posinf=True, neginf=True)
+    assert p.stored_dtype == np.dtype(stored)
+    _check_no_value_changed(p)
+
+
+# Through each path zarrext writes: a value at the code reserved for NaN is refused
+# before anything of the write is stored; values a little beyond the range are stored.
+
+_RAMP = np.linspace(0, 10, 101, dtype=np.float32)
+
+
+def _ramp_plan(**kwargs: Any) -> tuple[quantize.QuantizationPlan, list[Any]]:
+    """A plan over 0..10 (uint8, NaN at 255 by default) and its filter list."""
+    kwargs.setdefault("max_abs_error", 0.05)
+    return quantize.plan_quantization(_RAMP, **kwargs), quantize.plan(_RAMP, **kwargs)
+
+
+def _writes(p: quantize.QuantizationPlan, n: int) -> tuple[np.ndarray, np.ndarray, float]:
+    """``(good, bad, value)``: ``n`` values over the range and its headroom, the same
+    with one value at the code reserved for NaN near the end, and that value."""
+    lo_ok, hi_ok = p.planned.verified
+    good = np.linspace(lo_ok, hi_ok, n).astype(p.dtype)
+    value = _value_at_code(p, p.reserved["NaN"])
+    assert value is not None
+    assert value > p.value_range[1]
+    bad = good.copy()
+    bad[-3] = value
+    return good, bad, value
+
+
+def _check_read_back(p: quantize.QuantizationPlan, written: np.ndarray, back: Any) -> None:
+    back = np.asarray(back, dtype=np.float64)
+    assert np.isfinite(back).all()
+    assert np.all(np.abs(back - written.astype(np.float64)) <= p.max_abs_error)
+
+
+def _check_refusal(e: pytest.ExceptionInfo[Any], value: float, name: str) -> None:
+    message = str(e.value)
+    assert "\n" not in message
+    assert name in message
+    assert f"cannot store {np.float32(value)!s}:" in message
+    assert "reads back as NaN" in message
+    assert "planned for [0, 10]" in message
+    assert "nothing of this write was stored" in message
+
+
+@pytest.mark.parametrize("route", ["api", "pipeline"])
+def test_a_value_at_a_reserved_code_is_refused_and_nothing_stored(
+    where: Where, route: str
+) -> None:
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    p, filters = _ramp_plan()
+    assert p.stored_dtype == np.uint8
+    good, bad, value = _writes(p, 40)
+    location = where.location("q.zarr")
+    z = zarrext.create_array(location, storage_options=where.options, shape=(40,),
+                             chunks=(10,), dtype="float32", fill_value=np.nan, filters=filters)
+    if route == "pipeline":  # plain zarr-python, zarrext's pipeline configured
+        with zarr.config.set(ZARREXT_PIPELINE):
+            z = zarr.open_array(location, storage_options=where.options, mode="r+")
+    z[:] = good  # beyond the range, within the headroom: stored
+    _check_read_back(p, good, z[:])
+    stored = where.stored("q.zarr")
+    with pytest.raises(UnstorableValueError) as e:
+        z[:] = bad  # four chunks, the refused value in the last
+    _check_refusal(e, value, "q.zarr")
+    assert where.stored("q.zarr") == stored
+    with pytest.raises(UnstorableValueError):
+        z[37] = value
+    assert where.stored("q.zarr") == stored
+
+
+def test_create_array_refuses_data_before_creating_anything(where: Where) -> None:
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    p, filters = _ramp_plan()
+    good, bad, value = _writes(p, 40)
+    with pytest.raises(UnstorableValueError) as e:
+        zarrext.create_array(where.location("q.zarr"), storage_options=where.options,
+                             data=bad, chunks=(10,), fill_value=np.nan, filters=filters)
+    _check_refusal(e, value, "q.zarr")
+    assert where.stored("q.zarr") == {}
+    z = zarrext.create_array(where.location("q.zarr"), storage_options=where.options,
+                             data=good, chunks=(10,), fill_value=np.nan, filters=filters)
+    _check_read_back(p, good, z[:])
+    assert z.attrs["zarrext"]["quantize"] == p.planned.to_json()
+
+
+@pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
+def test_xarray_appends_refuse_a_value_at_a_reserved_code(where: Where, lazy: bool) -> None:
+    import xarray as xr
+
+    from zarrext.errors import UnstorableValueError
+
+    p, filters = _ramp_plan(max_abs_error=0.02, fill_value=0.0)  # int16, fill 0
+    good, bad, value = _writes(p, 10)
+    path = where.location("ds.zarr")
+    options = {"storage_options": where.options, "consolidated": False}
+    first = _RAMP[:100]
+    ds = xr.Dataset({"t": ("time", first)}, coords={"time": np.arange(100)})
+    ds.to_zarr(path, mode="w", zarr_format=3,
+               encoding={"t": {"filters": filters, "chunks": (10,), "fill_value": 0.0}},
+               **options)
+
+    def part(values: np.ndarray, start: int) -> Any:
+        new = xr.Dataset({"t": ("time", values)}, coords={"time": start + np.arange(10)})
+        return new.chunk({"time": 10}) if lazy else new
+
+    part(good, 100).to_zarr(path, append_dim="time", **options)  # a warmer month: stored
+    stored = where.stored("ds.zarr")
+    with pytest.raises(UnstorableValueError) as e:
+        part(bad, 110).to_zarr(path, append_dim="time", **options)
+    assert str(e.value).startswith("variable 't': cannot store")
+    assert f"cannot store {np.float32(value)!s}:" in str(e.value)
+    assert where.stored("ds.zarr") == stored  # not resized, nothing written
+    with pytest.raises(UnstorableValueError):
+        part(bad, 0).drop_vars("time").to_zarr(path, region={"time": slice(0, 10)}, **options)
+    assert where.stored("ds.zarr") == stored
+    back = xr.open_zarr(path, **options)["t"].values
+    assert back.shape == (110,)
+    _check_read_back(p, np.concatenate([first, good]), back)
+    assert zarr.open_array(f"{path}/t", storage_options=where.options).attrs["zarrext"] == {
+        "quantize": p.planned.to_json()}
+
+
+def _sharded_target(location: str, options: Any, filters: list[Any]) -> zarr.Array:
+    from zarr.codecs import BytesCodec, ShardingCodec
+
+    import zarrext
+
+    return zarrext.create_array(
+        location, storage_options=options, shape=(64,), chunks=(16,), dtype="float32",
+        fill_value=np.nan, filters=filters, compressors=None,
+        serializer=ShardingCodec(chunk_shape=(8,), codecs=[BytesCodec()]),
+    )
+
+
+def test_write_dask_refuses_before_any_task_writes(where: Where) -> None:
+    import dask.array as da
+
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    p, filters = _ramp_plan()
+    good, bad, value = _writes(p, 64)
+    target = _sharded_target(where.location("q.zarr"), where.options, filters)
+    stored = where.stored("q.zarr")
+    for source in (da.from_array(bad, chunks=16), bad):
+        with pytest.raises(UnstorableValueError) as e:
+            zarrext.write_dask(source, target)
+        _check_refusal(e, value, "q.zarr")
+        assert where.stored("q.zarr") == stored  # no block written, the first ones neither
+    zarrext.write_dask(da.from_array(good, chunks=16), target)
+    _check_read_back(p, good, zarr.open_array(where.location("q.zarr"),
+                                              storage_options=where.options)[:])
+
+
+def test_write_dask_on_a_local_cluster_refuses_before_any_task_writes(tmp_path: Any) -> None:
+    distributed = pytest.importorskip("distributed")
+    import dask.array as da
+
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    p, filters = _ramp_plan()
+    good, bad, value = _writes(p, 64)
+    target = _sharded_target(str(tmp_path / "q.zarr"), None, filters)
+    before = tree_digest(tmp_path)
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        with pytest.raises(UnstorableValueError) as e:
+            zarrext.write_dask(da.from_array(bad, chunks=16), target, client=client)
+        _check_refusal(e, value, "q.zarr")
+        assert tree_digest(tmp_path) == before
+        zarrext.write_dask(da.from_array(good, chunks=16), target, client=client)
+    _check_read_back(p, good, zarr.open_array(str(tmp_path / "q.zarr"))[:])
+
+
+@pytest.mark.parametrize("specials", [False, True], ids=["finite", "nan-inf"])
+def test_cli_quantize_reads_back_no_finite_value_as_nan_and_info_shows_the_plan(
+    where: Where, run: Any, specials: bool
+) -> None:
+    rng = np.random.default_rng(7)
+    data = rng.uniform(-40, 45, (40, 50)).astype(np.float32)
+    data[0, :2] = (-40, 45)
+    if specials:
+        data[1, :3] = (np.nan, np.inf, -np.inf)
+    src = zarr.create_array(where.location("src.zarr"), storage_options=where.options,
+                            shape=data.shape, chunks=(20, 25), dtype="float32",
+                            fill_value=np.nan)
+    src[:] = data
+    options = ["--storage-options", json.dumps(where.options)] if where.options else []
+    out = where.location("q.zarr")
+    code, _, err = run("quantize", where.location("src.zarr"), "--max-abs-error", "0.25",
+                       "--out", out, *options)
+    assert code == 0, err
+    q = zarr.open_array(out, storage_options=where.options)
+    back = np.asarray(q[:])
+    _check_bound(data, back, 0.25)
+    assert np.isfinite(back[np.isfinite(data)]).all()
+    plan = quantize.plan_quantization(data, max_abs_error=0.25)
+    assert q.attrs["zarrext"]["quantize"] == plan.planned.to_json()
+    code, text, err = run("info", out, *options, "--json")
+    assert code == 0, err
+    info = json.loads(text)["quantize"]
+    assert info["planned"]["range"] == [-40.0, 45.0]
+    assert min(info["planned"]["headroom"]) >= (45 + 40) / 8 - 0.5
+    assert info["reserved"] == {k: v for k, v in plan.reserved.items()}
+    code, text, err = run("info", out, *options)
+    assert code == 0, err
+    assert "quantized: planned for [-40, 45] within 0.25, headroom" in text
+
+
+def test_cli_quantize_refuses_a_block_its_plan_does_not_cover(
+    run: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the source changed between the scan and the copy: the copy's own check refuses
+    from zarrext.quantize import blocks, copying
+
+    data = np.linspace(0, 100, 400, dtype=np.float32).reshape(20, 20)
+    src = zarr.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(5, 20),
+                            dtype="float32", fill_value=np.nan)
+    src[:] = data
+    monkeypatch.setattr(copying, "_scan", lambda *a, **k: blocks._Range(0.0, 1.0))
+    code, _, err = run("quantize", str(tmp_path / "src.zarr"), "--max-abs-error", "0.05",
+                       "--out", str(tmp_path / "q.zarr"))
+    assert code == 1
+    assert len(err.strip().splitlines()) == 1, err
+    assert f"array 'file://{tmp_path}/src.zarr': cannot store" in err
+    assert "planned for [0, 1]" in err
+    assert not (tmp_path / "q.zarr").exists()
+
+
+def test_recompress_keeps_what_a_plain_writer_stored_beyond_the_range(
+    run: Any, tmp_path: Any
+) -> None:
+    # recompress rewrites every chunk through zarrext's pipeline: values a writer
+    # without zarrext stored in the headroom and beyond it (free codes) stay as stored
+    from zarr.codecs import BytesCodec, ZstdCodec
+
+    import zarrext
+
+    p, filters = _ramp_plan()
+    good, _, _ = _writes(p, 40)
+    beyond = good.copy()
+    beyond[::7] = p.planned.verified[1] + 1.5  # past the headroom, short of the NaN code
+    z = zarrext.create_array(str(tmp_path / "q.zarr"), shape=(40,), chunks=(10,),
+                             dtype="float32", fill_value=np.nan, filters=filters,
+                             serializer=BytesCodec(),
+                             compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
+                             decision="never_apply")
+    zarr.open_array(str(tmp_path / "q.zarr"), mode="r+")[:] = beyond  # zarr-python alone
+    before = np.asarray(z[:])
+    assert np.isfinite(before).all()
+    code, _, err = run("recompress", str(tmp_path / "q.zarr"))
+    assert code == 0, err
+    assert np.array_equal(np.asarray(zarr.open_array(str(tmp_path / "q.zarr"))[:]), before)
+
+
+def test_readme_states_the_headroom_a_plain_writer_has() -> None:
+    # the figures of the README's sentence, for the README's example
+    from pathlib import Path
+
+    from zarrext.quantized_writes import StorableValues
+
+    y, x = np.mgrid[0:256, 0:256]
+    temp = (280 + 15 * np.sin(x / 40) * np.cos(y / 30)).astype("float32")
+    temp[:8, :8] = np.nan
+    p = quantize.plan_quantization(temp, max_abs_error=0.01)
+    (lo, hi), (lo_ok, hi_ok) = p.value_range, p.planned.verified
+    nan_value = _value_at_code(p, p.reserved["NaN"])
+    assert nan_value is not None
+    storable = StorableValues.of_codecs(p.filters, p.dtype, np.nan, p.planned)
+    text = " ".join(Path(__file__).parent.parent.joinpath("README.md").read_text().split())
+    assert (f"planned over {lo:.0f} to {hi:.0f} K, anything from {lo_ok:.1f} to "
+            f"{hi_ok:.1f} K; below {storable.storable_range[0]:.1f} K it gets cast_value's "
+            f"out-of-range error, and only a value of about {nan_value:.1f} K lands on the "
+            "code reserved for NaN") in text
+
+
+# The same property through xarray appends, write_dask and the quantize job: a few
+# examples each (every one writes a store), values drawn from the probes.
+
+_EXAMPLE = itertools.count()
+
+
+def _planned_filters(p: quantize.QuantizationPlan) -> list[Any]:
+    from zarrext.quantized_writes import PlannedFilters
+
+    return PlannedFilters(p.filters, p.planned, p.fill_value)
+
+
+def _stored_or_refused(where: Where, name: str, write: Any, read: Any,
+                       expected: np.ndarray, p: quantize.QuantizationPlan) -> None:
+    """``write()``: refused with nothing stored changed, or ``read()`` gives back
+    ``expected`` finite within the plan's bound."""
+    from zarrext.errors import UnstorableValueError
+
+    before = where.stored(name)
+    try:
+        write()
+    except UnstorableValueError as e:
+        message = str(e)
+    else:
+        _check_read_back(p, expected, read())
+        return
+    assert "\n" not in message
+    assert where.stored(name) == before
+
+
+@settings(max_examples=4)
+@given(p=_plans(), picks=st.lists(st.integers(0, 10**6), min_size=3, max_size=3))
+def test_property_xarray_appends_store_or_refuse(
+    where: Where, p: quantize.QuantizationPlan, picks: list[int]
+) -> None:
+    import xarray as xr
+
+    name = f"x{next(_EXAMPLE)}.zarr"
+    path, options = where.location(name), {"storage_options": where.options,
+                                            "consolidated": False}
+    lo, hi = p.value_range
+    first = np.linspace(lo, hi, 4).astype(p.dtype)
+    xr.Dataset({"t": ("time", first)}).to_zarr(
+        path, mode="w", zarr_format=3, **options,
+        encoding={"t": {"filters": _planned_filters(p), "chunks": (2,),
+                        "fill_value": _fill(p)}},
+    )
+    probes = _probes(p)
+    for k in picks:
+        value = probes[k % len(probes)]
+        appended = xr.Dataset({"t": ("time", np.array([value, value], dtype=p.dtype))})
+        _stored_or_refused(
+            where, name, functools.partial(appended.to_zarr, path, append_dim="time",
+                                           **options),
+            lambda: xr.open_zarr(path, **options)["t"].values[-2:],
+            np.array([value, value]), p,
+        )
+
+
+@settings(max_examples=4)
+@given(p=_plans(), picks=st.lists(st.integers(0, 10**6), min_size=3, max_size=3))
+def test_property_write_dask_stores_or_refuses(
+    where: Where, p: quantize.QuantizationPlan, picks: list[int]
+) -> None:
+    import dask.array as da
+    from zarr.codecs import BytesCodec, ShardingCodec
+
+    import zarrext
+
+    name = f"d{next(_EXAMPLE)}.zarr"
+    target = zarrext.create_array(
+        where.location(name), storage_options=where.options, shape=(16,), chunks=(8,),
+        dtype=p.dtype, fill_value=_fill(p), filters=_planned_filters(p), compressors=None,
+        serializer=ShardingCodec(chunk_shape=(4,), codecs=[BytesCodec()]),
+    )
+    lo, hi = p.value_range
+    probes = _probes(p)
+    for k in picks:
+        source = np.linspace(lo, hi, 16).astype(p.dtype)
+        source[8 + k % 8] = probes[k % len(probes)]  # in the second of two blocks
+        _stored_or_refused(
+            where, name,
+            functools.partial(zarrext.write_dask, da.from_array(source, chunks=8), target),
+            lambda: zarr.open_array(where.location(name), storage_options=where.options)[:],
+            source, p,
+        )
+
+
+@settings(max_examples=4)
+@given(
+    lo=st.floats(-1e4, 1e4), width=st.floats(1e-2, 1e4), rel=st.floats(-5, -1),
+    specials=st.lists(st.sampled_from([np.nan, np.inf, -np.inf]), max_size=3),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_property_cli_quantize_reads_back_every_finite_value_within_the_bound(
+    where: Where, run: Any, lo: float, width: float, rel: float, specials: list[float],
+    seed: int,
+) -> None:
+    data = np.random.default_rng(seed).uniform(lo, lo + width, (12, 10)).astype(np.float32)
+    data[0, : len(specials)] = specials
+    bound = max(width * 10**rel, float(np.spacing(np.float32(abs(lo) + width))) * 64)
+    name = f"c{next(_EXAMPLE)}"
+    src = zarr.create_array(where.location(f"{name}.zarr"), storage_options=where.options,
+                            shape=data.shape, chunks=(6, 5), dtype="float32",
+                            fill_value=np.nan)
+    src[:] = data
+    options = ["--storage-options", json.dumps(where.options)] if where.options else []
+    code, _, err = run("quantize", where.location(f"{name}.zarr"), "--max-abs-error",
+                       repr(bound), "--out", where.location(f"{name}-q.zarr"),
+                       "--allow-larger", *options)
+    assert code == 0, err
+    back = np.asarray(zarr.open_array(where.location(f"{name}-q.zarr"),
+                                      storage_options=where.options)[:])
+    _check_bound(data, back, bound)
+    assert np.isfinite(back[np.isfinite(data)]).all()

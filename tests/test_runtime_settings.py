@@ -86,7 +86,8 @@ CASES: dict[str, tuple[Callable[[], Any], Callable[[], Any], str, Any]] = {
 }
 
 # Every field that is not compared, per class: the runtime settings above, the
-# pipeline's cached transform, and packbits' choice between two spellings of the same
+# pipeline's cached transform (and what its chain stores, derived from the codecs and
+# the plan, which is compared), and packbits' choice between two spellings of the same
 # metadata (what it means is compared; how to_dict spells it is not).
 NOT_COMPARED = {
     ConditionalCodec: {"decision"},
@@ -94,7 +95,7 @@ NOT_COMPARED = {
     PadCodec: {"padding_func", "mismatch_said"},
     LayoutShardingCodec: {"shard_layout"},
     OptionalCodec: {"inner"},
-    ZarrextCodecPipeline: {"transform", "encodes_into_arena"},
+    ZarrextCodecPipeline: {"transform", "encodes_into_arena", "storable"},
 }
 
 

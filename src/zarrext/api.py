@@ -10,6 +10,12 @@ attributes (``{"zarrext": {"decision": name}}``), and :func:`open_array` uses it
 when no ``decision=`` is given. An array written with no decision at all stores
 its chunks raw, as the spec's default says, with a
 :class:`~zarrext.decisions.NoDecisionWarning` once per opened array.
+
+Filters from :func:`zarrext.quantize.plan` given to :func:`create_array` record the
+plan likewise (``{"zarrext": {"quantize": {...}}}``). Writes into a quantized array
+(``scale_offset`` + ``cast_value``) through these arrays' pipeline, and
+:func:`create_array`'s ``data``, refuse a finite value the array would not give back
+as itself, before anything of the write is stored (:mod:`zarrext.quantized_writes`).
 """
 
 from __future__ import annotations
@@ -44,6 +50,7 @@ from zarrext.decisions import (
 from zarrext.errors import FillValueError, naming_codec_holder
 from zarrext.literal_padding import warn_padding_mismatches
 from zarrext.pipeline import build_pipeline
+from zarrext.quantized_writes import PlannedFilters, StorableValues, array_label
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
@@ -126,6 +133,33 @@ def _with_decision_record(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
         )
     attributes[RECORD_KEY] = {**record, "decision": name}
     return {**kwargs, "attributes": attributes}
+
+
+def _with_plan_record(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with the quantization plan that ``filters`` carry (the list
+    :func:`zarrext.quantize.plan` returns) recorded in the attributes."""
+    filters = kwargs.get("filters")
+    if not isinstance(filters, PlannedFilters):
+        return kwargs
+    return {**kwargs, "attributes": filters.planned.recorded_in(kwargs.get("attributes"))}
+
+
+def _refuse_unstorable_data(store: Any, kwargs: dict[str, Any]) -> None:
+    """Refuse ``data=`` holding a value the array's quantizing filters would not give
+    back (:mod:`zarrext.quantized_writes`), before anything is created: zarr-python
+    writes ``data`` through its own pipeline, which checks nothing."""
+    data = kwargs.get("data")
+    if data is None or kwargs.get("filters") is None:
+        return
+    from zarr.storage import MemoryStore
+
+    probe = {k: v for k, v in kwargs.items() if k not in ("data", "storage_options")}
+    probe.setdefault("shape", data.shape)
+    probe.setdefault("dtype", data.dtype)
+    storable = StorableValues.of_metadata(zarr.create_array(MemoryStore(), **probe).metadata)
+    if storable is not None:
+        name = kwargs.get("name")
+        storable.refuse(data, array_label(f"{store}/{name}" if name else str(store)))
 
 
 def _require_in_place(store: Any, shard_layout: str) -> None:
@@ -363,7 +397,10 @@ def create_array(
         the first chunk written gives a :class:`~zarrext.decisions.NoDecisionWarning`.
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
-        compressors, ...).
+        compressors, ...). ``filters`` from :func:`zarrext.quantize.plan` also record
+        the plan (range, bound, headroom) in the attributes,
+        ``{"zarrext": {"quantize": {...}}}``, which zarrext's writers then check
+        (:mod:`zarrext.quantized_writes`).
 
     Raises
     ------
@@ -376,6 +413,9 @@ def create_array(
         codec, also inside ``sharding_indexed``) do not give the fill value back bit
         for bit (spec 002): the unwritten elements of a stored chunk would read
         something else. Nothing is written to ``store`` either.
+    UnstorableValueError
+        When ``data`` holds a finite value the array's quantizing filters would not
+        give back as itself, before anything is written to ``store``.
 
     Warns
     -----
@@ -384,7 +424,8 @@ def create_array(
         describe the chunks (once per created array).
     """
     store = _store_of(store, "w", kwargs)
-    kwargs = _explicit_optional_codecs(kwargs)
+    kwargs = _with_plan_record(_explicit_optional_codecs(kwargs))
+    _refuse_unstorable_data(store, kwargs)
     recorded = builtin_name(decision)
     if recorded is not None:
         kwargs = _with_decision_record(kwargs, recorded)

@@ -30,6 +30,7 @@ __all__ = [
     "CodecUnavailableError",
     "DamagedChunksError",
     "FillValueError",
+    "UnstorableValueError",
     "codec_name",
     "error_text",
     "failing_codecs",
@@ -86,6 +87,32 @@ class FillValueError(ValueError, TypeError):
     A ``ValueError``, and a ``TypeError`` as well: zarr-python's data types refuse
     a fill value with ``TypeError``, and callers that catch that keep working.
     """
+
+
+class UnstorableValueError(ValueError):
+    """A finite value that a quantized array would not give back as itself.
+
+    Raised before anything of the write is stored (see
+    :mod:`zarrext.quantized_writes`): the value would be stored as a code reserved
+    for NaN or an infinity, lie outside the integer type (``cast_value`` would
+    refuse, clamp or wrap it), or decode farther than the planned
+    ``max_abs_error``. The message is one line naming the array (or xarray
+    variable), the value and the range the array stores.
+
+    Attributes
+    ----------
+    where : str or None
+        The array (``"array 'path'"``) or variable (``"variable 'name'"``).
+    value : float or None
+        The first value refused, in the order of the write.
+    """
+
+    def __init__(
+        self, message: str, *, where: str | None = None, value: float | None = None
+    ) -> None:
+        self.where = where
+        self.value = value
+        super().__init__(message)
 
 
 class ChunkDecodeError(ValueError):

@@ -427,6 +427,15 @@ def _json_value(value: Any) -> Any:
     return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
 
 
+def _quantize_info(metadata: ArrayV3Metadata) -> dict[str, Any] | None:
+    """What a quantized array stores (:meth:`StorableValues.describe`), None if it
+    quantizes nothing."""
+    from zarrext.quantized_writes import StorableValues
+
+    storable = StorableValues.of_metadata(metadata)
+    return None if storable is None else storable.describe()
+
+
 def codec_chain(codecs: Any) -> list[str]:
     """Codec names of a chain, sharding's inner chain in brackets."""
     return CodecChain.of(codecs).names()
@@ -439,8 +448,11 @@ def node_info(
 
     Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
     for an array also shape, dtype, chunks, shards, codecs, fill_value,
-    dimension_names and decision (the one :func:`zarrext.create_array` recorded in
-    the attributes, ``None`` if none), for a group ``members`` (sorted by name) and
+    dimension_names, decision (the one :func:`zarrext.create_array` recorded in
+    the attributes, ``None`` if none) and quantize (for an array quantized by
+    ``scale_offset`` + ``cast_value``: the integer type, the range it stores, the
+    reserved codes and the plan recorded in the attributes, its range, bound and
+    headroom; ``None`` otherwise), for a group ``members`` (sorted by name) and
     ``arrays`` (count). ``stored_bytes`` is :attr:`ArrayInventory.stored_bytes` of an
     array (the objects' sizes as the store holds them, one definition for every
     command), the
@@ -475,6 +487,8 @@ def node_info(
             "attributes": attributes,
             # recorded by zarrext.create_array, used by zarrext.open_array
             "decision": decision_record(attributes),
+            # a quantized array: what it stores, and the plan its attributes record
+            "quantize": _quantize_info(metadata),
             "stored_bytes": stored.stored_bytes,
             # local files only: holes in fixed slots make it less than stored_bytes
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),

@@ -23,7 +23,12 @@ record itself, before zarr sees them: NumPy puts a float in ``value`` and
 missing. :func:`install_xarray_hooks` (run once ``xarray.backends.zarr`` is
 imported, see :mod:`zarrext._xarray_compat`) converts such values to the record
 first, NaN (NaT) missing, as :func:`zarrext.encode_optional` does; and warns when
-xarray's ``zarr`` engine opens an optional variable as raw records.
+xarray's ``zarr`` engine opens an optional variable as raw records. The same hook
+checks quantized variables (``scale_offset`` + ``cast_value``, new or existing)
+before xarray creates or resizes an array: a value the array would not give back
+as itself is refused (:mod:`zarrext.quantized_writes`), and the plan that
+:func:`zarrext.quantize.plan`'s filters carry is recorded in a new array's
+attributes.
 """
 
 from __future__ import annotations
@@ -136,13 +141,16 @@ class OptionalReadWarning(UserWarning):
 
 
 def install_xarray_hooks(module: ModuleType) -> None:
-    """Guard xarray's writes into, and plain reads of, optional arrays.
+    """Guard xarray's writes into, and plain reads of, optional arrays, and its writes
+    of quantized ones.
 
     Wraps ``encode_zarr_variable`` of xarray's zarr backend (``module``) with
-    :func:`raw_for_stored_optional`, and ``ZarrStore.open_store_variable`` with a
-    warning for optional variables opened by the ``zarr`` engine. Both leave every
-    other variable as xarray has it. If xarray's backend no longer has what zarrext
-    wraps, a ``RuntimeWarning`` says that such writes are not guarded.
+    :func:`raw_for_stored_optional`, ``ZarrStore.open_store_variable`` with a
+    warning for optional variables opened by the ``zarr`` engine, and
+    ``ZarrStore.encode`` to name a refused variable and to check quantized ones
+    (:func:`_checked_quantized`). They leave every other variable as xarray has it.
+    If xarray's backend no longer has what zarrext wraps, a ``RuntimeWarning`` says
+    that such writes are not guarded.
     """
     try:
         wrap(module, _encode_stored_optional, _warn_on_raw_read, _encode_named)
@@ -242,7 +250,8 @@ def _encode_stored_optional(encode: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _encode_named(encode: Callable[..., Any]) -> Callable[..., Any]:
-    """Convert optional variables where their names are known, to name a refused one.
+    """Convert optional variables where their names are known, to name a refused one;
+    then check quantized variables as encoded (:func:`_checked_quantized`).
 
     xarray calls ``encode_zarr_variable`` without the variable's name (it only adds
     a multi-line note to an error); converted here, the variables pass that wrapper
@@ -258,9 +267,47 @@ def _encode_named(encode: Callable[..., Any]) -> Callable[..., Any]:
                 if type(e) not in (OptionalValueError, TypeError):
                     raise  # another class may take other arguments: xarray names it
                 raise type(e)(f"variable {name!r}: {e}") from None
-        return encode(self, converted, attributes)
+        encoded, encoded_attributes = encode(self, converted, attributes)
+        return _checked_quantized(self, encoded), encoded_attributes
 
     return encode_variables
+
+
+def _checked_quantized(store: Any, variables: dict[str, Any]) -> dict[str, Any]:
+    """``variables`` (encoded, as xarray will write them) once every quantized one is
+    checked; new variables given :func:`zarrext.quantize.plan`'s filters get the plan
+    recorded in their attributes.
+
+    A value the variable's array (existing: its zarr.json; new: the ``filters`` of
+    its encoding) would not give back as itself (:mod:`zarrext.quantized_writes`) is
+    refused here, before xarray creates or resizes any array: one line naming the
+    variable. A Dask-backed variable is computed once more for the check.
+    """
+    from zarrext.quantized_writes import PlannedFilters, StorableValues
+
+    existing = set(store.array_keys()) if getattr(store, "_mode", "w") != "w" else set()
+    out = dict(variables)
+    for name, variable in variables.items():
+        if name in existing:
+            storable = StorableValues.of_metadata(store.members[name].metadata)
+        else:
+            filters = variable.encoding.get("filters") or ()
+            serializer = variable.encoding.get("serializer")  # a sharding codec's filters
+            codecs = [*filters, *([serializer] if serializer is not None else [])]
+            planned = filters.planned if isinstance(filters, PlannedFilters) else None
+            fill = filters.fill_value if isinstance(filters, PlannedFilters) else np.nan
+            storable = StorableValues.of_codecs(codecs, variable.dtype, fill, planned)
+            if planned is not None:
+                out[name] = variable.copy(deep=False)
+                out[name].attrs = planned.recorded_in(variable.attrs)
+        if storable is None:
+            continue
+        data = variable.data
+        if hasattr(data, "dask") and hasattr(data, "to_delayed"):
+            storable.refuse_dask(data, f"variable {name!r}")
+        else:
+            storable.refuse(np.asarray(data), f"variable {name!r}")
+    return out
 
 
 def _library_dirs(xarray_function: Callable[..., Any]) -> tuple[str, ...]:

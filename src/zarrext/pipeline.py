@@ -17,6 +17,13 @@ chunk file is read by :mod:`zarrext.chunk_io`. Chunks too small to pay for the
 GIL handoffs between threads (:data:`PARALLEL_READ_MIN_BYTES`,
 :data:`PARALLEL_WRITE_MIN_BYTES`) run in one of them.
 
+A write whose chain quantizes floats (``scale_offset`` + ``cast_value``) is checked
+first, all of it, before any chunk is encoded: a finite value that would be stored
+as a reserved code, outside the integer type, or (with the plan the attributes
+record) farther than the planned bound is refused and nothing is stored
+(:mod:`zarrext.quantized_writes`; zarr-python passes one write's chunks and values
+in one call).
+
 An array whose whole chain is the ``optional`` codec decodes each chunk's values
 and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`) and
 copies them once, into the fields of the structured output or into the separate
@@ -67,6 +74,7 @@ from zarrext.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.masked_read import SplitOptionalBuffer
 from zarrext.optional_decode import _decode_split_into
+from zarrext.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
 from zarrext.shard_protocols import ShardReading, ShardWriting, _no_decode
 from zarrext.specs import array_spec, chunk_nbytes, regular_chunk_shape
@@ -134,6 +142,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     # Whether a write job may encode into its thread's arena (zarrext.scratch): no
     # decision in the chain keeps chunk bytes. Set by evolve_from_array_spec.
     encodes_into_arena: bool = field(default=False, compare=False, repr=False)
+    # The quantization plan the array's attributes record (set by build_pipeline),
+    # and what the chain stores, checked before every write (set by
+    # evolve_from_array_spec; None for a chain that quantizes nothing).
+    planned: PlannedRange | None = field(default=None, repr=False)
+    storable: StorableValues | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
@@ -160,6 +173,14 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             )
         except TypeError:  # a codec without a synchronous path
             transform = None
+        try:
+            native = array_spec.dtype.to_native_dtype()
+        except Exception:  # a data type without a NumPy form quantizes nothing
+            native = None
+        storable = None if native is None else StorableValues.of_codecs(
+            (*evolved.array_array_codecs, *byte_codecs), native, array_spec.fill_value,
+            self.planned,
+        )
         return replace(
             evolved,
             array_path=self.array_path,
@@ -167,6 +188,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             ndim=self.ndim,
             transform=transform,
             encodes_into_arena=keeps_no_chunk_bytes(byte_codecs),
+            planned=self.planned,
+            storable=storable,
         )
 
     def chunk_index_of(self, key_holder: object) -> ChunkIndex | None:
@@ -344,6 +367,17 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 tail = self.chunk_key_encoding.encode_chunk_key(index)
                 array = key[: -len(tail)].rstrip("/")
         return array, key
+
+    def _written_array(self, batch: Batch) -> str:
+        """The array ``batch`` writes to, as a refusal names it (its store and path)."""
+        if not batch:
+            return array_label(self.array_path)
+        holder = batch[0][0]
+        array, key = self._where(holder)
+        text = str(holder)
+        if key and array is not None and text.endswith(key):
+            return f"array {(text[: len(text) - len(key)] + array).rstrip('/')!r}"
+        return array_label(array)
 
     def _raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
         """Raise ``error``, raised decoding the chunk of ``key_holder``, as a
@@ -623,6 +657,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> None:
         batch = list(batch_info)
+        if self.storable is not None and batch:
+            # the whole write's values, before any chunk of it is encoded
+            self.storable.refuse(value.as_numpy_array(), self._written_array(batch))
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
@@ -723,6 +760,7 @@ def build_pipeline(
         array_path=array_path,
         chunk_key_encoding=metadata.chunk_key_encoding,
         ndim=len(metadata.shape),
+        planned=PlannedRange.recorded(metadata.attributes),
     )
     # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
     # irregular grids (the actual chunk shape is passed per call).

@@ -714,6 +714,22 @@ def _on_disk(info: dict[str, Any]) -> str:
     return f" ({allocated:,} on disk: compact reclaims the rest)"
 
 
+def _quantize_text(quantize: dict[str, Any]) -> str:
+    """One line for ``node_info``'s ``quantize``: the plan, its headroom, what is stored."""
+    lo, hi = quantize["storable_range"]
+    reserved = ", ".join(f"{k}={v}" for k, v in quantize["reserved"].items()) or "none"
+    stores = f"{quantize['stored_as']} codes for [{lo:.7g}, {hi:.7g}] (reserved: {reserved})"
+    planned = quantize["planned"]
+    if planned is None:
+        return (f"{stores}; no plan recorded: zarrext's writers refuse reserved and "
+                "out-of-range codes")
+    (plo, phi), (below, above) = planned["range"], planned["headroom"]
+    return (
+        f"planned for [{plo:.7g}, {phi:.7g}] within {planned['max_abs_error']:g}, headroom "
+        f"{below:.3g} below and {above:.3g} above; {stores}"
+    )
+
+
 def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
     pad = "  " * depth
     name = info["path"].rsplit("/", 1)[-1] or "/"
@@ -735,6 +751,8 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
         yield f"{pad}  fill value: {info['fill_value']!r}" + (
             f"  dimensions: {', '.join(str(d) for d in dims)}" if dims else ""
         )
+        if info.get("quantize"):
+            yield f"{pad}  quantized: {_quantize_text(info['quantize'])}"
     if attributes:
         yield f"{pad}  attributes: {json.dumps(attributes, sort_keys=True, default=str)}"
     for member in info.get("members", ()):

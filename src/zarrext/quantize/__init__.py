@@ -12,10 +12,14 @@ zarr-python 3.4.2 ships both codecs (``zarr.codecs.ScaleOffset`` and
 - :func:`from_cf` converts netCDF/CF packing attributes (``scale_factor``,
   ``add_offset``, ``_FillValue``, ``missing_value``) into equivalent filters.
 
-Layout of the integer codes: the offset is the smallest value (or the array's fill
-value when that is finite, so that it round-trips exactly), data codes count up from
-there, and the codes reserved for NaN, +Inf and -Inf sit at the far end of the
-integer type, mapped in both directions through ``cast_value``'s ``scalar_map``.
+Layout of the integer codes: the planned range's codes, headroom on each side of
+them (an eighth of the range, at least 8 codes), and the codes reserved for NaN, +Inf
+and -Inf at the far end of the integer type, mapped in both directions through
+``cast_value``'s ``scalar_map``. The offset is the array's fill value when that is
+finite (so that it round-trips exactly, as code 0); else it places the codes in the
+type. Values a little beyond the range are thus stored within the bound by any
+writer; zarrext's writers refuse any value that would not come back within it
+(:mod:`zarrext.quantized_writes`, :class:`UnstorableValueError`).
 
 The package follows those steps: :mod:`~zarrext.quantize.verification` runs the
 real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
@@ -29,6 +33,7 @@ the copy and refreshes the consolidated metadata of the groups holding it.
 
 from __future__ import annotations
 
+from zarrext.errors import UnstorableValueError
 from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
 from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
 from zarrext.quantize.groups import copy_group_quantized, floating_arrays
@@ -47,6 +52,7 @@ __all__ = [
     "LargerOutputError",
     "QuantizationError",
     "QuantizationPlan",
+    "UnstorableValueError",
     "copy_group_quantized",
     "copy_quantized",
     "floating_arrays",

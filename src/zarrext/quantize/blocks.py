@@ -75,9 +75,17 @@ def _scan_block(src: Any, sl: tuple[slice, ...]) -> _Range:
 def _copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
     """Write one block of ``src`` into ``dst``; the worst error read back from ``dst``.
 
-    Idempotent: a block written again gets the same bytes.
+    A value ``dst`` would not give back as itself (the source changed since the
+    scan) is refused before the block is written
+    (:class:`~zarrext.errors.UnstorableValueError`). Idempotent: a block written
+    again gets the same bytes.
     """
+    from zarrext.quantized_writes import StorableValues, array_label
+
     data = np.asarray(src[sl])
+    storable = StorableValues.of_metadata(dst.metadata)
+    if storable is not None:
+        storable.refuse(data, array_label(str(src.store_path)))
     dst[sl] = data
     return measured_error(data, np.asarray(dst[sl]))
 

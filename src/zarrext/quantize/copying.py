@@ -150,8 +150,9 @@ def _quantize_array(
         dtype=ftype,
         fill_value=fill,
         filters=list(planned.filters),
-        # no conditional codec in the copy: a decision recorded for one would be untrue
-        attributes=without_decision_record(src.attrs),
+        # no conditional codec in the copy: a decision recorded for one would be untrue;
+        # the plan recorded instead, for later writers to check (zarrext.quantized_writes)
+        attributes=planned.planned.recorded_in(without_decision_record(src.attrs)),
         dimension_names=getattr(src.metadata, "dimension_names", None),
         zarr_format=3,
         overwrite=True,

@@ -18,8 +18,18 @@ from zarr.codecs.cast_value import CastValue
 from zarr.codecs.scale_offset import ScaleOffset
 
 from zarrext.quantize.verification import fill_value_change, worst_error
+from zarrext.quantized_writes import PlannedFilters, PlannedRange
 
-__all__ = ["QuantizationError", "QuantizationPlan", "float_dtype", "plan", "plan_quantization"]
+__all__ = [
+    "HEADROOM_FRACTION",
+    "HEADROOM_MIN_CODES",
+    "QuantizationError",
+    "QuantizationPlan",
+    "float_dtype",
+    "headroom_codes",
+    "plan",
+    "plan_quantization",
+]
 
 
 # Candidate storage types, smallest first; at equal size unsigned comes first because
@@ -33,6 +43,17 @@ _FLOAT_TYPES = frozenset({np.dtype("float16"), np.dtype("float32"), np.dtype("fl
 _SPECIAL_JSON = {"nan": "NaN", "posinf": "+Infinity", "neginf": "-Infinity"}
 _MAX_ATTEMPTS = 60
 _PROBE_LEVELS = 4096
+
+HEADROOM_FRACTION = 0.125
+"""Headroom on each side of the planned range, as a fraction of its codes."""
+HEADROOM_MIN_CODES = 8
+"""Headroom on each side of the planned range, at least (in codes, quantization steps)."""
+
+
+def headroom_codes(range_codes: int) -> int:
+    """Codes left free on each side of a planned range ``range_codes`` codes wide:
+    ``max(HEADROOM_MIN_CODES, ceil(HEADROOM_FRACTION * range_codes))``."""
+    return max(HEADROOM_MIN_CODES, math.ceil(HEADROOM_FRACTION * range_codes))
 
 
 class QuantizationError(ValueError):
@@ -63,6 +84,10 @@ class QuantizationPlan:
         The largest decode error measured while verifying the plan.
     value_range : tuple of float
         The finite range the plan covers.
+    headroom : tuple of float
+        How far below and above ``value_range`` values still decode within
+        ``max_abs_error`` (verified like the range itself) and stay clear of the
+        reserved codes, whoever writes them.
     """
 
     filters: tuple[ArrayArrayCodec, ...]
@@ -75,6 +100,13 @@ class QuantizationPlan:
     max_abs_error: float
     worst_error: float
     value_range: tuple[float, float]
+    headroom: tuple[float, float] = (0.0, 0.0)
+
+    @property
+    def planned(self) -> PlannedRange:
+        """The range, bound and headroom, as an array's attributes record them
+        (``PlannedRange.recorded_in(attributes)``)."""
+        return PlannedRange(self.value_range, self.max_abs_error, self.headroom)
 
 
 def float_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
@@ -85,23 +117,91 @@ def float_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
     return dt
 
 
-def _pick_int_type(
-    cmin: int, cmax: int, n_reserved: int, min_index: int
-) -> tuple[np.dtype[Any], list[int]] | None:
-    """Smallest integer type holding codes ``[cmin, cmax]`` plus reserved codes.
+def _safe_codes(int_type: np.dtype[Any], n_reserved: int, top: bool) -> tuple[int, int, list[int]]:
+    """``(lowest, highest, reserved)``: the codes of ``int_type`` left for values when
+    ``n_reserved`` codes are reserved at its top (or bottom) end, and those codes."""
+    info = np.iinfo(int_type)
+    low, high = int(info.min), int(info.max)
+    if top:
+        return low, high - n_reserved, [high - i for i in range(n_reserved)]
+    return low + n_reserved, high, [low + i for i in range(n_reserved)]
 
-    Reserved codes go at the far end of the type, away from the data codes, so that
-    values slightly beyond a planned range do not alias them.
+
+def _fits(lowest: int, highest: int, data: tuple[int, int], cover: tuple[int, int],
+          headroom: int) -> bool:
+    """Whether the data codes, ``headroom`` codes on each side of them, and the codes
+    ``cover`` (the data and a finite fill) lie within ``[lowest, highest]``."""
+    return (lowest <= min(data[0] - headroom, cover[0])
+            and max(data[1] + headroom, cover[1]) <= highest)
+
+
+def _shift(lowest: int, highest: int, data: tuple[int, int], headroom: int) -> int | None:
+    """The shift of the codes closest to 0 that fits the data and its headroom within
+    ``[lowest, highest]`` (a free offset moves by ``-shift / scale``), with a code of
+    slack each side for the rounding of the moved offset; None if none does."""
+    if _fits(lowest, highest, data, data, headroom):
+        return 0
+    least = lowest - (data[0] - headroom) + 1
+    most = highest - (data[1] + headroom) - 1
+    if least > most:
+        return None
+    return least if least > 0 else most
+
+
+def _place(
+    ftype: np.dtype[Any],
+    scale: float,
+    offset: float,
+    ranges: tuple[tuple[float, float], tuple[float, float]],
+    n_reserved: int,
+    free_offset: bool,
+    min_index: int,
+) -> tuple[np.dtype[Any], list[int], float, tuple[int, int], int] | None:
+    """The smallest integer type holding the data's codes, headroom on each side, the
+    fill's code and ``n_reserved`` reserved codes.
+
+    ``ranges`` is ``((lo, hi), (lo_cov, hi_cov))``: the data's range and the range
+    covering the data and a finite fill. Reserved codes go at the far end of the
+    type, after the headroom. With ``free_offset`` (a NaN fill) the offset moves
+    the codes where they fit, as little as it can (a moved offset adds float
+    rounding). Returns ``(type, reserved codes, offset, data codes, headroom)``.
     """
+    (lo, hi), (lo_cov, hi_cov) = ranges
+    data = _code_bounds(ftype, lo, hi, offset, scale)
+    cover = _code_bounds(ftype, lo_cov, hi_cov, offset, scale)
+    headroom = headroom_codes(data[1] - data[0])
     for int_type in _INT_TYPES[min_index:]:
-        info = np.iinfo(int_type)
-        if cmin < int(info.min) or cmax > int(info.max):
-            continue
-        if int(info.max) - cmax >= n_reserved:
-            return int_type, [int(info.max) - i for i in range(n_reserved)]
-        if cmin - int(info.min) >= n_reserved:
-            return int_type, [int(info.min) + i for i in range(n_reserved)]
+        for top in (True, False):
+            lowest, highest, reserved = _safe_codes(int_type, n_reserved, top)
+            if _fits(lowest, highest, data, cover, headroom):
+                return int_type, reserved, offset, data, headroom
+            if not free_offset:
+                continue
+            shift = _shift(lowest, highest, data, headroom)
+            if shift is None:
+                continue
+            moved = float(ftype.type(offset - shift / scale))
+            try:
+                moved_data = _code_bounds(ftype, lo, hi, moved, scale)
+            except OverflowError:
+                continue
+            if _fits(lowest, highest, moved_data, moved_data, headroom):
+                return int_type, reserved, moved, moved_data, headroom
     return None
+
+
+def _headroom_ends(
+    ftype: np.dtype[Any], data: tuple[int, int], headroom: int, offset: float, scale: float
+) -> tuple[float, float]:
+    """The values of the codes ``headroom`` beyond the data's, as the decoder gives
+    them (``code / scale + offset`` in ``ftype``)."""
+    finfo = np.finfo(ftype)
+    codes = np.array([data[0] - headroom, data[1] + headroom], dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):
+        ends = (codes.astype(ftype) / ftype.type(scale)) + ftype.type(offset)
+    ends = np.clip(np.nan_to_num(ends, posinf=finfo.max, neginf=-finfo.max), -finfo.max,
+                   finfo.max)
+    return float(ends[0]), float(ends[1])
 
 
 def _build_filters(
@@ -183,6 +283,23 @@ def plan_quantization(
 ) -> QuantizationPlan:
     """Plan ``scale_offset`` + ``cast_value`` for the smallest integer storage type.
 
+    The integer codes are laid out as: the planned range's codes, **headroom** on
+    each side of them, and the codes reserved for NaN/+Inf/-Inf at the far end of
+    the type. The headroom is ``max(HEADROOM_MIN_CODES, ceil(HEADROOM_FRACTION *
+    n))`` codes on each side for a range ``n`` codes wide: an eighth of the range,
+    at least 8 quantization steps (about ``16 * max_abs_error``). The smallest
+    integer type that holds all three is chosen, a wider one when the headroom does
+    not fit (the offset moves the codes within the type, as little as it can, when
+    the fill value is NaN). The headroom is verified like the range: values up to
+    ``headroom`` beyond either end decode within ``max_abs_error``, whoever writes
+    them, zarr-python without zarrext included. Farther out a plain writer may still
+    meet free codes (stored within about half a step), then ``cast_value``'s
+    out-of-range error at one end and, at the other, the reserved codes (read back
+    as NaN or an infinity); zarrext's writers refuse every value that would not
+    come back within the bound (:mod:`zarrext.quantized_writes`), once the plan is
+    recorded in the array's attributes (:attr:`QuantizationPlan.planned`), from the
+    filters alone otherwise.
+
     Parameters
     ----------
     data : array-like of floats, optional
@@ -194,8 +311,9 @@ def plan_quantization(
         Instead of ``data``: the finite range ``[lo, hi]`` the values will lie in.
         The plan is then verified on probe values across that range, including the
         worst-case points midway between quantization levels. Values written later
-        outside the range raise on write, except within a few codes of the reserved
-        NaN/Inf codes, which they alias: plan from data when in doubt.
+        beyond the range and its headroom may meet the reserved codes or
+        ``cast_value``'s out-of-range error (see above): plan from data, or for a
+        range wide enough, when in doubt.
     dtype : dtype, optional
         The array's floating-point type (default: ``data``'s, or float64).
     fill_value : float, optional
@@ -215,8 +333,9 @@ def plan_quantization(
     Raises
     ------
     QuantizationError
-        If no integer type up to 64 bits meets the bound, or the fill value does
-        not survive the filters (:func:`~zarrext.quantize.verification.fill_value_change`).
+        If no integer type up to 64 bits holds the range and its headroom within
+        the bound, or the fill value does not survive the filters
+        (:func:`~zarrext.quantize.verification.fill_value_change`).
     """
     if not (isinstance(max_abs_error, int | float) and math.isfinite(max_abs_error)) or (
         max_abs_error <= 0
@@ -265,22 +384,43 @@ def plan_quantization(
         lo_cov, hi_cov = lo, hi
 
     probe_fill: Any = fill if not math.isnan(fill) else np.nan
+    extra = np.array(
+        [v for v, k in ((np.nan, "nan"), (np.inf, "posinf"), (-np.inf, "neginf"))
+         if k in special],
+        dtype=ftype,
+    )
 
-    def measure(filters: tuple[ArrayArrayCodec, ...], n_codes: int, scale: float) -> float:
-        if arr is not None:
-            values = arr
+    def measure(
+        filters: tuple[ArrayArrayCodec, ...],
+        scale: float,
+        offset: float,
+        ends: tuple[float, float],
+        codes: tuple[int, int],
+        headroom: int,
+    ) -> float:
+        """The worst error over the data (or probes of the range) and probes of the
+        headroom on each side (``ends``: its outer values)."""
+        if arr is not None:  # the data as it is (no copy), then the headroom's probes
+            parts = [
+                arr,
+                np.concatenate([
+                    _range_probe(ftype, ends[0], lo, offset, scale, headroom + 1),
+                    _range_probe(ftype, hi, ends[1], offset, scale, headroom + 1),
+                ]),
+            ]
         else:
-            values = _range_probe(ftype, lo, hi, offset, scale, n_codes)
-            extra = [ftype.type(v) for v, k in ((np.nan, "nan"), (np.inf, "posinf"),
-                                                (-np.inf, "neginf")) if k in special]
-            values = np.concatenate([values, np.array(extra, dtype=ftype)])
+            n_codes = codes[1] - codes[0] + 2 * headroom + 1
+            parts = [np.concatenate(
+                [_range_probe(ftype, ends[0], ends[1], offset, scale, n_codes), extra]
+            )]
         try:
-            return worst_error(filters, values, fill_value=probe_fill)
+            return max(worst_error(filters, part, fill_value=probe_fill) for part in parts)
         except ValueError:
             return math.inf
 
     planned = _search(
-        ftype, lo_cov, hi_cov, (lo, hi), offset, float(max_abs_error), special, fill, measure
+        ftype, (lo_cov, hi_cov), (lo, hi), offset, math.isnan(fill), float(max_abs_error),
+        special, fill, measure,
     )
     # Spec 002: the fill value must survive the filters. A finite fill is the offset
     # (code 0) and a special one has a reserved code: -0.0 is what gets lost (to 0.0).
@@ -292,20 +432,24 @@ def plan_quantization(
 
 def _search(
     ftype: np.dtype[Any],
-    lo: float,
-    hi: float,
+    cover: tuple[float, float],
     value_range: tuple[float, float],
     offset: float,
+    free_offset: bool,
     bound: float,
     special: list[str],
     fill: float,
-    measure: Callable[[tuple[ArrayArrayCodec, ...], int, float], float],
+    measure: Callable[..., float],
 ) -> QuantizationPlan:
     """Tighten the scale, and widen the integer type, until ``measure`` meets ``bound``."""
     finfo = np.finfo(ftype)
+    lo, hi = value_range
     # Float rounding of the decode (a division and an addition) costs about one ulp of
-    # the largest magnitude; start with that much margin so one attempt usually does.
-    ulp = float(np.spacing(ftype.type(max(abs(lo), abs(hi), abs(offset)))))
+    # the largest magnitude, headroom included; start with that much margin so one
+    # attempt usually does.
+    reach = (hi - lo) * HEADROOM_FRACTION + 2 * HEADROOM_MIN_CODES * bound
+    largest = max(abs(cover[0]), abs(cover[1]), abs(offset)) + 2 * reach
+    ulp = float(np.spacing(ftype.type(min(largest, float(finfo.max)))))
     margin = bound - 2 * ulp if bound > 4 * ulp else bound / 2
     scale_f = 1.0 / (2.0 * margin)
     min_index = 0
@@ -313,28 +457,30 @@ def _search(
     for _ in range(_MAX_ATTEMPTS):
         scale = float(ftype.type(min(max(scale_f, float(finfo.tiny)), float(finfo.max))))
         try:
-            cmin, cmax = _code_bounds(ftype, lo, hi, offset, scale)
+            placed = _place(ftype, scale, offset, (value_range, cover), len(special),
+                            free_offset, min_index)
         except OverflowError:
             break
-        picked = _pick_int_type(cmin, cmax, len(special), min_index)
-        if picked is None:
+        if placed is None:
             break
-        stored, codes = picked
+        stored, codes, moved, data_codes, headroom = placed
         reserved = dict(zip([_SPECIAL_JSON[k] for k in special], codes, strict=True))
-        filters = _build_filters(ftype, offset, scale, stored, reserved)
-        worst = measure(filters, cmax - cmin + 1, scale)
+        filters = _build_filters(ftype, moved, scale, stored, reserved)
+        ends = _headroom_ends(ftype, data_codes, headroom, moved, scale)
+        worst = measure(filters, scale, moved, ends, data_codes, headroom)
         if worst <= bound:
             return QuantizationPlan(
                 filters=filters,
                 dtype=ftype,
                 stored_dtype=stored,
                 scale=scale,
-                offset=offset,
+                offset=moved,
                 fill_value=fill,
                 reserved=reserved,
                 max_abs_error=bound,
                 worst_error=worst,
                 value_range=value_range,
+                headroom=(max(lo - ends[0], 0.0), max(ends[1] - hi, 0.0)),
             )
         best = min(best, worst)
         if math.isinf(worst):
@@ -344,12 +490,14 @@ def _search(
         scale_f = scale * min(max(worst / bound, 1.001), 4.0)
         if scale == float(finfo.max):
             break
-    needed = (hi - lo) / (2 * bound) + 1 + len(special)
+    codes_needed = (cover[1] - cover[0]) / (2 * bound)
+    needed = codes_needed + 2 * max(HEADROOM_MIN_CODES, codes_needed * HEADROOM_FRACTION)
+    needed += 1 + len(special)
     raise QuantizationError(
-        f"no integer type up to 64 bits stores {ftype} values in [{lo!r}, {hi!r}] within "
-        f"max_abs_error={bound!r}: that needs about {needed:.3g} distinct codes "
-        f"(2**64 = {2.0**64:.3g}) and {ftype} arithmetic adds rounding of about "
-        f"{ulp:.3g}; the best worst-case error reached was {best:.3g}"
+        f"no integer type up to 64 bits stores {ftype} values in [{cover[0]!r}, {cover[1]!r}] "
+        f"within max_abs_error={bound!r}: that needs about {needed:.3g} distinct codes, "
+        f"headroom included (2**64 = {2.0**64:.3g}), and {ftype} arithmetic adds rounding "
+        f"of about {ulp:.3g}; the best worst-case error reached was {best:.3g}"
     )
 
 
@@ -363,28 +511,32 @@ def plan(
     nan: bool = True,
     posinf: bool | None = None,
     neginf: bool | None = None,
-) -> list[ArrayArrayCodec]:
+) -> PlannedFilters:
     """The filter list that quantizes ``data`` (or ``value_range``) within a bound.
 
-    A shortcut for ``list(plan_quantization(...).filters)``; see
-    :func:`plan_quantization` for the parameters. Pass the result as
-    ``zarr.create_array(..., filters=plan(...), fill_value=<same fill_value>)``
-    (the default fill_value, NaN, matches an array created with ``fill_value=np.nan``).
+    ``plan_quantization(...).filters`` as a list; see :func:`plan_quantization` for
+    the parameters. Pass the result as ``zarrext.create_array(..., filters=plan(...),
+    fill_value=<same fill_value>)`` (the default fill_value, NaN, matches an array
+    created with ``fill_value=np.nan``): the list carries the plan
+    (:class:`~zarrext.quantized_writes.PlannedFilters`), which
+    :func:`zarrext.create_array` and xarray's ``to_zarr`` record in the array's
+    attributes so that zarrext's later writers check the planned bound too.
+    ``zarr.create_array`` takes it as well, and records nothing (add
+    ``attributes=plan_quantization(...).planned.recorded_in({})`` to record it).
 
     With sharding, put the filters outside the sharding codec
     (``serializer=ShardingCodec(chunk_shape=..., codecs=[...])``, ``chunks=<shard
     shape>``): zarr-python 3.4.2's ``shards=`` places them inside, and validates the
     inner codecs with fill value 0, which a plan for a range excluding 0 rejects.
     """
-    return list(
-        plan_quantization(
-            data,
-            max_abs_error=max_abs_error,
-            value_range=value_range,
-            dtype=dtype,
-            fill_value=fill_value,
-            nan=nan,
-            posinf=posinf,
-            neginf=neginf,
-        ).filters
+    planned = plan_quantization(
+        data,
+        max_abs_error=max_abs_error,
+        value_range=value_range,
+        dtype=dtype,
+        fill_value=fill_value,
+        nan=nan,
+        posinf=posinf,
+        neginf=neginf,
     )
+    return PlannedFilters(planned.filters, planned.planned, planned.fill_value)

@@ -30,6 +30,7 @@ from zarrext._zarr_compat import async_array_of
 from zarrext.api import with_runtime
 from zarrext.chain import CodecChain
 from zarrext.decisions import Decision
+from zarrext.quantized_writes import StorableValues, array_label
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
 from zarrext.store_refs import ArrayRef, store_ref
 from zarrext.stores import open_job_array
@@ -171,10 +172,22 @@ def write_dask(
     the cluster owner's choice: set ``distributed.nanny.pre-spawn-environ`` before
     the cluster starts.
 
+    An array quantized by ``scale_offset`` + ``cast_value`` gets its source checked
+    first (:mod:`zarrext.quantized_writes`): a finite value it would not give back
+    as itself (a reserved code, outside the integer type, beyond the planned bound)
+    is refused before any task writes. For a Dask source that is one more pass
+    over its inputs (each block computed twice, the first time only to be
+    checked); persist an expensive source first.
+
     Returns
     -------
     int
         Bytes written (uncompressed).
+
+    Raises
+    ------
+    UnstorableValueError
+        A value of ``source`` the quantized array would not give back as itself.
     """
     with needs("dask", "zarrext.write_dask"):
         import dask
@@ -182,8 +195,9 @@ def write_dask(
 
     array = open_job_array(array, writes="write_dask", storage_options=storage_options)
     shards = shards_of(array)
+    in_memory = None
     if not isinstance(source, da.Array):
-        source = np.asarray(source)
+        source = in_memory = np.asarray(source)
     if source.shape != array.shape:
         raise ShardLayoutError(
             f"write_dask: source shape {source.shape} differs from the array's {array.shape}"
@@ -200,6 +214,13 @@ def write_dask(
             f"local directory store; this one is a {type(store_path.store).__name__} "
             "(open the array without shard_layout: whole shards per task)"
         )
+    storable = StorableValues.of_metadata(array.metadata)
+    if storable is not None:  # refused before any task writes (tasks check their block too)
+        where = array_label(str(store_path))
+        if in_memory is not None:
+            storable.refuse(in_memory, where)
+        else:
+            storable.refuse_dask(source, where)
     ref = _ArrayRef(ArrayRef(store_ref(store_path.store), store_path.path), layout, decision)
     blocks = source.to_delayed()
     starts = [np.cumsum((0, *c))[:-1] for c in source.chunks]
