@@ -28,6 +28,7 @@ import typer
 import zarr
 from zarr.errors import NodeNotFoundError
 
+from zarrext._text import counted
 from zarrext.decisions import BUILTIN_DECISIONS
 from zarrext.stores import (
     StoreOpenError,
@@ -651,7 +652,7 @@ def run_each[R](
             result = job(array)
         except KeyboardInterrupt as e:
             e.add_note(
-                f"{verb} stopped in {describe(array)} after {done} finished array(s)"
+                f"{verb} stopped in {describe(array)} after {counted(done, 'finished array')}"
                 + (f"; {on_interrupt}" if on_interrupt else "")
             )
             raise
@@ -664,7 +665,8 @@ def run_each[R](
         done += 1
         yield array, result
     if skipped:
-        fail(f"{skipped} of {len(arrays)} arrays under {path} were skipped by {verb} (see above)")
+        fail(f"{skipped} of {counted(len(arrays), 'array')} under {path} "
+             f"{'was' if skipped == 1 else 'were'} skipped by {verb} (see above)")
 
 
 def named_by_path(error: BaseException, path: Any) -> BaseException:
