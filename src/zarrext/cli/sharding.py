@@ -164,10 +164,10 @@ def register(app: typer.Typer) -> None:
                 name = array.path or "/"
                 rewritten += report.rewritten
                 if not report.rewritten:
-                    one = report.shards == 1
+                    single = report.shards == 1
                     console.print(f"{name}: {counted(report.shards, 'shard')}, "
-                                  f"{'' if one else 'all '}already {form}: left as "
-                                  f"{'it is' if one else 'they are'}", highlight=False)
+                                  f"{'' if single else 'all '}already {form}: left as "
+                                  f"{'it is' if single else 'they are'}", highlight=False)
                     continue
                 what = (
                     f"{counted(report.shards, 'shard')}, {report.rewritten} rewritten "
