@@ -35,11 +35,11 @@ def run_all(root: Path, console: Console, *, temporary: bool = False) -> None:
         modules = {name: importlib.import_module(f"zarrext.demo.{name}") for name in SECTIONS}
     where = ("in a temporary directory, removed when the demo ends (zarrext demo DIRECTORY "
              "keeps the stores)" if temporary else f"in {root}")
-    console.print(f"[bold]zarrext demo[/bold] {where}", soft_wrap=True)
+    console.print(f"[bold]zarrext demo[/bold] {where}")
     for name, module in modules.items():
         console.print(Rule(name))
         section_root = root / name
         section_root.mkdir(parents=True, exist_ok=True)
         module.run(section_root, console)
     if not temporary:
-        console.print(f"the stores are kept in {root}", highlight=False, soft_wrap=True)
+        console.print(f"the stores are kept in {root}", highlight=False)
