@@ -17,7 +17,8 @@ A decision is not metadata, but :func:`zarrext.create_array` records a built-in'
 name in the array's attributes (``{"zarrext": {"decision": name}}``, see
 :func:`decision_record`) so that :func:`zarrext.open_array` can use it again. A
 zarrext writer of an array with no decision at all stores chunks raw and says so
-once (:class:`NoDecisionWarning`).
+once (:class:`NoDecisionWarning`); xarray's ``to_zarr`` too, once zarrext is
+imported (:mod:`zarrext.xarray_writes`).
 
 What a decision sees: an interpretation of the spec
 ---------------------------------------------------
@@ -40,8 +41,8 @@ trial's output is kept as the chunk's bytes, never computed twice. Why:
 - every accepted step of ``compress_if_smaller`` makes the bytes strictly shorter
   than they were before it, so the stored chunk is never longer than the raw chunk
   plus the header (which fixed shard slots rely on). Codecs judged one by one on
-  the original bytes give no such bound: zstd and gzip may each shrink the raw
-  chunk while gzip on zstd's output grows it.
+  the original bytes give no such bound: each may shrink the raw chunk while the
+  next one, applied to what the one before it made, grows it (gzip after zstd).
 
 The spec-literal reading is there too: the built-in ``"spec_literal"``
 (:class:`SpecLiteral`) is the default rule applied to the original chunk, each
