@@ -97,7 +97,7 @@ def compressing_chains(root: Path, side: int = 1024) -> None:
         (info,) = shard_report(arrays["fixed-slot"])
         print(f"       fixed-slot shard after the stream: {info.file_size / 2**20:.2f} MiB "
               f"long, {(info.allocated or 0) / 2**20:.2f} MiB allocated, "
-              f"{info.bytes_used / 2**20:.2f} MiB used")
+              f"{info.stored_bytes / 2**20:.2f} MiB stored")
         spots = [divmod(int(k), g) for k in rng.integers(0, g * g, 40)]
 
         def update(array: zarr.Array, k: int, positions: list[tuple[int, int]] = spots) -> float:

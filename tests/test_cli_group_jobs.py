@@ -58,7 +58,7 @@ def test_run_each_notes_where_ctrl_c_stopped() -> None:
 
     with pytest.raises(KeyboardInterrupt) as stopped:
         list(run_each(_arrays("a", "b", "c"), job, path="g", verb="expand", on_interrupt="rerun"))
-    assert stopped.value.__notes__ == ["expand stopped in c after 2 finished array(s); rerun"]
+    assert stopped.value.__notes__ == ["expand stopped in c after 2 finished arrays; rerun"]
 
 
 def test_recompress_group_skips_an_array_and_reports_the_rest(

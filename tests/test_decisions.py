@@ -841,3 +841,110 @@ def test_masks_beyond_the_codecs_are_refused_at_construction(decision: Any, matc
     decision = decision() if callable(decision) else decision
     with pytest.raises(DecisionError, match=match):
         ConditionalCodec([ZstdCodec(), GzipCodec()], decision=decision)
+
+
+# -- issue 34.8: the spec's "original, unencoded chunk", read literally --------------
+
+
+def _alone(codec: Any, data: bytes) -> bytes:
+    """``codec`` applied to ``data`` by zarr's own codec, outside any conditional codec."""
+    return codec._encode_sync(PROTO.buffer.from_bytes(data), SPEC).to_bytes()  # type: ignore[no-any-return]
+
+
+@given(names=st.lists(st.sampled_from(sorted(NESTED)), min_size=1, max_size=4), data=payloads())
+@settings(max_examples=40)
+def test_spec_literal_judges_every_codec_on_the_original_chunk(
+    names: list[str], data: bytes
+) -> None:
+    """Spec 000's rule ``len(trial) < len(unencoded)`` with both of the original
+    chunk: codec ``i`` is enabled when it alone shrinks the raw bytes; the enabled
+    codecs are then applied in order. The expected bytes come from zarr's codecs."""
+    codecs = [NESTED[n]() for n in names]
+    mask = sum(1 << i for i, c in enumerate(codecs) if len(_alone(c, data)) < len(data))
+    payload = data
+    for i, c in enumerate(codecs):
+        if mask >> i & 1:
+            payload = _alone(c, payload)
+    out = encode(ConditionalCodec(codecs=codecs, decision="spec_literal"), data)
+    assert out == bytes([mask]) + payload
+    assert decode(ConditionalCodec(codecs=codecs), out) == data
+    # a decision function read literally (cascade=False) is shown the same chunk
+    seen: list[tuple[bytes, bytes]] = []
+
+    def rule(chunk_index, codec, unencoded_chunk, trial_encoded_chunk):  # type: ignore[no-untyped-def]
+        seen.append((unencoded_chunk.tobytes(), trial_encoded_chunk.tobytes()))
+        return len(trial_encoded_chunk) < len(unencoded_chunk)
+
+    literal = ConditionalCodec(codecs=codecs, decision=from_function(rule, cascade=False))
+    assert encode(literal, data) == out
+    assert seen == [(data, _alone(c, data)) for c in codecs]
+
+
+def test_spec_literal_never_enables_shuffle_where_compress_if_smaller_does() -> None:
+    """The interpretation's reason, on a smooth float32 chunk: shuffle keeps the size,
+    so the literal rule never enables it (mask 0b10: zstd alone); zarrext's cascaded
+    rule keeps it because zstd after it ends smaller (mask 0b11)."""
+    codecs = [ShuffleCodec(element_size=4), ZstdCodec(level=5)]
+    literal = encode(ConditionalCodec(codecs=codecs, decision="spec_literal"), SMOOTH)
+    assert literal == b"\x02" + bytes(numcodecs.Zstd(level=5).encode(SMOOTH))
+    cascaded = encode(ConditionalCodec(codecs=codecs, decision="compress_if_smaller"), SMOOTH)
+    shuffled = bytes(numcodecs.Shuffle(elementsize=4).encode(np.frombuffer(SMOOTH, np.uint8)))
+    assert cascaded == b"\x03" + bytes(numcodecs.Zstd(level=5).encode(shuffled))
+    assert len(cascaded) < len(literal)
+
+
+def test_cascade_shows_each_codec_the_bytes_it_would_receive() -> None:
+    """zarrext's reading (cascade, the default): codec 1 is shown codec 0's output
+    once codec 0 is enabled; the literal reading shows it the original chunk."""
+    codecs = [CountingCodec(tag="f", kind="filter"), CountingCodec(tag="z")]
+    shown: dict[bool, list[bytes]] = {}
+    seen: list[bytes] = []
+
+    def rule(chunk_index, codec, unencoded_chunk):  # type: ignore[no-untyped-def]
+        seen.append(unencoded_chunk.tobytes())
+        return True
+
+    for cascade in (True, False):
+        encode(ConditionalCodec(codecs=codecs, decision=from_function(rule, cascade=cascade)),
+               SMOOTH)
+        shown[cascade] = seen[:]
+        seen.clear()
+    assert shown[True] == [SMOOTH, SMOOTH[::-1]]
+    assert shown[False] == [SMOOTH, SMOOTH]
+
+
+def test_spec_literal_through_arrays_is_recorded_and_reused(where: Where) -> None:
+    """A built-in like the others: zarrext.create_array records it, zarrext.open_array
+    writes with it again; the stored chunks are zstd of the raw values alone."""
+    codecs = [{"name": "shuffle", "configuration": {"element_size": 4}},
+              {"name": "zstd", "configuration": {"level": 3}}]
+    data = np.tile(np.linspace(0, 1, 64, dtype="<f4"), (4, 1))
+    z = zarrext.create_array(where.location("a"), storage_options=where.options, shape=(4, 64),
+                             chunks=(2, 64), dtype="<f4", compressors=[ConditionalCodec(codecs)],
+                             decision="spec_literal")
+    z[:2] = data[:2]
+    assert z.attrs["zarrext"] == {"decision": "spec_literal"}
+    zarrext.open_array(where.location("a"), storage_options=where.options)[2:] = data[2:]
+    for (i, _), stored in chunk_files(where, "a").items():
+        raw = data[2 * i : 2 * i + 2].tobytes()
+        assert stored == b"\x02" + bytes(numcodecs.Zstd(level=3).encode(raw))
+
+
+def test_never_apply_on_the_codec_is_a_decision_and_none_is_not(where: Where) -> None:
+    """``ConditionalCodec(..., decision="never_apply")`` stores raw on purpose: no
+    NoDecisionWarning; the same codec with no decision warns once."""
+    import warnings
+
+    from zarrext.decisions import NoDecisionWarning
+
+    for decision, warns in (("never_apply", False), (None, True)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            z = zarrext.create_array(
+                where.location(f"a{warns}"), storage_options=where.options, shape=(8,),
+                chunks=(4,), dtype="<u4",
+                compressors=[ConditionalCodec([ZstdCodec()], decision=decision)])
+            z[:] = 1
+        assert sum(issubclass(w.category, NoDecisionWarning) for w in caught) == warns
+        assert {k: v[0] for k, v in chunk_files(where, f"a{warns}").items()} == {
+            (0,): 0, (1,): 0}

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,6 @@ import pytest
 import zarr
 import zarr.storage
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
-from zarr.core.sync import sync
-from zarr.storage._common import make_store_path
 
 import zarrext
 from tests.conftest import Run
@@ -112,7 +112,7 @@ def test_a_damaged_chunk_is_named_by_every_job(run, tmp_path: Path, command: str
     assert not (tmp_path / "q.zarr").exists()
     if command == "inspect":  # the table is shown, the damaged chunk counted in it
         assert "damaged" in out.split("└")[0]  # a column of the table
-        assert "damaged: 1 chunk(s)" in out
+        assert "damaged: 1 chunk whose" in out
         code, out, _ = run("inspect", path / "temp", "--json")
         assert code == 1
         (array,) = json.loads(out)["arrays"]
@@ -187,15 +187,26 @@ def test_inventory_keeps_requests_in_flight(tmp_path: Path, sharded: bool) -> No
     assert store.most_in_flight > 2
 
 
-# -- stored bytes: the objects' sizes as the store holds them (issue 27.3) --
+# -- bytes: counted one way by every report (issues 27.3, 34.6) --
+#
+# stored: the encoded chunks' own bytes (a shard's index and free space not counted;
+# a shard compressed whole by codecs after sharding_indexed counts whole); objects:
+# the objects' sizes as the store holds them; on disk: what a local file system
+# allocates for them.
 
 CHAINS = {
     "plain": {"compressors": None},
     "zstd": {"compressors": [ZstdCodec(level=3)]},
     "conditional+crc32c": {"compressors": [zarrext.ConditionalCodec([ZstdCodec()]),
                                            Crc32cCodec()]},
+    # 16x16 shards of 8x8 chunks on a 48x40 array: the last column of shards reaches
+    # past the array's edge, their inner chunks there hold nothing
     "sharded": {"serializer": ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec()]),
                 "compressors": None},
+    "sharded+index-at-start": {
+        "serializer": ShardingCodec(chunk_shape=(8, 8), codecs=[BytesCodec(), ZstdCodec()],
+                                    index_location="start"),
+        "compressors": None},
     # zarr's default compressor (zstd) after sharding_indexed: shards compressed whole
     "sharded+default-zstd": {"serializer": ShardingCodec(chunk_shape=(8, 8),
                                                          codecs=[BytesCodec()])},
@@ -204,92 +215,237 @@ CHAINS = {
         "compressors": [GzipCodec(level=1)]},
 }
 
-
-def _sizes_in_store(url: str, options: dict[str, Any] | None) -> int:
-    """Sum of the chunk (shard) objects' sizes, from the store's own listing."""
-    async def total() -> int:
-        store = await make_store_path(url, storage_options=options, mode="r")
-        keys = [k async for k in store.store.list() if not k.endswith("zarr.json")]
-        sizes = [await store.store.getsize(k) for k in keys]
-        return sum(sizes)
-
-    return sync(total())
+EMPTY = 2**64 - 1
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
+def _chunks_in_shard(shard: bytes, per_shard: tuple[int, int], inside: tuple[int, int],
+                     location: str) -> int:
+    """The bytes of a bare shard's inner chunks inside the array, read from its index
+    as spec 001 lays it out (little-endian uint64 offset and nbytes per inner chunk,
+    C order, then a crc32c): built by hand, not by zarrext."""
+    n = per_shard[0] * per_shard[1]
+    size = 16 * n + 4
+    index = shard[:size] if location == "start" else shard[-size:]
+    entries = np.frombuffer(index[:-4], dtype="<u8").reshape(*per_shard, 2)
+    entries = entries[: inside[0], : inside[1]]
+    present = entries[..., 0] != EMPTY
+    return int(entries[..., 1][present].sum())
+
+
+def _expected_bytes(objects: dict[str, bytes], shape: tuple[int, int], kwargs: dict[str, Any],
+                    shard: tuple[int, int] = (16, 16)) -> tuple[int, int]:
+    """(stored, objects) of an array whose chunk objects are ``objects`` (keys like
+    ``c/0/1``), from the bytes themselves."""
+    chunk_objects = {k: v for k, v in objects.items() if k.startswith("c/")}
+    total = sum(len(v) for v in chunk_objects.values())
+    serializer = kwargs.get("serializer")
+    after = kwargs.get("compressors", "default")
+    if not isinstance(serializer, ShardingCodec) or after is not None:
+        return total, total  # chunks, or shards compressed whole: the objects are the chunks
+    inner = serializer.chunk_shape
+    per_shard = (shard[0] // inner[0], shard[1] // inner[1])
+    stored = 0
+    for key, data in chunk_objects.items():
+        i, j = (int(p) for p in key.split("/")[1:])
+        inside = tuple(
+            max(0, min(k, -(-s // c) - o * k))
+            for s, c, k, o in zip(shape, inner, per_shard, (i, j), strict=True)
+        )
+        stored += _chunks_in_shard(data, per_shard, inside, str(serializer.index_location))
+    return stored, total
+
+
+def _cli(run: Run, where: Any, command: str, name: str, *args: str) -> Any:
+    extra = ["--storage-options", json.dumps(where.options)] if where.options else []
+    code, out, err = run(command, where.location(name), "--json", *args, *extra)
+    assert code == 0, err
+    return json.loads(out)
+
+
 @pytest.mark.parametrize("chain", sorted(CHAINS))
-def test_stored_bytes_are_the_objects_sizes_in_the_store(
-    run: Run, tmp_path: Path, request: pytest.FixtureRequest, where: str, chain: str,
+def test_stored_bytes_are_the_chunks_own_bytes_everywhere(
+    run: Run, where: Any, chain: str
 ) -> None:
-    """``info``, ``inspect --json`` and the inventory report what the store holds,
-    never shards counted decoded (with zstd after sharding_indexed they were 1.00x)."""
-    if where == "s3":
-        s3 = request.getfixturevalue("s3")
-        url, options = f"{s3['url']}/a.zarr", s3["options"]
-        extra = ["--storage-options", json.dumps(options)]
-    else:
-        url, options, extra = str(tmp_path / "a.zarr"), None, []
+    """``info``, ``inspect``, ``check`` and the inventory count the chunks' bytes as
+    stored and the objects' sizes apart, both from the same rule (never a shard's
+    index or free space as stored; never shards counted decoded)."""
     rng = np.random.default_rng(len(chain))
-    store = zarr.storage.FsspecStore.from_url(url, storage_options=options) if options else url
+    url = where.location("a.zarr")
+    store = zarr.storage.FsspecStore.from_url(url, storage_options=where.options) if (
+        where.options) else url
     a = zarr.create_array(store, shape=(48, 40), chunks=(16, 16), dtype="float32",
                           fill_value=0.0, **CHAINS[chain])
     values = rng.integers(0, 50, (48, 40)).astype("float32")
     values[32:] = 0  # a row of empty chunks (not stored)
     a[:] = values
-    expected = _sizes_in_store(url, options)
-    if where == "local":  # the same figure from the file system
-        files = [p for p in (tmp_path / "a.zarr").rglob("*")
-                 if p.is_file() and p.name != "zarr.json"]
-        assert expected == sum(p.stat().st_size for p in files)
-    assert inventory(zarr.open_array(store, mode="r")).stored_bytes == expected
-    code, out, err = run("info", url, "--json", *extra)
-    assert code == 0, err
-    assert json.loads(out)["stored_bytes"] == expected
-    code, out, err = run("inspect", url, "--json", *extra)
-    assert code == 0, err
-    report = json.loads(out)["arrays"][0]
-    assert report["stored_bytes"] == expected
+    stored, objects = _expected_bytes(where.stored("a.zarr"), (48, 40), CHAINS[chain])
+    if chain == "sharded":  # uncompressed: the chunks are the values of the first 32 rows
+        assert stored == 32 * 40 * 4 < objects
+    inv = inventory(zarr.open_array(store, mode="r"))
+    assert (inv.stored_bytes, inv.object_bytes) == (stored, objects)
+    totals = inventory(zarr.open_array(store, mode="r"), list_chunks=False)
+    assert (totals.stored_bytes, totals.object_bytes) == (stored, objects)
+    info = _cli(run, where, "info", "a.zarr")
+    assert (info["stored_bytes"], info["object_bytes"]) == (stored, objects)
+    report = _cli(run, where, "inspect", "a.zarr")["arrays"][0]
+    assert (report["stored_bytes"], report["object_bytes"]) == (stored, objects)
     # the inner chunks' own figure, labelled: decoded shards' bytes when codecs follow
-    assert report["chunk_bytes"] == inventory(zarr.open_array(store, mode="r")).chunk_bytes
+    assert report["chunk_bytes"] == inv.chunk_bytes
+    if report["shards"] is not None:
+        assert sum(s["stored_bytes"] for s in report["shards"]) == stored
+    checked = _cli(run, where, "check", "a.zarr")["arrays"][0]
+    assert (checked["stored_bytes"], checked["object_bytes"]) == (stored, objects)
 
 
-@pytest.mark.parametrize("where", ["local", "s3"])
-def test_info_asks_each_objects_size_and_reads_no_shard(
-    tmp_path: Path, request: pytest.FixtureRequest, where: str
+def _sharded(store: Any, path: str | None = None) -> zarr.Array:
+    """100x100 float32 in 64x64 shards of 16x16 chunks (edge shards reach past the
+    array), uncompressed: its chunks hold exactly the values (edge chunks whole)."""
+    kwargs: dict[str, Any] = {"name": path} if path is not None else {}
+    create = store.create_array if isinstance(store, zarr.Group) else functools.partial(
+        zarr.create_array, store)
+    a = create(shape=(100, 100), chunks=(16, 16), shards=(64, 64), dtype="float32",
+               compressors=None, **kwargs)
+    a[:] = np.random.default_rng(0).random((100, 100), dtype="float32")
+    return a
+
+
+def _open(where: Any, name: str, mode: str = "r") -> Any:
+    if where.options:
+        return zarr.storage.FsspecStore.from_url(
+            where.location(name), storage_options=where.options, read_only=mode == "r")
+    return where.location(name)
+
+
+def test_info_inspect_and_check_agree_on_groups_roots_and_after_expand_and_compact(
+    run: Run, where: Any
 ) -> None:
-    """``info`` sums the objects' sizes as the store gives them; a shard is not
-    fetched for its index (terabytes of shards on an object store would be read)."""
+    """The same figures from every command for an array at the root, sharded arrays
+    and an unsharded one in a group (as ngff-zarr writes a multiscale), after
+    ``expand`` (local only: fixed slots are files) and after ``compact``."""
+    values_bytes = 7 * 7 * 16 * 16 * 4  # 49 chunks, those at the edges stored whole
+    root = _sharded(_open(where, "root.zarr", "w"))
+    group = zarr.open_group(_open(where, "g.zarr", "w"), mode="w")
+    _sharded(group, "0")
+    _sharded(group.create_group("labels"), "1")
+    plain = group.create_array("plain", shape=(50,), chunks=(20,), dtype="int32",
+                               compressors=[ZstdCodec()])
+    plain[:] = np.arange(50, dtype="int32")
+    del root
+
+    def figures() -> dict[str, tuple[int, int]]:
+        """(stored, objects) per array path, as each command gives them; all alike."""
+        out = {}
+        for name in ("root.zarr", "g.zarr"):
+            info = _cli(run, where, "info", name)
+            listed = {m["path"]: m for m in _members(info)}
+            inspected = {a["path"]: a for a in _cli(run, where, "inspect", name)["arrays"]}
+            checked = {a["array"]: a for a in _cli(run, where, "check", name)["arrays"]}
+            assert set(listed) == set(inspected) == set(checked)
+            for path, entry in listed.items():
+                both = (entry["stored_bytes"], entry["object_bytes"])
+                for other in (inspected[path], checked[path]):
+                    assert (other["stored_bytes"], other["object_bytes"]) == both, (name, path)
+                out[f"{name}/{path}"] = both
+            assert info["stored_bytes"] == sum(
+                v[0] for k, v in out.items() if k.startswith(f"{name}/"))
+        return out
+
+    before = figures()
+    sharded = ["root.zarr//", "g.zarr/0", "g.zarr/labels/1"]
+    for name in sharded:  # the chunks hold the values, no more; the objects their index too
+        assert before[name][0] == values_bytes < before[name][1]
+    stored_plain = sum(len(v) for k, v in where.stored("g.zarr").items()
+                       if k.startswith("plain/c/"))
+    assert before["g.zarr/plain"] == (stored_plain, stored_plain)
+    if where.local:
+        for name in ("root.zarr", "g.zarr"):
+            code, _, err = run("expand", where.location(name))
+            assert code == 0, err
+        expanded = figures()
+        for name in sharded:  # no chunk changed: stored the same; free space in the objects
+            assert expanded[name][0] == values_bytes
+            assert expanded[name][1] > before[name][1]
+        for name in ("root.zarr", "g.zarr"):
+            code, _, err = run("compact", where.location(name))
+            assert code == 0, err
+    assert figures() == before
+
+
+def _members(info: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every array of an ``info`` tree."""
+    if info["type"] == "array":
+        yield info
+    for member in info.get("members", ()):
+        yield from _members(member)
+
+
+def test_info_allocated_bytes_of_arrays_in_groups_and_at_the_root(
+    run: Run, where: Any
+) -> None:
+    """``allocated_bytes`` ("on disk") is what the file system allocates for the
+    array's own files wherever the array sits (it read 0 for every array inside a
+    group, even right after compact); None on an object store."""
+    _sharded(_open(where, "root.zarr", "w"))
+    group = zarr.open_group(_open(where, "g.zarr", "w"), mode="w")
+    _sharded(group.create_group("multiscale"), "0")
+    plain = group.create_array("plain", shape=(50,), chunks=(20,), dtype="int32")
+    plain[:] = np.arange(50, dtype="int32")
+    for name, prefix in (("root.zarr", ""), ("g.zarr", "multiscale/0/"), ("g.zarr", "plain/")):
+        info = _cli(run, where, "info", name)
+        (entry,) = [m for m in _members(info) if m["path"] == (prefix.rstrip("/") or "/")]
+        if not where.local:
+            assert entry["allocated_bytes"] is None
+            continue
+        files = [p for p in Path(where.location(name), prefix).rglob("*")
+                 if p.is_file() and p.name != "zarr.json"]
+        assert entry["allocated_bytes"] == sum(p.stat().st_blocks * 512 for p in files) > 0
+        code, out, _ = run("info", where.location(name))
+        assert code == 0
+        assert " 0 on disk" not in out
+
+
+def test_info_reads_of_each_shard_only_its_index(where: Any) -> None:
+    """``info`` asks the store each object's size and reads of a shard only its
+    index (a byte range of the index's size), for its chunks' sizes: a shard is never
+    fetched whole (terabytes of shards on an object store would be read)."""
+    from zarr.abc.store import RangeByteRequest, SuffixByteRequest
+
     from tests.conftest import CountingStore
     from zarrext.inspection import node_info
 
-    if where == "s3":
-        s3 = request.getfixturevalue("s3")
-        inner: Any = zarr.storage.FsspecStore.from_url(f"{s3['url']}/a.zarr",
-                                                       storage_options=s3["options"])
+    inner: Any
+    if where.options:
+        inner = zarr.storage.FsspecStore.from_url(where.location("a.zarr"),
+                                                  storage_options=where.options)
     else:
-        inner = zarr.storage.LocalStore(tmp_path / "a.zarr")
+        inner = zarr.storage.LocalStore(where.location("a.zarr"))
     a = zarr.create_array(inner, shape=(64, 64), chunks=(8, 8), shards=(32, 32),
                           dtype="float32", fill_value=0.0, compressors=[ZstdCodec(level=1)])
     a[:] = np.arange(64 * 64, dtype="float32").reshape(64, 64)
-    seen: Counter[str] = Counter()
+    ranges: list[tuple[str, Any]] = []
 
     class Counting(CountingStore):  # jobs reopen the store: its copies count here too
-        def __init__(self, store: Any) -> None:
-            super().__init__(store)
-            self.gets = seen
+        async def get(self, key: str, prototype: Any, byte_range: Any = None) -> Any:
+            ranges.append((key, byte_range))
+            return await self._store.get(key, prototype, byte_range)
 
         async def getsize(self, key: str) -> int:  # the store's own, not a get
             return await self._store.getsize(key)
 
     counting = Counting(inner)
     info = node_info(zarr.open_array(counting, mode="r"))
-    assert info["stored_bytes"] == _sizes_in_store(
-        f"{s3['url']}/a.zarr" if where == "s3" else str(tmp_path / "a.zarr"),
-        s3["options"] if where == "s3" else None,
-    )
-    assert [k for k in seen if k.startswith("c/")] == []  # no shard read
-    # the full inventory still reads each shard once, for its index
-    seen.clear()
+    index_size = 16 * 16 + 4
+    assert sorted(k for k, _ in ranges if k.startswith("c/")) == [
+        "c/0/0", "c/0/1", "c/1/0", "c/1/1"]
+    assert {type(r) for k, r in ranges if k.startswith("c/")} == {SuffixByteRequest}
+    assert {r.suffix for k, r in ranges if isinstance(r, SuffixByteRequest)} == {index_size}
+    assert not any(isinstance(r, RangeByteRequest) for _, r in ranges)
+    stored, objects = _expected_bytes(where.stored("a.zarr"), (64, 64),
+                                      {"serializer": ShardingCodec(chunk_shape=(8, 8)),
+                                       "compressors": None}, shard=(32, 32))
+    assert (info["stored_bytes"], info["object_bytes"]) == (stored, objects)
+    # the full inventory still reads each shard once
+    ranges.clear()
     assert len(inventory(zarr.open_array(counting, mode="r")).chunks) == 64
-    assert sorted(k for k in seen if k.startswith("c/")) == [
+    assert sorted(k for k, _ in ranges if k.startswith("c/")) == [
         "c/0/0", "c/0/1", "c/1/0", "c/1/1"]

@@ -160,7 +160,7 @@ def test_cli_check_and_compact(tmp_path: Path) -> None:
     size = shard.stat().st_size
     result = runner.invoke(app, ["compact", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
-    assert "1 shards" in result.output
+    assert "1 shard rewritten" in result.output
     assert shard.stat().st_size < size
     result = runner.invoke(app, ["compact", "--expand", str(tmp_path / "a")])
     assert result.exit_code == 0, result.output
@@ -257,6 +257,7 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
 
     path = tmp_path / "g.zarr"
     _, size = _damaged_group(path)
+    b_files = sum(p.stat().st_size for p in (path / "b" / "c").rglob("*") if p.is_file())
     tmp = "0" + writer.TMP_MARK + "999999999-abcd"
     problems = [
         "a c/0/0:",
@@ -272,7 +273,10 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
         "does not match its checksum",
         "    --repair cannot fix this: restore the shard from a copy",
         "b: every shard validates: 4 shard indexes read, chunks' byte ranges checked, no "
-        "interrupted writes left behind; chunk contents not decoded (--deep decodes them)",
+        "interrupted writes left behind; chunk contents not decoded (--deep decodes them); "
+        # the bytes as info and inspect count them: the values (no compression), and
+        # the shard files whole
+        f"{8 * 8 * 4} bytes stored ({b_files:,} in objects)",
     ]
     code, out = run("check", str(path))
     assert code == 1
@@ -390,7 +394,7 @@ def test_cli_check_says_what_it_checked_and_that_deep_decodes(run, tmp_path: Pat
     assert code == 0
     assert out.splitlines() == [
         "/: 2 chunks listed, no interrupted writes left behind; chunk contents not "
-        "decoded (--deep decodes them)"
+        f"decoded (--deep decodes them); {2 * (4 * 4 + 4)} bytes stored"  # values + crc32c
     ]
     code, out, _ = run("check", tmp_path / "a", "--deep")
     assert code == 1
@@ -400,7 +404,7 @@ def test_cli_check_says_what_it_checked_and_that_deep_decodes(run, tmp_path: Pat
     code, out, _ = run("check", tmp_path / "a", "--deep")
     assert code == 0
     assert out.splitlines() == ["/: every chunk validates: 2 chunks read, every chunk in them "
-                                "decoded"]
+                                f"decoded; {2 * (4 * 4 + 4)} bytes stored"]
 
 
 def test_deep_check_of_nested_shards_opened_by_zarrext(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_compact_then_expand_round_trip(tmp_path: Path, location: str) -> None:
     assert report.bytes_after == _sizes(path) < before
     infos = shard_report(array)
     assert {s.layout for s in infos} == {"dense"}
-    assert all(s.bytes_used == s.file_size for s in infos)
+    assert all(s.chunk_bytes + s.index_bytes == s.file_size for s in infos)
     # replaced, not rewritten in place: readers never saw a half-written file
     assert all(p.stat().st_ino != ino for p, ino in inodes.items())
     assert not [p for p in path.rglob("*zarrext*")]
@@ -202,9 +202,9 @@ def test_compact_in_place(tmp_path: Path) -> None:
     assert report.bytes_after == shard.stat().st_size == n * slot + n * 16 + 4
     np.testing.assert_array_equal(_shard_table(array, shard)[:, 0], np.arange(n) * slot)
     # dense (no byte unused), which for chunks that fill their slots is slot form
-    assert [(s.layout, s.bytes_used == s.file_size) for s in shard_report(array)] == [
-        ("fixed-slot", True)
-    ]
+    assert [
+        (s.layout, s.chunk_bytes + s.index_bytes == s.file_size) for s in shard_report(array)
+    ] == [("fixed-slot", True)]
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"), mode="r")[:], expected)
     assert zarrext.check(array) == []
     assert not [p for p in (tmp_path / "a").rglob("*zarrext*")]
@@ -214,7 +214,7 @@ def _replaced_by_compact(array: zarr.Array, shard: Path, expected: np.ndarray) -
     inode = shard.stat().st_ino
     zarrext.compact(array)
     assert shard.stat().st_ino != inode  # rewritten into a new file
-    assert all(s.bytes_used == s.file_size for s in shard_report(array))
+    assert all(s.chunk_bytes + s.index_bytes == s.file_size for s in shard_report(array))
     np.testing.assert_array_equal(zarr.open_array(array.store_path.store.root, mode="r")[:],
                                   expected)
     assert zarrext.check(array) == []

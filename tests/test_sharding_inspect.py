@@ -1,4 +1,4 @@
-"""shard_report / render_shard_table: layout guess, bytes used, file size, empty chunks."""
+"""shard_report / render_shard_table: layout guess, bytes stored, file size, empty chunks."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from zarr.codecs import BytesCodec, ShardingCodec
 
@@ -37,7 +39,8 @@ def test_report_fixed_slot_append_dense(tmp_path: Path) -> None:
     (info,) = shard_report(fixed)
     assert info.key == "c/0/0"
     assert (info.layout, info.empty_chunks, info.n_chunks) == ("fixed-slot", 15, 16)
-    assert info.bytes_used == RAW + ISZ
+    assert info.stored_bytes == info.chunk_bytes == RAW  # the index is not counted
+    assert info.index_bytes == ISZ
     assert info.file_size == 16 * RAW + ISZ
     assert info.in_place
     assert not info.pending
@@ -48,12 +51,12 @@ def test_report_fixed_slot_append_dense(tmp_path: Path) -> None:
     (info,) = shard_report(append)
     assert info.layout == "append"
     assert info.file_size == 2 * RAW + 2 * ISZ  # chunk + index, twice
-    assert info.bytes_used == RAW + ISZ
+    assert info.stored_bytes == RAW
 
     zarrext.compact(append)
     (info,) = shard_report(append)
     assert info.layout == "dense"
-    assert info.file_size == info.bytes_used
+    assert info.file_size == info.stored_bytes + ISZ
 
 
 def test_read_only_and_corrupt(tmp_path: Path) -> None:
@@ -165,7 +168,7 @@ def test_shard_rows_capped_with_a_summary(tmp_path: Path) -> None:
     assert "c/0/19" in text
     assert "c/0/20" not in text
     assert "... and 5 more shards (5 fixed-slot)" in text
-    assert "1/10 empty chunks" in text  # the rest: 5 shards of 2 chunks, one chunk empty
+    assert "1/10 chunks empty" in text  # the rest: 5 shards of 2 chunks, one chunk empty
     full_text = StringIO()
     full = render_shard_table(report, Console(file=full_text, width=200), max_rows=None)
     assert full.row_count == 25
@@ -211,3 +214,112 @@ def test_shard_json(tmp_path: Path) -> None:
     shard = tmp_path / "a" / "c" / "0" / "0"
     assert document["file_size"] == info.file_size == shard.stat().st_size
     assert document["writes"] == "in place (each chunk in its slot)"
+
+
+# -- issue 34.6: inner chunks beyond the array's edge; counts and their nouns --
+
+
+def _inside_and_written(
+    shape: tuple[int, int], shard: tuple[int, int], inner: tuple[int, int],
+    written: tuple[slice, slice],
+) -> dict[str, tuple[int, int]]:
+    """Per shard key: (inner chunks inside the array, those of them no write touched),
+    counted chunk by chunk from the geometry alone."""
+    out = {}
+    for si in range(-(-shape[0] // shard[0])):
+        for sj in range(-(-shape[1] // shard[1])):
+            inside = empty = 0
+            for ci in range(shard[0] // inner[0]):
+                for cj in range(shard[1] // inner[1]):
+                    y0, x0 = si * shard[0] + ci * inner[0], sj * shard[1] + cj * inner[1]
+                    if y0 >= shape[0] or x0 >= shape[1]:
+                        continue  # beyond the edge: no chunk of the array
+                    inside += 1
+                    touched = (y0 < written[0].stop and written[0].start < y0 + inner[0]
+                               and x0 < written[1].stop and written[1].start < x0 + inner[1])
+                    empty += not touched
+            out[f"c/{si}/{sj}"] = (inside, empty)
+    return out
+
+
+@settings(max_examples=15)
+@given(
+    inner=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    per_shard=st.tuples(st.integers(1, 4), st.integers(1, 4)),
+    shards=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    cut=st.tuples(st.integers(0, 15), st.integers(0, 15)),
+    corner=st.tuples(st.floats(0, 1), st.floats(0, 1)),
+    layout=st.sampled_from([None, "fixed-slot", "append"]),
+)
+def test_inner_chunks_beyond_the_edge_are_neither_empty_nor_counted(
+    tmp_path_factory: pytest.TempPathFactory, inner: tuple[int, int],
+    per_shard: tuple[int, int], shards: tuple[int, int], cut: tuple[int, int],
+    corner: tuple[float, float], layout: str | None,
+) -> None:
+    """An edge shard's inner chunks past the array's shape hold no data: the report
+    counts neither them nor their bytes ("48/64 empty" for a full array was wrong)."""
+    shard = (inner[0] * per_shard[0], inner[1] * per_shard[1])
+    # the array ends anywhere in its last shard
+    shape = tuple(max(1, n * s - c % s) for n, s, c in zip(shards, shard, cut, strict=True))
+    start = tuple(int(f * (s - 1)) for f, s in zip(corner, shape, strict=True))
+    written = (slice(start[0], shape[0]), slice(start[1], shape[1]))
+    path = tmp_path_factory.mktemp("edge") / "a.zarr"
+    array = zarrext.create_array(
+        str(path), shape=shape, chunks=shard, dtype="i4", fill_value=0, compressors=None,
+        serializer=ShardingCodec(chunk_shape=inner, codecs=[BytesCodec()]),
+        shard_layout=layout,
+    )
+    array[written] = 1
+    expected = _inside_and_written(shape, shard, inner, written)
+    report = shard_report(array)
+    assert {i.key: (i.n_chunks, i.empty_chunks) for i in report} == {
+        k: v for k, v in expected.items() if v[1] < v[0]  # a shard with no chunk is no file
+    }
+    for info in report:  # the chunks' bytes are the values they hold, 4 bytes each
+        assert info.stored_bytes == 4 * inner[0] * inner[1] * (info.n_chunks - info.empty_chunks)
+
+
+def _messages(run, *commands: tuple[str, ...]) -> str:
+    out = []
+    for args in commands:
+        code, text, err = run(*args)
+        assert code == 0, err
+        out.append(text + err)
+    return "\n".join(out)
+
+
+@pytest.mark.parametrize("n_shards", [1, 2])
+def test_counts_in_messages_agree_with_their_nouns(run, tmp_path: Path, n_shards: int) -> None:
+    """"1 shard", "2 shards": never "1 shards", never "shard(s)" (issue 34.6)."""
+    import re
+
+    path = tmp_path / "a.zarr"
+    array = zarr.create_array(str(path), shape=(4, 4 * n_shards), chunks=(2, 2),
+                              shards=(4, 4), dtype="float32", compressors=None)
+    array[:] = 1.5
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    for i in range(n_shards):
+        group.create_array(f"v{i}", shape=(4,), chunks=(4,), dtype="i4")[:] = 1
+    text = _messages(
+        run, ("compact", path, "--dry-run"), ("expand", path), ("compact", path),
+        ("compact", path), ("check", path), ("check", path, "--deep"), ("info", path),
+        ("info", tmp_path / "g.zarr"), ("inspect", path),
+    )
+    assert not re.search(r"\b1 (shards|chunks|arrays|indexes|objects|files)\b", text), text
+    assert "(s)" not in text
+    noun = "shard" if n_shards == 1 else "shards"
+    assert f"{n_shards} {noun} rewritten" in text
+    assert (f"{n_shards} {noun}, already dense: left as it is" if n_shards == 1
+            else f"{n_shards} {noun}, all already dense: left as they are") in text
+    assert f"group: {n_shards} {'array' if n_shards == 1 else 'arrays'}," in text
+
+
+def test_summary_line_says_one_shard(tmp_path: Path) -> None:
+    from zarrext.sharding.inspect import summary_line
+
+    array = _create(tmp_path / "a", None)
+    array[:8, :8] = 1
+    (info,) = shard_report(array)
+    line = summary_line([info])
+    assert line.startswith("... and 1 more shard (1 dense): ")
+    assert "15/16 chunks empty" in line

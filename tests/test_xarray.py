@@ -640,3 +640,118 @@ def test_float_appends_into_optional_integers_match_xarrays_plain_integer_encodi
                 zarr_format=3, consolidated=False)
     xarray_stored = zarr.open_array(plain, path="v")[:]
     assert xarray_stored[np.array(present)].tolist() == expected
+
+
+# -- issue 34.8: to_zarr through a conditional codec takes the decision zarrext's writers use --
+
+ZSTD = {"name": "zstd", "configuration": {"level": 1}}
+
+
+def _masks(path: Path) -> dict[int, int]:
+    """The conditional headers' masks of every stored chunk, read from the bytes: the
+    header's first byte (one nested codec, header_bits 8)."""
+    files = [p for p in (path / "c").rglob("*") if p.is_file()]
+    assert files
+    counts: dict[int, int] = {}
+    for p in files:
+        mask = p.read_bytes()[0]
+        counts[mask] = counts.get(mask, 0) + 1
+    return counts
+
+
+def _ramp_dataset(n: int = 400, *, dask: bool = False, block: int = 100) -> Any:
+    ds = xr.Dataset({"v": ("x", np.zeros(n, "f4"))})  # zeros: zstd shrinks every chunk
+    return ds.chunk({"x": block}) if dask else ds
+
+
+def _cond(**kwargs: Any) -> Any:
+    return zarrext.ConditionalCodec([ZSTD], **kwargs)
+
+
+def _encoding(codec: Any) -> dict[str, Any]:
+    return {"v": {"compressors": [codec], "chunks": (100,)}}
+
+
+@pytest.mark.parametrize("dask", [False, True], ids=["numpy", "dask"])
+@pytest.mark.parametrize("sharded", [False, True], ids=["chunks", "shards"])
+def test_to_zarr_without_a_decision_warns_as_zarrexts_writers_do(
+    tmp_path: Path, dask: bool, sharded: bool
+) -> None:
+    """The chunks are stored raw, as before, and now with the NoDecisionWarning that
+    zarrext.create_array gives (once per array written), naming the array and how to
+    give a decision in xarray's encoding."""
+    encoding = _encoding(_cond())
+    if sharded:
+        encoding["v"]["shards"] = (200,)
+    with pytest.warns(zarrext.decisions.NoDecisionWarning) as caught:
+        _ramp_dataset(dask=dask, block=200 if sharded else 100).to_zarr(
+            tmp_path / "x.zarr", mode="w", zarr_format=3, consolidated=False, encoding=encoding)
+    messages = [str(w.message) for w in caught
+                if issubclass(w.category, zarrext.decisions.NoDecisionWarning)]
+    assert len(messages) == 1
+    assert "x.zarr/v" in messages[0]
+    assert "decision='compress_if_smaller'" in messages[0]
+    # the same warning as zarrext.create_array's, but for the encoding
+    with pytest.warns(zarrext.decisions.NoDecisionWarning, match="stored raw") as direct:
+        zarrext.create_array(str(tmp_path / "z.zarr"), shape=(400,), chunks=(100,),
+                             dtype="f4", compressors=[_cond()])[:] = 1
+    assert messages[0].split(";")[0].replace(str(tmp_path / "x.zarr/v"), "A") == str(
+        direct[0].message).split(";")[0].replace(str(tmp_path / "z.zarr"), "A")
+    inventory = zarrext.inventory(str(tmp_path / "x.zarr" / "v"))
+    assert inventory.mask_counts == {0: 4}  # raw, as the spec's default says
+    np.testing.assert_array_equal(
+        xr.open_zarr(tmp_path / "x.zarr", consolidated=False)["v"].values, np.zeros(400))
+
+
+@pytest.mark.parametrize("decision", ["compress_if_smaller", "never_apply", "spec_literal"])
+def test_to_zarr_keeps_the_decision_the_codec_carries(tmp_path: Path, decision: str) -> None:
+    """ConditionalCodec(..., decision=...) in the encoding decides each chunk, without a
+    warning; never_apply given on purpose is a decision, not the lack of one."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zarrext.decisions.NoDecisionWarning)
+        _ramp_dataset().to_zarr(tmp_path / "x.zarr", mode="w", zarr_format=3,
+                                consolidated=False, encoding=_encoding(_cond(decision=decision)))
+    assert _masks(tmp_path / "x.zarr" / "v") == ({0: 4} if decision == "never_apply" else {1: 4})
+
+
+def test_appends_through_xarray_take_the_recorded_decision(tmp_path: Path) -> None:
+    """An array zarrext.create_array made with a built-in decision records it; xarray's
+    appends (which open the array through zarr) now write with it, without a warning."""
+    import warnings
+
+    zarr.open_group(tmp_path / "g.zarr", mode="w", zarr_format=3)
+    zarrext.create_array(str(tmp_path / "g.zarr" / "v"), shape=(0,), chunks=(100,), dtype="f4",
+                         fill_value=np.nan, dimension_names=["x"], compressors=[_cond()],
+                         decision="compress_if_smaller")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", zarrext.decisions.NoDecisionWarning)
+        _ramp_dataset().to_zarr(tmp_path / "g.zarr", append_dim="x", consolidated=False)
+    assert _masks(tmp_path / "g.zarr" / "v") == {1: 4}
+
+
+def test_to_zarr_decides_when_xarray_was_imported_before_zarrext(tmp_path: Path) -> None:
+    """The wrapper comes with ``import zarrext`` whether xarray is imported before or
+    after it (and whether the optional type's hooks wait for xarray too)."""
+    import subprocess
+    import sys
+
+    script = f"""
+import sys, warnings
+import xarray as xr, numpy as np
+import zarrext
+ds = xr.Dataset({{"v": ("x", np.zeros(100, "f4"))}})
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    ds.to_zarr({str(tmp_path / "x.zarr")!r}, mode="w", zarr_format=3, consolidated=False,
+               encoding={{
+        "v": {{"compressors": [zarrext.ConditionalCodec([{ZSTD!r}])]}}}})
+print(sum(issubclass(w.category, zarrext.decisions.NoDecisionWarning) for w in caught))
+"""
+    for order in (script, script.replace("import xarray as xr, numpy as np\nimport zarrext",
+                                         "import zarrext\nimport xarray as xr, numpy as np")):
+        done = subprocess.run([sys.executable, "-c", order], capture_output=True, text=True,
+                              check=False)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.split() == ["1"]

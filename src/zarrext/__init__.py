@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from zarrext._xarray_compat import XARRAY_ZARR as _XARRAY_ZARR
+from zarrext._xarray_compat import when_imported as _when_imported
 from zarrext.dtypes.optional import register_with_zarr as _register_optional
 
 # Light and needed by any array whose pad codec holds a TIFF header: the check that
@@ -18,6 +20,17 @@ from zarrext.dtypes.optional import register_with_zarr as _register_optional
 from zarrext.formats import tiff as _tiff  # noqa: F401
 
 _register_optional()
+
+
+def _decide_xarray_writes(zarr_backend: Any) -> None:
+    """xarray's ``to_zarr`` gives ``conditional`` codecs the decision zarrext's writers
+    use (:mod:`zarrext.xarray_writes`); loaded only once xarray's zarr backend is."""
+    from zarrext.xarray_writes import install_xarray_decisions
+
+    install_xarray_decisions(zarr_backend)
+
+
+_when_imported(_XARRAY_ZARR, _decide_xarray_writes)
 
 # Public names and the modules they live in, imported on first use (PEP 562): an
 # entry point that loads one codec, or ``import zarrext``, loads only what it needs.

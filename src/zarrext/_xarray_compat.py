@@ -1,4 +1,4 @@
-"""The two names of xarray's zarr backend that zarrext wraps, checked before it wraps them.
+"""The names of xarray's zarr backend that zarrext wraps, checked before it wraps them.
 
 xarray writes into an existing array with the array's stored NumPy dtype: for an
 optional array that is the (value, valid) record, and NumPy casts a float to it by
@@ -11,7 +11,12 @@ arrays only (see :func:`zarrext.optional_integration.install_xarray_hooks`):
 - ``ZarrStore.open_store_variable``, to warn a reader of the ``zarr`` engine;
 - ``ZarrStore.encode`` (inherited from xarray's writable data store), the one place
   that knows each variable's name, to convert there and name a variable whose
-  values the optional type cannot hold.
+  values the optional type cannot hold;
+
+and, for arrays with a ``conditional`` codec that carries no decision,
+``ArrayWriter.add`` of ``xarray.backends.common``, through which the zarr backend
+writes every array: the array is given the decision zarrext's own writers use (see
+:mod:`zarrext.xarray_writes`).
 
 Like :mod:`zarrext._zarr_compat`, each name is checked (it exists, takes the
 parameters zarrext passes, is looked up where zarrext expects) before it is
@@ -32,7 +37,15 @@ from importlib.metadata import version
 from types import ModuleType
 from typing import Any
 
-__all__ = ["XARRAY_ZARR", "XarrayCompatibilityError", "check", "when_imported", "wrap"]
+__all__ = [
+    "XARRAY_COMMON",
+    "XARRAY_ZARR",
+    "XarrayCompatibilityError",
+    "check",
+    "when_imported",
+    "wrap",
+    "wrap_array_writer",
+]
 
 XARRAY_ZARR = "xarray.backends.zarr"
 
@@ -116,10 +129,10 @@ def wrap(
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Runs a callback on one module right after it is first executed."""
+    """Runs callbacks on one module right after it is first executed."""
 
     def __init__(self, name: str, callback: Callable[[ModuleType], None]) -> None:
-        self.name, self.callback = name, callback
+        self.name, self.callbacks = name, [callback]
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -130,23 +143,64 @@ class _AfterImport(importlib.abc.MetaPathFinder):
         loader = spec.loader if spec is not None else None
         if loader is None or not hasattr(loader, "exec_module"):
             return None  # not a plain source module: leave it to the other finders
-        exec_module, callback = loader.exec_module, self.callback
+        exec_module, callbacks = loader.exec_module, self.callbacks
 
         def exec_then_call(module: ModuleType) -> None:
             exec_module(module)
             if self in sys.meta_path:
                 sys.meta_path.remove(self)
-            callback(module)
+            for callback in callbacks:
+                callback(module)
 
         loader.exec_module = exec_then_call  # type: ignore[method-assign]
         return spec
 
 
 def when_imported(name: str, callback: Callable[[ModuleType], None]) -> None:
-    """``callback(module)`` now if ``name`` is imported, else right after its import."""
+    """``callback(module)`` now if ``name`` is imported, else right after its import.
+
+    Several callbacks may wait for one module (zarrext's optional types and its
+    decisions both wrap parts of xarray's zarr backend); each runs once.
+    """
     module = sys.modules.get(name)
     if module is not None:
         callback(module)
         return
-    if not any(isinstance(f, _AfterImport) and f.name == name for f in sys.meta_path):
-        sys.meta_path.insert(0, _AfterImport(name, callback))
+    for finder in sys.meta_path:
+        if isinstance(finder, _AfterImport) and finder.name == name:
+            if callback not in finder.callbacks:
+                finder.callbacks.append(callback)
+            return
+    sys.meta_path.insert(0, _AfterImport(name, callback))
+
+
+XARRAY_COMMON = "xarray.backends.common"
+# what zarrext wraps for decisions, and how xarray's zarr backend calls it
+_WRITER_ADD: tuple[str, tuple[str, ...]] = (
+    "ArrayWriter.add", ("self", "source", "target", "region"))
+
+
+def wrap_array_writer(
+    common: ModuleType, make: Callable[[Callable[..., Any]], Callable[..., Any]]
+) -> bool:
+    """Wrap ``ArrayWriter.add`` of ``xarray.backends.common`` (checked first), once;
+    whether it wrapped now.
+
+    xarray's zarr backend hands every array it writes, new or opened, to
+    ``writer.add(data, zarr_array, region)`` right before it writes (or, for dask
+    data, keeps it for ``dask.array.store``): the one place where a write's target
+    array is known, for zarrext to give its ``conditional`` codecs a decision.
+    """
+    where, parameters = _WRITER_ADD
+    writer = getattr(common, "ArrayWriter", None)
+    add = getattr(writer, "add", None)
+    if not callable(add):
+        raise _fail(where, "does not exist")
+    if _parameters(add) != parameters:
+        raise _fail(f"{where}({', '.join(parameters)})", f"takes {_parameters(add)}")
+    if getattr(add, "_zarrext_wrapped", False):
+        return False
+    new = functools.update_wrapper(make(add), add)
+    new._zarrext_wrapped = True  # type: ignore[attr-defined]
+    writer.add = new  # type: ignore[union-attr]
+    return True

@@ -40,7 +40,7 @@ from zarrext._zarr_compat import (
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
 from zarrext.decisions import (
-    NEVER_APPLY,
+    NO_DECISION,
     RECORD_KEY,
     DecisionLike,
     Undecided,
@@ -56,7 +56,7 @@ from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
 from zarrext.stores import open_store, writes_in_place
 
-__all__ = ["create_array", "open_array", "with_runtime"]
+__all__ = ["create_array", "open_array", "with_decision_when_none_given", "with_runtime"]
 
 
 def _map_codecs(codec: Any, leaf: Callable[[Any], Any]) -> Any:
@@ -104,21 +104,41 @@ def _conditional_codecs(codec: Any) -> Iterator[ConditionalCodec]:
             yield from _conditional_codecs(inner)
 
 
-def _decision_when_none_given(array: zarr.Array) -> DecisionLike:
-    """The decision for a writer of ``array`` given none: recorded, or :class:`Undecided`.
+def _decision_when_none_given(array: zarr.Array, advice: str | None = None) -> DecisionLike:
+    """The decision for a writer of ``array`` given none: recorded, or :class:`Undecided`
+    (whose warning gives ``advice``, if given).
 
     ``None`` (keep what the codecs carry) for an array without ``conditional``
     codecs, or whose codecs already carry a decision of their own (codec objects
-    given to :func:`create_array`).
+    given a decision, ``"never_apply"`` too: only :data:`NO_DECISION` is none).
     """
     conditionals = [
         c for codec in getattr(array.metadata, "codecs", ()) for c in _conditional_codecs(codec)
     ]
-    if not conditionals or any(c.decision is not NEVER_APPLY for c in conditionals):
+    if not conditionals or any(c.decision is not NO_DECISION for c in conditionals):
         return None
     where = str(array.store_path)
     recorded = recorded_decision(array.attrs, f"array {where}")
-    return recorded if recorded is not None else Undecided(where)
+    return recorded if recorded is not None else Undecided(where, advice)
+
+
+XARRAY_ADVICE = (
+    "give the codec its decision in the variable's encoding, e.g. "
+    "ConditionalCodec(codecs, decision='compress_if_smaller'), or run zarrext recompress"
+)
+
+
+def with_decision_when_none_given(array: Any) -> Any:
+    """``array`` as zarrext's writers write it when given no decision (xarray's
+    ``to_zarr``): with the decision its attributes record, or one that stores chunks
+    raw and says so once (:class:`~zarrext.decisions.NoDecisionWarning`), as
+    :func:`open_array` does. Any other array (no ``conditional`` codec, codecs
+    that carry a decision, not a Zarr format 3 ``zarr.Array``) is returned as it is.
+    """
+    if not isinstance(array, zarr.Array) or not isinstance(array.metadata, ArrayV3Metadata):
+        return array
+    decision = _decision_when_none_given(array, XARRAY_ADVICE)
+    return array if decision is None else with_runtime(array, decision=decision)
 
 
 def _with_decision_record(kwargs: dict[str, Any], name: str) -> dict[str, Any]:

@@ -8,7 +8,7 @@ Three kinds are accepted wherever a decision is:
 
 - a user function in one of the spec's three signatures (see :func:`from_function`);
 - the name of a built-in: ``"compress_if_smaller"``, ``"always_apply"``,
-  ``"never_apply"``, ``"smallest"``;
+  ``"never_apply"``, ``"smallest"``, ``"spec_literal"``;
 - an ``int``: the same mask for every chunk;
 
 or a :class:`Decision` object, e.g. from :func:`from_plan`.
@@ -17,15 +17,40 @@ A decision is not metadata, but :func:`zarrext.create_array` records a built-in'
 name in the array's attributes (``{"zarrext": {"decision": name}}``, see
 :func:`decision_record`) so that :func:`zarrext.open_array` can use it again. A
 zarrext writer of an array with no decision at all stores chunks raw and says so
-once (:class:`NoDecisionWarning`).
+once (:class:`NoDecisionWarning`); xarray's ``to_zarr`` too, once zarrext is
+imported (:mod:`zarrext.xarray_writes`).
 
-Trial encoding is cascaded: nested codec ``i`` is tried on the bytes as they stand
-after the codecs already enabled before it, and an accepted trial's output is kept
-as the chunk's bytes, never computed twice. Because every accepted step of
-``compress_if_smaller`` makes the bytes strictly shorter than they were before the
-step, the stored chunk is never longer than the raw chunk plus the header. A
-non-cascaded check (each codec tried on the raw bytes alone) gives no such
-guarantee: shuffle+zstd can be larger than zstd alone was on raw bytes.
+What a decision sees: an interpretation of the spec
+---------------------------------------------------
+Spec 000 (Phase 2) hands a decision function "the original, unencoded chunk" and
+a trial encoding "of the original, unencoded chunk", and its default rule enables
+a codec when ``len(trial) < len(unencoded)``. Read literally, every nested codec
+is judged on the chunk as it entered the conditional codec. zarrext reads it as a
+cascade instead: nested codec ``i`` is shown, and tried on, the bytes as they stand
+after the codecs already enabled before it (``unencoded_chunk`` is the input codec
+``i`` would receive; for codec 0 that is the original chunk), and an accepted
+trial's output is kept as the chunk's bytes, never computed twice. Why:
+
+- the codecs are applied in order when the chunk is stored, so a codec's trial on
+  its real input is the only one that says what the stored chunk becomes;
+- a filter that keeps the size (``shuffle``) can pay only through the codec after
+  it: ``compress_if_smaller`` applies it tentatively and keeps it when that codec
+  then shrinks the bytes below what they were before the filter (shuffle+zstd is
+  often much smaller than zstd alone); the literal rule never enables it, since
+  ``len(shuffle(chunk)) == len(chunk)``;
+- every accepted step of ``compress_if_smaller`` makes the bytes strictly shorter
+  than they were before it, so the stored chunk is never longer than the raw chunk
+  plus the header (which fixed shard slots rely on). Codecs judged one by one on
+  the original bytes give no such bound: each may shrink the raw chunk while the
+  next one, applied to what the one before it made, grows it (gzip after zstd).
+
+The spec-literal reading is there too: the built-in ``"spec_literal"``
+(:class:`SpecLiteral`) is the default rule applied to the original chunk, each
+codec alone, the codecs it enables then applied in order; and
+``from_function(func, cascade=False)`` shows a decision function the original
+chunk, and trials of it, for every codec. With ``[shuffle, zstd]`` the literal
+rule stores zstd alone (mask ``0b10``) where ``compress_if_smaller`` stores both
+(``0b11``); see README's ``conditional`` section.
 """
 
 from __future__ import annotations
@@ -51,9 +76,11 @@ __all__ = [
     "RECORD_KEY",
     "ChunkEncoding",
     "CodecInfo",
+    "NO_DECISION",
     "Decision",
     "DecisionError",
     "NoDecisionWarning",
+    "SpecLiteral",
     "Undecided",
     "builtin_name",
     "decision_record",
@@ -281,6 +308,47 @@ class CompressIfSmaller(Decision):
         return mask, base
 
 
+class SpecLiteral(Decision):
+    """Spec 000's default rule read literally: every codec judged on the original chunk.
+
+    Nested codec ``i`` is trial-encoded on the chunk as it entered the conditional
+    codec (not on the output of the codecs before it) and enabled when its trial
+    is strictly shorter than that chunk; the enabled codecs are then applied in
+    order (the first one's trial is its output; the rest are encoded once more on
+    what precedes them). A filter that keeps the size (``shuffle``) is never
+    enabled, and the enabled codecs together may give more bytes than the raw
+    chunk, so the output is not bounded by it (``guarantees_no_inflation`` False).
+    ``compress_if_smaller`` is zarrext's cascaded reading (see the module docstring).
+    """
+
+    name = "spec_literal"
+    trial_encode = True
+    keeps_chunk_bytes = False
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        mask = 0
+        first: Buffer | None = None
+        for i in range(len(chunk.codecs)):
+            trial = chunk.encode(i, chunk.data)
+            if len(trial) < len(chunk.data):
+                first = trial if first is None else first
+                mask |= 1 << i
+        return mask, _apply_after_first(chunk, mask, first)
+
+
+def _apply_after_first(chunk: ChunkEncoding, mask: int, first: Buffer | None) -> Buffer:
+    """The chunk encoded with the codecs of ``mask`` in order, given ``first``: the
+    lowest codec's output on the original chunk (its trial), or None to encode it."""
+    if not mask:
+        return chunk.data
+    lowest = (mask & -mask).bit_length() - 1
+    out = chunk.encode(lowest, chunk.data) if first is None else first
+    for i in range(lowest + 1, len(chunk.codecs)):
+        if mask >> i & 1:
+            out = chunk.encode(i, out)
+    return out
+
+
 class Smallest(Decision):
     """Try every mask and keep the smallest output; ties go to fewer codecs.
 
@@ -414,10 +482,17 @@ def _read_only(buffer: Buffer) -> np.ndarray:
 
 
 class FunctionDecision(Decision):
-    """A user function called once per nested codec, as the spec's phase 2 describes."""
+    """A user function called once per nested codec, as the spec's phase 2 describes.
 
-    def __init__(self, func: Callable[..., Any], trial_encode: bool | None) -> None:
+    ``cascade`` (default): codec ``i`` is shown the bytes after the codecs enabled
+    before it; else the original chunk, for every codec (see :func:`from_function`).
+    """
+
+    def __init__(
+        self, func: Callable[..., Any], trial_encode: bool | None, cascade: bool = True
+    ) -> None:
         self.func = func
+        self.cascade = cascade
         self.kind = _signature_kind(func, trial_encode)
         if self.kind == _TRIAL and trial_encode is False:
             raise DecisionError(
@@ -430,6 +505,7 @@ class FunctionDecision(Decision):
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         mask = 0
         current = chunk.data
+        first: Buffer | None = None  # spec-literal: the first enabled codec's trial
         for info in chunk.codecs:
             trial = chunk.encode(info.index, current) if self.trial_encode else None
             unencoded = _read_only(current)
@@ -452,13 +528,21 @@ class FunctionDecision(Decision):
                     f"{chunk.where()}, nested codec {info.index} ({info.name!r}); "
                     "expected True or False"
                 )
-            if answer:
-                mask |= 1 << info.index
-                current = trial if trial is not None else chunk.encode(info.index, current)
+            if not answer:
+                continue
+            mask |= 1 << info.index
+            if not self.cascade:  # every codec is shown the original chunk
+                first = trial if first is None else first
+                continue
+            current = trial if trial is not None else chunk.encode(info.index, current)
+        if not self.cascade:
+            return mask, _apply_after_first(chunk, mask, first)
         return mask, current
 
 
-def from_function(func: Callable[..., Any], trial_encode: bool | None = None) -> Decision:
+def from_function(
+    func: Callable[..., Any], trial_encode: bool | None = None, *, cascade: bool = True
+) -> Decision:
     """Wrap a per-codec decision function.
 
     Parameters
@@ -476,17 +560,41 @@ def from_function(func: Callable[..., Any], trial_encode: bool | None = None) ->
         already enabled) and what it makes of them.
     trial_encode : bool, optional
         Trial-encode every codec before asking. Defaults to what the signature needs.
+    cascade : bool
+        True (zarrext's reading of the spec, see the module docstring): codec ``i``
+        is shown the bytes after the codecs enabled before it. False (the spec read
+        literally): every codec is shown the original, unencoded chunk and its
+        trial of that chunk; the codecs the function enables are then applied in
+        order.
     """
-    return FunctionDecision(func, trial_encode)
+    return FunctionDecision(func, trial_encode, cascade)
 
 
 NEVER_APPLY = FixedMask(0, "never_apply")
+
+
+class _NoDecision(FixedMask):
+    """What a ``conditional`` codec holds when given no decision: mask 0, the spec's
+    default, like ``never_apply`` but not chosen. zarrext's writers tell the two
+    apart: they replace this one with the decision an array's attributes record, or
+    with :class:`Undecided`, which says that chunks are stored raw; a
+    ``never_apply`` given on purpose is kept. Unpickles as :data:`NO_DECISION`."""
+
+    def __init__(self) -> None:
+        super().__init__(0, "none")
+
+    def __reduce__(self) -> str:
+        return "NO_DECISION"
+
+
+NO_DECISION = _NoDecision()
 
 BUILTIN_DECISIONS: dict[str, Callable[[], Decision]] = {
     "compress_if_smaller": CompressIfSmaller,
     "always_apply": lambda: FixedMask(None, "always_apply"),
     "never_apply": lambda: NEVER_APPLY,
     "smallest": Smallest,
+    "spec_literal": SpecLiteral,
 }
 
 DecisionLike = Decision | str | int | Callable[..., Any] | None
@@ -495,10 +603,11 @@ DecisionLike = Decision | str | int | Callable[..., Any] | None
 def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -> Decision:
     """Turn anything accepted as a decision into a :class:`Decision`.
 
-    ``None`` means no decision: every nested codec is skipped (the spec's default).
+    ``None`` means no decision: every nested codec is skipped (the spec's default),
+    as :data:`NO_DECISION`, which zarrext's writers tell from ``"never_apply"``.
     """
     if decision is None:
-        return NEVER_APPLY
+        return NO_DECISION
     if isinstance(decision, str):
         try:
             decision = BUILTIN_DECISIONS[decision]()
@@ -538,11 +647,21 @@ class Undecided(FixedMask):
     ----------
     array : str
         The array, as the warning names it.
+    advice : str, optional
+        What the warning tells the writer to do, for writers that do not go through
+        :func:`zarrext.open_array` (xarray's ``to_zarr``).
     """
 
-    def __init__(self, array: str) -> None:
+    ADVICE = (
+        "pass decision=, e.g. 'compress_if_smaller', to zarrext.open_array or "
+        "zarrext.create_array (create_array records a built-in decision for later "
+        "opens), or run zarrext recompress"
+    )
+
+    def __init__(self, array: str, advice: str | None = None) -> None:
         super().__init__(0, "none")
         self.array = array
+        self.advice = advice or self.ADVICE
         self.warned = False
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
@@ -553,10 +672,7 @@ class Undecided(FixedMask):
             if first:
                 warnings.warn(
                     f"array {self.array} has a conditional codec but no decision, so its "
-                    "chunks are stored raw (mask 0); pass decision=, e.g. "
-                    "'compress_if_smaller', to zarrext.open_array or zarrext.create_array "
-                    "(create_array records a built-in decision for later opens), or run "
-                    "zarrext recompress",
+                    f"chunks are stored raw (mask 0); {self.advice}",
                     NoDecisionWarning,
                     stacklevel=2,
                 )
@@ -575,6 +691,7 @@ _BUILTIN_OBJECTS = {
     (Smallest, "smallest"): "smallest",
     (FixedMask, "always_apply"): "always_apply",
     (FixedMask, "never_apply"): "never_apply",
+    (SpecLiteral, "spec_literal"): "spec_literal",
 }
 
 

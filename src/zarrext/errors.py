@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from zarr.errors import UnknownCodecError
+from zarrext._text import counted
 
 __all__ = [
     "DECODE_ERRORS",
@@ -247,7 +248,7 @@ class DamagedChunksError(ChunkDecodeError):
         n = len(self.damaged)
         shown = "; ".join(str(e) for e in self.damaged[: self.SHOWN])
         more = f"; and {n - self.SHOWN} more (see .damaged)" if n > self.SHOWN else ""
-        return f"{self.what} {n} damaged chunk(s) as stored: {shown}{more}"
+        return f"{self.what} {counted(n, 'damaged chunk')} as stored: {shown}{more}"
 
 
 class CodecUnavailableError(UnknownCodecError):

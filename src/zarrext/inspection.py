@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import numpy as np
 import zarr
+from zarr.abc.store import ByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.array_spec import ArraySpec
 from zarr.core.buffer import Buffer, default_buffer_prototype
@@ -46,6 +47,7 @@ __all__ = [
     "StoredChunk",
     "conditional_placement",
     "codec_chain",
+    "inner_chunks_inside",
     "inventory",
     "node_info",
     "size_change",
@@ -111,8 +113,22 @@ class StoredChunk:
 class ArrayInventory:
     """Every stored chunk of one array, and totals.
 
-    ``object_sizes`` holds the size of every stored object (chunk or shard) as the
-    store holds it, by key: what :attr:`stored_bytes` sums.
+    Bytes are counted one way in every report of zarrext (``info``, ``inspect``,
+    ``check``, ``quantize``):
+
+    - *stored* (:attr:`stored_bytes`): the bytes of the encoded chunks themselves,
+      the inner chunks of a sharded array (those inside the array's shape); not
+      ``zarr.json``, not a shard's index or the free space in it. Where codecs
+      follow ``sharding_indexed`` the shard is encoded whole and its inner chunks
+      are no separate bytes in the store: such a shard counts whole;
+    - *objects* (:attr:`object_bytes`): the sizes of the chunk (shard) objects as
+      the store holds them, index and free space included: what a bucket bills;
+    - *on disk* (``allocated``, local directories only, :func:`node_info`): what the
+      file system allocates for them, less than their sizes where fixed slots
+      leave holes.
+
+    ``object_sizes`` holds each object's size by key, ``stored_sizes`` the stored
+    bytes of the chunks in it (a shard whose index does not decode has none).
     """
 
     path: str
@@ -125,14 +141,18 @@ class ArrayInventory:
     damaged: list[ChunkDecodeError] = field(default_factory=list)
     """Chunks (or whole shards) that did not decode, with ``on_damage="mark"``."""
     object_sizes: dict[str, int] = field(default_factory=dict)
+    stored_sizes: dict[str, int] = field(default_factory=dict)
 
     @property
     def stored_bytes(self) -> int:
-        """Bytes in the store: the chunk (shard) objects' sizes as stored.
+        """The encoded chunks' bytes: a shard's index and free space not counted
+        (a shard encoded whole by codecs after ``sharding_indexed`` counts whole)."""
+        return sum(self.stored_sizes.values())
 
-        A shard counts whole (index and free space included), compressed if codecs
-        follow ``sharding_indexed``; metadata (``zarr.json``) is not counted.
-        """
+    @property
+    def object_bytes(self) -> int:
+        """The chunk (shard) objects' sizes as the store holds them; ``zarr.json``
+        is not counted."""
         return sum(self.object_sizes.values())
 
     @property
@@ -221,6 +241,27 @@ def _raw_nbytes(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> int:
     return prod(shape) * metadata.data_type.to_native_dtype().itemsize
 
 
+def inner_chunks_inside(
+    metadata: ArrayV3Metadata, shard_coords: tuple[int, ...]
+) -> tuple[int, ...]:
+    """How many inner chunks of the shard at ``shard_coords`` lie inside the array's
+    shape, along each axis (in the axes the sharding codec sees): the inner chunks
+    ``[0, n)`` of each axis; those beyond the array's edge hold no data.
+    """
+    outer, sharding = storage_block(metadata)
+    if sharding is None:
+        raise ValueError("inner_chunks_inside: the array is not sharded")
+    chain = CodecChain.from_metadata(metadata)
+    shape = chain.to_serializer_axes(tuple(metadata.shape))
+    inner = tuple(sharding.chunk_shape)
+    per_shard = tuple(s // c for s, c in zip(chain.to_serializer_axes(outer), inner, strict=True))
+    origin = chain.to_serializer_axes(tuple(shard_coords))
+    return tuple(
+        max(0, min(k, -(-s // c) - o * k))
+        for s, c, k, o in zip(shape, inner, per_shard, origin, strict=True)
+    )
+
+
 def inventory(
     array: zarr.Array | Any,
     *,
@@ -247,9 +288,10 @@ def inventory(
         ``progress(done, total)`` stored objects read, before the first and after
         each batch.
     list_chunks : bool
-        False: only each stored object's size (:attr:`ArrayInventory.object_sizes`),
-        asked of the store without reading the object (a shard is not fetched for
-        its index); no chunk is listed.
+        False: only the totals (:attr:`ArrayInventory.object_sizes` and
+        :attr:`ArrayInventory.stored_sizes`): each object's size is asked of the
+        store, and of a shard only its index is read (a range of the index's size),
+        for its chunks' sizes; no chunk is listed.
     """
     from zarrext.stores import open_job_array
 
@@ -270,17 +312,32 @@ def inventory(
         -(-s // c) for s, c in zip(axes(tuple(metadata.shape)), chunk_shape, strict=True)
     )
     result = ArrayInventory(array.path, metadata.shape, grid_shape, chunk_shape, placement)
+    per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
+    # A shard with nothing after sharding_indexed: its index holds its chunks' sizes.
+    # Else the shard is encoded whole, and counts whole.
+    bare_shards = sharding is not None and not chain.bytes_bytes
     # Objects are fetched async.concurrency at a time (an object store answers
     # many requests at once), and each batch is read before the next is fetched:
     # memory stays at one batch of objects.
     needs_bytes = list_chunks and (
         sharding is not None or (placement is not None and read_masks)
     )
+    index_range: ByteRequest | None = None
+    if bare_shards and not needs_bytes:
+        assert sharding is not None
+        index_size = shard_index_size(sharding, per_shard)
+        index_range = (
+            RangeByteRequest(0, index_size) if sharding.index_location == "start"
+            else SuffixByteRequest(index_size)
+        )
 
     async def fetch(key: str) -> Any:
         if needs_bytes:
             return await store.get(key, prototype)
-        return await store.getsize(key)
+        size = await store.getsize(key)
+        if index_range is None:
+            return size
+        return size, await store.get(key, prototype, byte_range=index_range)
 
     inner_spec = _spec(chunk_shape, metadata)
     raw_nbytes = _raw_nbytes(chunk_shape, metadata)
@@ -301,12 +358,33 @@ def inventory(
         finally:
             _chunk_index.reset(token)
 
+    def inside(origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...] | None:
+        """An inner chunk's index in the array-wide grid; None beyond the array's edge."""
+        index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
+        return None if any(i >= g for i, g in zip(index, grid_shape, strict=True)) else index
+
     def add(coords: tuple[int, ...], key: str, got: Any) -> None:
-        """Add the chunks of one stored object (``got``: its bytes, or its size when
-        only sizes are asked for)."""
+        """Add the chunks of one stored object (``got``: its bytes; or its size, and
+        a bare shard's index, when only totals are asked for)."""
         if got is None:
             return  # deleted since listed
+        index_bytes = None
+        if isinstance(got, tuple):
+            got, index_bytes = got
+            if index_bytes is None:
+                return  # deleted since listed
         size = result.object_sizes[key] = got if isinstance(got, int) else len(got)
+        origin = axes(tuple(coords))
+        if index_bytes is not None:  # totals only, of a bare shard: from its index
+            assert sharding is not None
+            entries = index_entries(sharding, index_bytes, per_shard, size, key)
+            result.stored_sizes[key] = sum(
+                stop - start for local, (start, stop) in entries
+                if inside(origin, local) is not None
+            )
+            return
+        if not bare_shards:  # a chunk, or a shard encoded whole
+            result.stored_sizes[key] = size
         if not list_chunks:
             return
         if sharding is None:
@@ -324,11 +402,14 @@ def inventory(
                 shard = prototype.buffer.from_bytes(
                     chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
                 )
-        origin = axes(tuple(coords))
+        chunks = []
         for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
-            index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
-            if any(i >= g for i, g in zip(index, grid_shape, strict=True)):
-                continue
+            index = inside(origin, local)
+            if index is not None:
+                chunks.append((local, index, start, stop))
+        if bare_shards:
+            result.stored_sizes[key] = sum(stop - start for _, _, start, stop in chunks)
+        for local, index, start, stop in chunks:
             mask = None
             damaged = False
             if placement is not None and placement.sharding is sharding and read_masks:
@@ -338,7 +419,6 @@ def inventory(
                 StoredChunk(index, key, stop - start, raw_nbytes, mask, damaged)
             )
 
-    per_shard = tuple(s // c for s, c in zip(axes(outer_shape), chunk_shape, strict=True))
     keys = list(stored_chunk_keys(array))
     batch = max(1, int(zarr_config.get("async.concurrency") or 1))
     if progress is not None:
@@ -378,24 +458,49 @@ def shard_entries(
         index_bytes = shard[:index_size]
     else:
         index_bytes = shard[len(shard) - index_size :]
+    return index_entries(sharding, index_bytes, chunks_per_shard, len(shard), key)
+
+
+def index_entries(
+    sharding: ShardingCodec, index_bytes: Buffer, chunks_per_shard: tuple[int, ...],
+    shard_size: int, key: str,
+) -> Iterator[tuple[tuple[int, ...], tuple[int, int]]]:
+    """As :func:`shard_entries`, from the shard's index bytes and its size alone.
+
+    Raises ValueError (a ``shard {key}`` message) when the index does not decode or
+    an entry reaches outside the shard; every entry is checked before the first is
+    given.
+    """
+    index_size = shard_index_size(sharding, chunks_per_shard)
+    if len(index_bytes) != index_size or shard_size < index_size:
+        raise ValueError(
+            f"shard {key!r}: {shard_size} bytes is shorter than its {index_size}-byte index"
+        )
     index = sync(decode_shard_index(sharding, index_bytes, chunks_per_shard))
+    entries = []
     for local in np.ndindex(chunks_per_shard):
         found = index.get_chunk_slice(local)
         if found is None:
             continue
         start, stop = found
-        if not 0 <= start <= stop <= len(shard):
+        if not 0 <= start <= stop <= shard_size:
             raise ValueError(
                 f"shard {key!r}: inner chunk {local} spans bytes {start}..{stop}, "
-                f"outside the {len(shard)}-byte shard"
+                f"outside the {shard_size}-byte shard"
             )
-        yield local, (start, stop)
+        entries.append((local, (start, stop)))
+    return iter(entries)
 
 
 def _allocated_bytes(array: zarr.Array, keys: Iterator[str]) -> int | None:
     """Bytes the file system allocates for the objects ``keys`` of a local array
     (``st_blocks * 512``): less than their sizes where fixed slots leave holes
-    (``zarrext compact`` reclaims the difference). None for other stores."""
+    (``zarrext compact`` reclaims the difference). None for other stores.
+
+    ``keys`` are store keys (:attr:`ArrayInventory.object_sizes`'), which hold the
+    array's path already: an array inside a group is not looked for under its path
+    twice.
+    """
     import os
     from pathlib import Path
 
@@ -404,7 +509,7 @@ def _allocated_bytes(array: zarr.Array, keys: Iterator[str]) -> int | None:
     store = array.store_path.store
     if not isinstance(store, LocalStore):
         return None
-    root = Path(store.root) / array.path
+    root = Path(store.root)
     total = 0
     for key in keys:
         try:
@@ -453,12 +558,15 @@ def node_info(
     ``scale_offset`` + ``cast_value``: the integer type, the range it stores, the
     reserved codes and the plan recorded in the attributes, its range, bound and
     headroom; ``None`` otherwise), for a group ``members`` (sorted by name) and
-    ``arrays`` (count). ``stored_bytes`` is :attr:`ArrayInventory.stored_bytes` of an
-    array (the objects' sizes as the store holds them, one definition for every
-    command), the
-    sum over its arrays for a group; ``allocated_bytes`` (arrays only) what a local
-    file system allocates for them, None elsewhere.
+    ``arrays`` (count). Bytes are counted as :class:`ArrayInventory` says, one way
+    for every command: ``stored_bytes`` the encoded chunks' bytes
+    (:attr:`ArrayInventory.stored_bytes`), ``object_bytes`` the objects' sizes
+    (:attr:`ArrayInventory.object_bytes`), each summed over its arrays for a group;
+    ``allocated_bytes`` (arrays only) what a local file system allocates for the
+    objects, None elsewhere; ``damaged`` (arrays only) the shards whose index does
+    not decode (their chunks are not counted: ``zarrext check`` names them).
 
+    Each object's size is asked of the store; of a shard only the index is read.
     ``progress(path, done, total)``, if given, is called with each array's path
     and its stored objects read so far, before the first and after each batch.
     """
@@ -468,8 +576,8 @@ def node_info(
         if not isinstance(metadata, ArrayV3Metadata):
             raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
         outer, sharding = storage_block(metadata)
-        stored = inventory(  # sizes only: no shard is read for its index
-            node, read_masks=False, list_chunks=False,
+        stored = inventory(  # totals only: of a shard, only its index is read
+            node, read_masks=False, list_chunks=False, on_damage="mark",
             progress=None if progress is None else functools.partial(progress, node.path or "/"),
         )
         return {
@@ -490,8 +598,10 @@ def node_info(
             # a quantized array: what it stores, and the plan its attributes record
             "quantize": _quantize_info(metadata),
             "stored_bytes": stored.stored_bytes,
-            # local files only: holes in fixed slots make it less than stored_bytes
+            "object_bytes": stored.object_bytes,
+            # local files only: holes in fixed slots make it less than object_bytes
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
+            "damaged": len(stored.damaged),
         }
     with naming_codec_holder(group=node):
         listed = sorted(node.members(), key=lambda m: m[0])
@@ -501,6 +611,7 @@ def node_info(
         "type": "group",
         "attributes": attributes,
         "stored_bytes": sum(m["stored_bytes"] for m in members),
+        "object_bytes": sum(m["object_bytes"] for m in members),
         "arrays": sum(1 if m["type"] == "array" else m["arrays"] for m in members),
         "members": members,
     }

@@ -28,6 +28,7 @@ import typer
 import zarr
 from zarr.errors import NodeNotFoundError
 
+from zarrext._text import counted
 from zarrext.decisions import BUILTIN_DECISIONS
 from zarrext.errors import naming_codec_holder
 from zarrext.group_metadata import is_staging
@@ -668,7 +669,7 @@ def run_each[R](
             result = job(array)
         except KeyboardInterrupt as e:
             e.add_note(
-                f"{verb} stopped in {describe(array)} after {done} finished array(s)"
+                f"{verb} stopped in {describe(array)} after {counted(done, 'finished array')}"
                 + (f"; {on_interrupt}" if on_interrupt else "")
             )
             raise
@@ -681,7 +682,8 @@ def run_each[R](
         done += 1
         yield array, result
     if skipped:
-        fail(f"{skipped} of {len(arrays)} arrays under {path} were skipped by {verb} (see above)")
+        fail(f"{skipped} of {counted(len(arrays), 'array')} under {path} "
+             f"{'was' if skipped == 1 else 'were'} skipped by {verb} (see above)")
 
 
 def named_by_path(error: BaseException, path: Any) -> BaseException:

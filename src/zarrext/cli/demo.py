@@ -17,7 +17,8 @@ def register(app: typer.Typer) -> None:
     def demo(
         directory: Annotated[
             Path | None,
-            typer.Argument(help="Where to build the examples (default: a temporary directory)."),
+            typer.Argument(help="Where to build the examples and keep them (default: a "
+                           "temporary directory, removed when the demo ends)."),
         ] = None,
     ) -> None:
         """Build every example store and show what each extension did."""
@@ -26,7 +27,7 @@ def register(app: typer.Typer) -> None:
         console = Console()
         if directory is None:
             with tempfile.TemporaryDirectory(prefix="zarrext-demo-") as tmp:
-                run_all(Path(tmp), console)
+                run_all(Path(tmp), console, temporary=True)
         else:
             if directory.exists() and (not directory.is_dir() or any(directory.iterdir())):
                 fail(f"{directory} already exists and is not empty; give a new directory")

@@ -10,6 +10,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from zarrext._text import counted
 from zarrext.cli._common import QUIET_HELP, ExitCode, fail
 
 
@@ -93,5 +94,6 @@ def register(app: typer.Typer) -> None:
         console.print(table)
         if not dry_run:
             console.print(
-                f"wrote {len(results)} zarr.json file(s); open with zarr.open({str(path)!r})"
+                f"wrote {counted(len(results), 'zarr.json file')}; "
+                f"open with zarr.open({str(path)!r})"
             )

@@ -24,6 +24,7 @@ from zarrext.sharding.inspect import (
     format_bytes,
     shard_report,
     summary_line,
+    used_text,
     usual_writes,
     writes_text,
 )
@@ -145,21 +146,14 @@ def render_shard_table(
     )
     rows = []
     for info in shown:
-        # codecs after sharding_indexed: used of the decoded shard, which is not stored
-        whole = info.file_size if info.decoded_size is None else info.decoded_size
-        pct = 100.0 * info.bytes_used / whole if whole else 0.0
-        used = f"{format_bytes(info.bytes_used)} of {format_bytes(whole)} ({pct:.0f}%)"
-        if info.decoded_size is not None:
-            used = (f"{format_bytes(info.bytes_used)} of {format_bytes(whole)} decoded "
-                    f"({pct:.0f}%), {format_bytes(info.file_size)} stored")
-        row = [info.key, info.layout, used]
+        row = [info.key, info.layout, used_text(info)]
         if on_disk:
             row.append("" if info.allocated is None else format_bytes(info.allocated))
         row.append(f"{info.empty_chunks}/{info.n_chunks}")
         row += [masks.get(info.key, "")] if masks is not None else []
         row += [notes.get(info.key, "")] if notes else []
         rows.append(row)
-    names = ["shard", "layout", "bytes used", *(["on disk"] if on_disk else []), "empty"]
+    names = ["shard", "layout", "stored of object", *(["on disk"] if on_disk else []), "empty"]
     names += ["masks"] if masks is not None else []
     names += ["note"] if notes else []
     table = Table(box=box.SIMPLE_HEAD)

@@ -9,6 +9,7 @@ import typer
 import zarr
 from rich.console import Console
 
+from zarrext._text import bytes_text, counted
 from zarrext.cli._common import (
     ICECHUNK_SNAPSHOT_HELP,
     PATH_HELP,
@@ -38,24 +39,27 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
     ]
 
 
-def checked_text(array: Any, *, sharded: bool, deep: bool) -> str:
+def checked_text(array: Any, *, sharded: bool, deep: bool, sizes: Any) -> str:
     """What a check of ``array`` that found nothing looked at, and what it did not:
-    ``every chunk validates`` only where every chunk was decoded."""
+    ``every chunk validates`` only where every chunk was decoded; and the bytes its
+    ``sizes`` (:func:`zarrext.inspection.inventory`, totals) count, as info and
+    inspect count them."""
     from zarr.storage import LocalStore
 
-    from zarrext.inspection import stored_chunk_keys
-
-    n = sum(1 for _ in stored_chunk_keys(array))
+    n = sizes.store_keys
     noun = "shard" if sharded else "chunk"
+    stored = bytes_text(sizes.stored_bytes, sizes.object_bytes)
     if deep:
-        return f"every {noun} validates: {n} {noun}s read, every chunk in them decoded"
+        return (f"every {noun} validates: {counted(n, noun)} read, every chunk in them "
+                f"decoded; {stored}")
     leftovers = (", no interrupted writes left behind"
                  if isinstance(array.store_path.store, LocalStore) else "")
     if sharded:
-        done = f"every shard validates: {n} shard indexes read, chunks' byte ranges checked"
+        done = (f"every shard validates: {counted(n, 'shard index', 'shard indexes')} read, "
+                "chunks' byte ranges checked")
     else:
-        done = f"{n} chunks listed"
-    return f"{done}{leftovers}; chunk contents not decoded (--deep decodes them)"
+        done = f"{counted(n, 'chunk')} listed"
+    return f"{done}{leftovers}; chunk contents not decoded (--deep decodes them); {stored}"
 
 
 def _print_findings(
@@ -170,7 +174,8 @@ def register(app: typer.Typer) -> None:
                 inv = inventory(array, read_masks=False)
                 console.print(
                     f"would {'expand' if expand else 'compact'} {array.path or '/'}: "
-                    f"{inv.store_keys} shards, {inv.chunk_bytes:,} bytes of chunks",
+                    f"{counted(inv.store_keys, 'shard')}, "
+                    f"{bytes_text(inv.stored_bytes, inv.object_bytes)}",
                     highlight=False,
                 )
             return
@@ -209,16 +214,19 @@ def register(app: typer.Typer) -> None:
                 name = array.path or "/"
                 rewritten += report.rewritten
                 if not report.rewritten:
-                    console.print(f"{name}: {report.shards} shards, all already {form}: "
-                                  "left as they are", highlight=False)
+                    single = report.shards == 1
+                    console.print(f"{name}: {counted(report.shards, 'shard')}, "
+                                  f"{'' if single else 'all '}already {form}: left as "
+                                  f"{'it is' if single else 'they are'}", highlight=False)
                     continue
                 what = (
-                    f"{report.shards} shards, {report.rewritten} rewritten ({report.unchanged} "
-                    f"already {form}, left as they are)" if report.unchanged
-                    else f"{report.shards} shards rewritten"
+                    f"{counted(report.shards, 'shard')}, {report.rewritten} rewritten "
+                    f"({report.unchanged} already {form}, left as they are)" if report.unchanged
+                    else f"{counted(report.shards, 'shard')} rewritten"
                 )
+                # the objects' sizes change; the chunks in them (bytes stored) do not
                 console.print(
-                    f"{name}: {what}, {format_bytes(report.bytes_before)} -> "
+                    f"{name}: {what}, objects {format_bytes(report.bytes_before)} -> "
                     f"{format_bytes(report.bytes_after)}", highlight=False,
                 )
         # after the run: a job that failed or rewrote nothing had no readers to warn
@@ -266,6 +274,7 @@ def register(app: typer.Typer) -> None:
         and that the fill value survives the filters."""
         from zarrext.cli._common import iter_arrays
         from zarrext.cli.render import progress_bar
+        from zarrext.inspection import inventory
         from zarrext.sharding.check import check as run_check
         from zarrext.sharding.check import unverifiable
         from zarrext.sharding.layout import sharding_codec_of
@@ -278,6 +287,7 @@ def register(app: typer.Typer) -> None:
             iter_arrays(path, mode="r+" if repair else "r", storage_options=storage_options)
         )
         findings_of = []
+        sizes_of = []
         with dask_client(scheduler, "check") as client:
             for array in arrays:
                 label = f"check {array.path or '/'}"
@@ -285,10 +295,16 @@ def register(app: typer.Typer) -> None:
                     findings_of.append(run_check(
                         array, repair=repair, deep=deep, client=client, progress=progress
                     ))
-        for array, findings in zip(arrays, findings_of, strict=True):
+                # the bytes as info and inspect count them (after any repair)
+                sizes_of.append(inventory(array, read_masks=False, list_chunks=False,
+                                          on_damage="mark"))
+        for array, findings, sizes in zip(arrays, findings_of, sizes_of, strict=True):
             name = array.path or "/"
             unverified = unverifiable(array) if deep else None
-            entry: dict[str, Any] = {"array": name, "findings": [f.to_json() for f in findings]}
+            entry: dict[str, Any] = {
+                "array": name, "findings": [f.to_json() for f in findings],
+                "stored_bytes": sizes.stored_bytes, "object_bytes": sizes.object_bytes,
+            }
             if deep:
                 entry["unverified"] = unverified
             report.append(entry)
@@ -296,7 +312,7 @@ def register(app: typer.Typer) -> None:
             if not as_json:
                 sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
                 checked = "" if findings or unverified is not None else checked_text(
-                    array, sharded=sharded, deep=deep)
+                    array, sharded=sharded, deep=deep, sizes=sizes)
                 _print_findings(name, findings, sharded=sharded, unverified=unverified,
                                 checked=checked)
         # temporary outputs killed jobs left in the groups (and beside PATH)

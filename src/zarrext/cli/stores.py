@@ -15,6 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from zarrext._text import bytes_text, counted
 from zarrext.cli._common import (
     DECISION,
     PATH_HELP,
@@ -133,6 +134,7 @@ def _inventory_json(
         "grid_shape": list(inv.grid_shape),
         "stored_chunks": len(inv.chunks),
         "stored_bytes": inv.stored_bytes,
+        "object_bytes": inv.object_bytes,
         # the encoded inner chunks: decoded shards' bytes when codecs follow sharding
         "chunk_bytes": inv.chunk_bytes,
         "raw_bytes": inv.raw_bytes,
@@ -383,7 +385,9 @@ def _extra_handles(image: np.ndarray, per_shard: tuple[int, ...] | None) -> list
     handles: list[Any] = []
     unwritten = int(np.isnan(image).sum())
     if unwritten:
-        handles.append(Patch(color=NOT_WRITTEN, label=f"not written ({unwritten} chunks)"))
+        handles.append(
+            Patch(color=NOT_WRITTEN, label=f"not written ({counted(unwritten, 'chunk')})")
+        )
     if per_shard is not None:
         handles.append(Line2D([], [], color="black", linewidth=1.5, label="shard boundary"))
     return handles
@@ -413,7 +417,7 @@ def _mask_panel(
         per_shard, inv.grid_shape,
     )
     handles: list[Any] = [
-        Patch(color=c, label=f"{mask_name(m, names)} ({counts[m]} chunks)")
+        Patch(color=c, label=f"{mask_name(m, names)} ({counted(counts[m], 'chunk')})")
         for m, c in zip(present, colours, strict=False)
     ]
     handles += _extra_handles(rank, per_shard)
@@ -508,7 +512,7 @@ def register(app: typer.Typer) -> None:
                 console.print(f"note: {text}", highlight=False, soft_wrap=True)
             if inv.damaged:
                 console.print(
-                    f"damaged: {len(inv.damaged)} chunk(s) whose header does not decode "
+                    f"damaged: {counted(len(inv.damaged), 'chunk')} whose header does not decode "
                     "(no mask counted; named on stderr)", highlight=False, soft_wrap=True,
                 )
             if inv.placement is not None:
@@ -534,7 +538,7 @@ def register(app: typer.Typer) -> None:
             if not as_json:
                 console.print(
                     f"plot written to {plot}"
-                    + (f" (first {shown} of {len(inventories)} arrays)"
+                    + (f" (first {shown} of {counted(len(inventories), 'array')})"
                        if shown < len(inventories) else ""),
                     highlight=False,
                 )
@@ -545,7 +549,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(json.dumps(document))
         if damaged:
             _name_damaged(damaged, path)
-            fail(f"{len(damaged)} damaged chunk(s) under {path} (named above); zarrext "
+            fail(f"{counted(len(damaged), 'damaged chunk')} under {path} (named above); zarrext "
                  "check --deep decodes every chunk")
 
     @app.command()
@@ -597,11 +601,11 @@ def register(app: typer.Typer) -> None:
                               "objects": plan.objects, "stored_bytes": plan.bytes_before,
                               "bytes_after": plan.bytes_after,
                               "damaged": _damaged_json(plan.damaged)})
-                left = f"; {len(plan.damaged)} damaged chunk(s) would be left as stored" if (
-                    plan.damaged) else ""
+                left = (f"; {counted(len(plan.damaged), 'damaged chunk')} would be left as "
+                        "stored" if plan.damaged else "")
                 console.print(
-                    f"would recompress {array.path or '/'}: {plan.chunks} chunks in "
-                    f"{plan.objects} objects, {plan.bytes_before:,} -> "
+                    f"would recompress {array.path or '/'}: {counted(plan.chunks, 'chunk')} in "
+                    f"{counted(plan.objects, 'object')}, {plan.bytes_before:,} -> "
                     f"{plan.bytes_after:,} bytes{left}", highlight=False, soft_wrap=True,
                 )
             if as_json:
@@ -654,10 +658,10 @@ def _fail_on_damage(
     _name_damaged(damaged, path)
     n = len(damaged)
     if dry_run:
-        summary = (f"recompress would leave {n} damaged chunk(s) under {path} as stored "
+        summary = (f"recompress would leave {counted(n, 'damaged chunk')} under {path} as stored "
                    "(named above) and rewrite the others")
     else:
-        summary = (f"recompress left {n} damaged chunk(s) under {path} as stored (named "
+        summary = (f"recompress left {counted(n, 'damaged chunk')} under {path} as stored (named "
                    "above); every other chunk was rewritten. Restore or rewrite them "
                    "(zarrext check --deep lists them too)")
     if then is not None:
@@ -705,15 +709,6 @@ def _recompress_json(report: Any) -> dict[str, Any]:
     }
 
 
-def _on_disk(info: dict[str, Any]) -> str:
-    """What the file system allocates, when holes (parts of fixed slots no chunk
-    fills) make it less than the bytes stored."""
-    allocated = info.get("allocated_bytes")
-    if allocated is None or allocated >= info["stored_bytes"]:
-        return ""
-    return f" ({allocated:,} on disk: compact reclaims the rest)"
-
-
 def _quantize_text(quantize: dict[str, Any]) -> str:
     """One line for ``node_info``'s ``quantize``: the plan, its headroom, what is stored."""
     lo, hi = quantize["storable_range"]
@@ -734,19 +729,19 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
     pad = "  " * depth
     name = info["path"].rsplit("/", 1)[-1] or "/"
     attributes = info["attributes"]
+    sizes = bytes_text(info["stored_bytes"], info["object_bytes"], info.get("allocated_bytes"))
     if info["type"] == "group":
-        yield (
-            f"{pad}{name.rstrip('/')}/  group: {info['arrays']} array(s), "
-            f"{info['stored_bytes']:,} bytes stored"
-        )
+        yield f"{pad}{name.rstrip('/')}/  group: {counted(info['arrays'], 'array')}, {sizes}"
     else:
         shards = "x".join(map(str, info["shards"])) if info["shards"] else "none"
         dims = info["dimension_names"]
         yield (
             f"{pad}{name}  array {'x'.join(map(str, info['shape'])) or '()'} {info['dtype']}"
-            f"  chunks {'x'.join(map(str, info['chunks']))}  shards {shards}"
-            f"  {info['stored_bytes']:,} bytes stored{_on_disk(info)}"
+            f"  chunks {'x'.join(map(str, info['chunks']))}  shards {shards}  {sizes}"
         )
+        if info.get("damaged"):
+            yield (f"{pad}  {counted(info['damaged'], 'shard')} whose index does not decode: "
+                   "its chunks are not counted (zarrext check names it)")
         yield f"{pad}  codecs: {' -> '.join(info['codecs'])}"
         yield f"{pad}  fill value: {info['fill_value']!r}" + (
             f"  dimensions: {', '.join(str(d) for d in dims)}" if dims else ""
@@ -771,8 +766,12 @@ def register_info(app: typer.Typer) -> None:
 ) -> None:
         """The tree of a store: per array shape, dtype, chunks, shards, codecs, bytes.
 
-        Bytes stored are the encoded chunks' bytes, as inspect counts them: zarr.json,
-        a shard's index and its free space are not counted.
+        Bytes stored are the encoded chunks' bytes (a sharded array's inner chunks),
+        as inspect, check and quantize count them: zarr.json, a shard's index and its
+        free space are not counted (a shard compressed whole by codecs after
+        sharding_indexed counts whole). "In objects" is the objects' sizes as the
+        store holds them, index and free space included; "on disk" what a local
+        file system allocates for them, where holes make it less.
         """
         from zarrext.cli.render import array_progress_bar
         from zarrext.inspection import node_info

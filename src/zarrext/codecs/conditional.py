@@ -29,6 +29,7 @@ from zarrext._zarr_compat import codec_supports_sync, resolve_codec
 from zarrext.codecs._alignment import aligned
 from zarrext.decisions import (
     NEVER_APPLY,
+    NO_DECISION,
     ChunkEncoding,
     CodecInfo,
     Decision,
@@ -133,8 +134,14 @@ class ConditionalCodec(BytesBytesCodec):
     decision : Decision, str, int or callable, optional
         How a writer picks each chunk's mask: a built-in's name
         (``"compress_if_smaller"``, ``"always_apply"``, ``"never_apply"``,
-        ``"smallest"``), a function in one of the spec's signatures, a fixed mask,
-        or a :class:`~zarrext.decisions.Decision`. Default: apply nothing.
+        ``"smallest"``, ``"spec_literal"``), a function in one of the spec's
+        signatures, a fixed mask, or a :class:`~zarrext.decisions.Decision`. It
+        goes with the codec object wherever it is given (``zarr.create_array``,
+        xarray's ``encoding``). Default: none, and chunks are stored raw (mask 0);
+        zarrext's writers (``zarrext.open_array``/``create_array``, xarray's
+        ``to_zarr``) then take the decision the array's attributes record, or say
+        once that they store chunks raw
+        (:class:`~zarrext.decisions.NoDecisionWarning`).
     trial_encode : bool, optional
         For a decision function: trial-encode each codec before asking it.
         Defaults to what the function's signature asks for.
@@ -153,7 +160,7 @@ class ConditionalCodec(BytesBytesCodec):
     codecs: tuple[BytesBytesCodec, ...]
     header_bits: int
     name: str = "conditional"
-    decision: Decision = field(default=NEVER_APPLY, compare=False, repr=False)
+    decision: Decision = field(default=NO_DECISION, compare=False, repr=False)
 
     def __init__(
         self,
@@ -383,7 +390,7 @@ class ConditionalCodec(BytesBytesCodec):
         return self._encode_chunk(chunk_bytes, chunk_spec, None)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        if self.decision is NEVER_APPLY:
+        if self.decision is NEVER_APPLY or self.decision is NO_DECISION:
             return self._with_header(0, chunk_bytes, chunk_spec)
         loop = asyncio.get_running_loop()
         return await asyncio.to_thread(self._encode_chunk, chunk_bytes, chunk_spec, loop)

@@ -39,7 +39,7 @@ def _sizes(array: zarr.Array) -> tuple[int, int, str]:
     layouts = sorted({info.layout for info in report})
     return (
         sum(info.file_size for info in report),
-        sum(info.bytes_used for info in report),
+        sum(info.stored_bytes for info in report),
         ", ".join(layouts),
     )
 
@@ -91,7 +91,7 @@ def run(root: Path, console: Console) -> None:
     table.add_column("step", overflow="fold")
     table.add_column("seconds", justify="right")
     table.add_column("shard files (bytes)", justify="right", overflow="fold")
-    table.add_column("bytes used", justify="right", overflow="fold")
+    table.add_column("bytes stored", justify="right", overflow="fold")
     table.add_column("layout", overflow="fold")
     for name, seconds, (size, used, layout) in rows:
         table.add_row(name, f"{seconds:.2f}", f"{size:,}", f"{used:,}", layout)

@@ -30,6 +30,7 @@ from typing import Any, Literal
 import numpy as np
 from zarr.core.metadata.v3 import ArrayV3Metadata
 
+from zarrext._text import counted
 from zarrext.codecs.n5_default import (
     N5_DATA_TYPES,
     N5DefaultCodecError,
@@ -379,7 +380,8 @@ def choose_codec(
         key, shape = scan.truncated[0]
         return (
             "n5_default",
-            f"{len(scan.truncated)} truncated edge block(s), e.g. {key} stored as {list(shape)}: "
+            f"{counted(len(scan.truncated), 'truncated edge block')}, e.g. {key} stored as "
+            f"{list(shape)}: "
             "the block shape must be read from each header",
             scan,
         )
@@ -398,7 +400,9 @@ def choose_codec(
         )
     return (
         "pad",
-        f"all {scan.present} edge blocks present are full-size (padded): skip the {n}-byte header",
+        f"{'the' if scan.present == 1 else 'all'} {counted(scan.present, 'edge block')} "
+        f"present {'is' if scan.present == 1 else 'are'} full-size (padded): skip the "
+        f"{n}-byte header",
         scan,
     )
 

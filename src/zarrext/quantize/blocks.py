@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrext import cluster
+from zarrext._text import counted
 from zarrext.quantize.verification import measured_error
 
 if TYPE_CHECKING:
@@ -222,7 +223,7 @@ def _run_blocks[R](
                 progress(phase, done, total)
     except BaseException as e:
         if stopped is not None:
-            e.add_note(f"{stopped} after {done} of {total} blocks")
+            e.add_note(f"{stopped} after {done} of {counted(total, 'block')}")
         raise
     finally:
         for generator in closers:  # blocks not started are cancelled, not run

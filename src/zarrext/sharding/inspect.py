@@ -1,4 +1,4 @@
-"""Per-shard report: layout, bytes used against file size, empty inner chunks.
+"""Per-shard report: layout, bytes stored against the shard's size, empty inner chunks.
 
 The report is data (:class:`ShardInfo`); ``zarrext.cli.render`` prints it as a table.
 """
@@ -11,11 +11,14 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+import numpy as np
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
 
+from zarrext._text import counted
 from zarrext._zarr_compat import async_array_of
 from zarrext.errors import DECODE_ERRORS, is_decode_error
+from zarrext.inspection import inner_chunks_inside
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -29,6 +32,7 @@ __all__ = [
     "shard_json",
     "shard_report",
     "summary_line",
+    "used_text",
     "usual_writes",
     "writes_text",
 ]
@@ -38,21 +42,27 @@ __all__ = [
 class ShardInfo:
     """One stored shard.
 
+    Bytes are counted as every report of zarrext counts them
+    (:class:`zarrext.inspection.ArrayInventory`): :attr:`stored_bytes` are the inner
+    chunks' bytes, without the index and the free space.
+
     Attributes
     ----------
     key : str
         Store key.
     layout : str
         ``"fixed-slot"``, ``"dense"``, ``"append"`` or ``"unknown"`` (index unreadable).
-    bytes_used : int
-        Index plus the bytes of present inner chunks (in the decoded shard when
-        codecs follow ``sharding_indexed``).
+    chunk_bytes : int
+        Bytes of the inner chunks present inside the array's shape (in the decoded
+        shard when codecs follow ``sharding_indexed``); not the index.
     file_size : int
-        Stored size of the shard (as the store holds it).
+        Stored size of the shard object (as the store holds it).
     empty_chunks : int
-        Inner chunks with no stored bytes (read as the fill value).
+        Inner chunks inside the array's shape with no stored bytes (read as the
+        fill value).
     n_chunks : int
-        Inner chunks per shard.
+        Inner chunks of this shard inside the array's shape (an edge shard has
+        fewer than the shard's grid: those beyond the edge hold no data).
     in_place : bool
         Whether zarrext writers *can* write inner chunks of this shard in place: a
         local file with a readable index and nothing after the sharding codec.
@@ -71,18 +81,20 @@ class ShardInfo:
         shards.
     decoded_size : int or None
         Size of the shard with the codecs after ``sharding_indexed`` undone (what
-        ``bytes_used`` is part of); None when no codecs follow it (the shard is
+        ``chunk_bytes`` is part of); None when no codecs follow it (the shard is
         stored as it is, ``file_size``).
     slot_size : int or None
         The slot size of a ``fixed-slot`` shard: the one this version gives the
         array's inner codecs, or an earlier version's for a shard that version
         wrote (:data:`zarrext.sharding.bounds.SLOT_RULES`), which writers keep.
         None for other layouts.
+    index_bytes : int
+        Size of the shard's index.
     """
 
     key: str
     layout: str
-    bytes_used: int
+    chunk_bytes: int
     file_size: int
     empty_chunks: int
     n_chunks: int
@@ -92,6 +104,14 @@ class ShardInfo:
     opened_layout: str | None = None
     decoded_size: int | None = None
     slot_size: int | None = None
+    index_bytes: int = 0
+
+    @property
+    def stored_bytes(self) -> int:
+        """The bytes stored: the inner chunks' own bytes, or the whole object when
+        codecs after ``sharding_indexed`` encode the shard whole (its chunks are no
+        separate bytes in the store)."""
+        return self.chunk_bytes if self.decoded_size is None else self.file_size
 
 
 Stat = tuple[int, int, bytes, bool, int | None]
@@ -153,7 +173,8 @@ def shard_report(array: Any) -> list[ShardInfo]:
     shards = shards_of(array)
     geometry = shards.geometry
     local = shards.directory is not None
-    opened = next((c.shard_layout for c in array.metadata.codecs
+    metadata = array.metadata
+    opened = next((c.shard_layout for c in metadata.codecs
                    if getattr(c, "shard_layout", None) is not None), None)
     out: list[ShardInfo] = []
     for key in shards.keys:
@@ -161,11 +182,18 @@ def shard_report(array: Any) -> list[ShardInfo]:
         if stat is None:
             continue
         size, shard_size, raw, pending, allocated = stat
+        # inner chunks beyond the array's edge hold no data: neither empty nor counted
+        inside = np.zeros(geometry.chunks_per_shard, dtype=bool)
+        counts = inner_chunks_inside(metadata, metadata.chunk_key_encoding.decode_chunk_key(key))
+        inside[tuple(slice(0, n) for n in counts)] = True
+        inside = inside.reshape(-1)
         try:
             table = decode_table(shards.codec, geometry.chunks_per_shard, raw)
         except ValueError:
             out.append(ShardInfo(
-                key, "unknown", 0, size, 0, geometry.n_chunks, False, pending, allocated
+                key=key, layout="unknown", chunk_bytes=0, file_size=size, empty_chunks=0,
+                n_chunks=int(inside.sum()), in_place=False, pending=pending,
+                allocated=allocated, index_bytes=geometry.index_size,
             ))
             continue
         present = table[:, 0] != writer.EMPTY
@@ -175,10 +203,10 @@ def shard_report(array: Any) -> list[ShardInfo]:
             ShardInfo(
                 key=key,
                 layout=layout,
-                bytes_used=int(table[present, 1].sum()) + geometry.index_size,
+                chunk_bytes=int(table[present & inside, 1].sum()),
                 file_size=size,
-                empty_chunks=int((~present).sum()),
-                n_chunks=geometry.n_chunks,
+                empty_chunks=int((~present & inside).sum()),
+                n_chunks=int(inside.sum()),
                 # codecs after the sharding codec: every write rewrites the shard
                 in_place=local and shards.bare,
                 pending=pending,
@@ -186,6 +214,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 opened_layout=opened,
                 decoded_size=None if shards.bare else shard_size,
                 slot_size=own.slot_size if layout == "fixed-slot" else None,
+                index_bytes=geometry.index_size,
             )
         )
     return out
@@ -243,8 +272,21 @@ def usual_writes(report: list[ShardInfo]) -> str | None:
 
 
 def shard_json(info: ShardInfo) -> dict[str, object]:
-    """One shard as JSON for ``zarrext inspect --json``: the report's fields and its writes."""
-    return {**asdict(info), "writes": writes_text(info)}
+    """One shard as JSON for ``zarrext inspect --json``: the report's fields, its
+    stored bytes and its writes."""
+    return {**asdict(info), "stored_bytes": info.stored_bytes, "writes": writes_text(info)}
+
+
+def used_text(info: ShardInfo) -> str:
+    """A shard's bytes in a table cell: stored of the object (the rest is its index
+    and free space); for a shard encoded whole, the object and its decoded chunks."""
+    if info.decoded_size is None:
+        pct = 100.0 * info.stored_bytes / info.file_size if info.file_size else 0.0
+        return (f"{format_bytes(info.stored_bytes)} of {format_bytes(info.file_size)} "
+                f"({pct:.0f}%)")
+    pct = 100.0 * info.chunk_bytes / info.decoded_size if info.decoded_size else 0.0
+    return (f"{format_bytes(info.file_size)} whole (chunks {format_bytes(info.chunk_bytes)} "
+            f"of {format_bytes(info.decoded_size)} decoded, {pct:.0f}%)")
 
 
 def summary_line(report: list[ShardInfo]) -> str:
@@ -252,7 +294,7 @@ def summary_line(report: list[ShardInfo]) -> str:
     layouts = ", ".join(
         f"{n} {layout}" for layout, n in sorted(Counter(i.layout for i in report).items())
     )
-    used = sum(i.bytes_used for i in report)
+    stored = sum(i.stored_bytes for i in report)
     size = sum(i.file_size for i in report)
     empty = sum(i.empty_chunks for i in report)
     chunks = sum(i.n_chunks for i in report)
@@ -261,14 +303,13 @@ def summary_line(report: list[ShardInfo]) -> str:
     on_disk = ""
     if allocated and sum(allocated) < size:  # holes: say what they leave on disk
         on_disk = f" ({format_bytes(sum(allocated))} on disk)"
+    bytes_text = f"{format_bytes(stored)} stored of {format_bytes(size)}"
     if any(i.decoded_size is not None for i in report):
+        used = sum(i.chunk_bytes for i in report)
         decoded = sum(i.file_size if i.decoded_size is None else i.decoded_size for i in report)
-        bytes_text = (f"{format_bytes(used)} used of {format_bytes(decoded)} decoded, "
-                      f"{format_bytes(size)} stored")
-    else:
-        bytes_text = f"{format_bytes(used)} used of {format_bytes(size)}"
+        bytes_text += f" (chunks {format_bytes(used)} of {format_bytes(decoded)} decoded)"
     return (
-        f"... and {len(report)} more shards ({layouts}): "
-        f"{bytes_text}{on_disk}, {empty}/{chunks} empty chunks"
+        f"... and {counted(len(report), 'more shard')} ({layouts}): "
+        f"{bytes_text}{on_disk}, {empty}/{counted(chunks, 'chunk')} empty"
         + (f", {pending} with an interrupted write pending" if pending else "")
     )
