@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from zarr.errors import UnknownCodecError
+
 from zarrext._text import counted
 
 __all__ = [
