@@ -581,7 +581,8 @@ class _NoDecision(FixedMask):
     ``never_apply`` given on purpose is kept. Unpickles as :data:`NO_DECISION`."""
 
     def __init__(self) -> None:
-        super().__init__(0, "none")
+        # a name of its own: reprs and reports tell "not given" from Undecided's "none"
+        super().__init__(0, "not given")
 
     def __reduce__(self) -> str:
         return "NO_DECISION"
