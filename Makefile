@@ -26,6 +26,7 @@ test-slow: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks
 	$(VENV)/bin/mypy
+	$(VENV)/bin/lint-imports
 
 # The bench extra adds the peers bench_peers.py measures against (zarrs-python).
 bench: $(STAMP)

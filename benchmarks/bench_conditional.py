@@ -30,7 +30,7 @@ from zarr.core.buffer import default_buffer_prototype
 
 import zarrext
 from timing import interleave
-from zarrext.specs import array_spec
+from zarrext.codecs.specs import array_spec
 
 
 def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:

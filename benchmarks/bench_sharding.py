@@ -47,7 +47,7 @@ from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
 import zarrext
 from timing import interleave, timed
-from zarrext.sharding import shard_report
+from zarrext.jobs.shards.inspect import shard_report
 
 
 def create(path: Path, shape: tuple[int, int], shard: int, inner: int) -> None:

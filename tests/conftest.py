@@ -192,10 +192,10 @@ settings.load_profile("ci" if os.environ.get("CI") else "default")
 def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Chunk jobs of any size in several threads (small chunks take one by default),
     so that these tests' small arrays exercise the threads."""
-    import zarrext.pipeline
+    import zarrext.pipeline.codec_pipeline
 
-    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_READ_MIN_BYTES", 0)
-    monkeypatch.setattr(zarrext.pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "PARALLEL_READ_MIN_BYTES", 0)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
 
 
 def conditional(*codecs: Any) -> Any:

@@ -15,7 +15,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
 from tests.conftest import Run
-from zarrext.decisions import DecisionError, NoDecisionWarning, Plan, resolve_decision
+from zarrext.codecs.decisions import DecisionError, NoDecisionWarning, Plan, resolve_decision
 from zarrext.formats import tiff
 
 

@@ -1,4 +1,4 @@
-"""zarrext.chain: one model of an array's codecs, and what it lets layouts do.
+"""zarrext.codecs.chain: one model of an array's codecs, and what it lets layouts do.
 
 The refusals named in the layout section of the README each have a test here that
 checks the array's files afterwards; the configuration space is covered by
@@ -26,7 +26,7 @@ from zarr.storage import MemoryStore
 
 import zarrext
 from tests.conftest import tree_digest
-from zarrext.chain import CodecChain
+from zarrext.codecs.chain import CodecChain
 from zarrext.sharding.geometry import ShardLayoutError
 
 

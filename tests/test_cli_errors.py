@@ -14,7 +14,7 @@ from zarr.codecs.numcodecs import BZ2
 
 import zarrext
 from tests.conftest import Run, tree_digest
-from zarrext.decisions import BUILTIN_DECISIONS
+from zarrext.codecs.decisions import BUILTIN_DECISIONS
 
 
 def one_line_error(err: str) -> str:

@@ -64,7 +64,7 @@ def test_run_each_notes_where_ctrl_c_stopped() -> None:
 def test_recompress_group_skips_an_array_and_reports_the_rest(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zarrext import recompression
+    from zarrext.jobs import recompression
 
     zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
     for name in ("a", "b", "c"):

@@ -96,7 +96,7 @@ def test_inspect_json(run: Run, tmp_path: Path) -> None:
     report = json.loads(out)
     by_path = {a["path"]: a for a in report["arrays"]}
     cond = by_path["cond"]
-    expected = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
+    expected = zarrext.jobs.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
     assert cond["stored_chunks"] == len(expected.chunks) == 4
     assert cond["stored_bytes"] == expected.stored_bytes
     masks = expected.mask_counts.items()
@@ -161,7 +161,7 @@ def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:
     code, out, err = run("recompress", tmp_path / "s.zarr", "--json")
     assert code == 0, err
     (report,) = json.loads(out)["arrays"]
-    after = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
+    after = zarrext.jobs.inspection.inventory(zarr.open_array(str(tmp_path / "s.zarr" / "cond")))
     assert report["path"] == "cond"
     assert report["bytes_after"] == after.stored_bytes
     assert report["masks_after"] == {after.mask_text(m): n for m, n in after.mask_counts.items()}
@@ -207,7 +207,7 @@ def test_inspect_labels_and_plot_cap(
 def test_interrupted_recompress_says_how_far_it_got(
     run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from zarrext import recompression
+    from zarrext.jobs import recompression
 
     make_store(tmp_path / "s.zarr")
 
@@ -223,7 +223,7 @@ def test_interrupted_recompress_says_how_far_it_got(
 
 
 def test_compact_says_what_plain_readers_may_see(run: Run, tmp_path: Path) -> None:
-    from zarrext.sharding.compact import READER_NOTE
+    from zarrext.jobs.shards.compact import READER_NOTE
 
     arr = zarrext.create_array(
         str(tmp_path / "a.zarr"), shape=(16,), chunks=(8,), shards=(16,), dtype="i4",
@@ -262,7 +262,7 @@ def test_a_store_that_grew_says_larger(
     from zarr.codecs import Crc32cCodec
 
     from zarrext.cli.render import recompress_table
-    from zarrext.recompression import RecompressReport
+    from zarrext.jobs.recompression import RecompressReport
 
     # 4-byte chunks stored raw behind a 1-byte header and a 4-byte crc32c: 9 bytes each
     z = zarrext.create_array(

@@ -22,7 +22,7 @@ from zarrext.cli.stores import (
     shard_edges,
     tile_layout,
 )
-from zarrext.inspection import ArrayInventory, inventory
+from zarrext.jobs.inspection import ArrayInventory, inventory
 
 pytest.importorskip("matplotlib")
 

@@ -12,8 +12,8 @@ import zarr
 
 import zarrext
 from tests.conftest import Run
-from zarrext.inspection import inventory, node_info
-from zarrext.sharding.check import check
+from zarrext.jobs.inspection import inventory, node_info
+from zarrext.jobs.shards.check import check
 from zarrext.stores import open_store
 
 CHUNKS = 16  # a 16x16 array in 4x4 chunks

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 from tests.conftest import Run, tree_digest
 from zarrext.cli import app, main
-from zarrext.inspection import inventory
+from zarrext.jobs.inspection import inventory
 
 runner = CliRunner(env={"COLUMNS": "200"})
 

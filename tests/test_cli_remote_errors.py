@@ -333,7 +333,7 @@ def test_an_unknown_codec_names_the_array(
 
 
 def test_the_library_names_the_array_of_an_unknown_codec(where: Where) -> None:
-    from zarrext.inspection import node_info
+    from zarrext.jobs.inspection import node_info
 
     _group_with_unknown_codec(where)
     group = where.location("g.zarr")
@@ -426,7 +426,7 @@ def test_icechunk_on_a_frozen_server_fails_within_the_bound(
 ) -> None:
     # icechunk's own default (the AWS SDK's) waits for a frozen server without end
     icechunk = pytest.importorskip("icechunk")
-    from zarrext.transactions import repository_storage
+    from zarrext.jobs.transactions import repository_storage
 
     url = f"{freezable_s3['url']}/repo"
     icechunk.Repository.create(repository_storage(url, freezable_s3["options"]))

@@ -42,8 +42,8 @@ def test_recompress_then_inspect_group(tmp_path: Path) -> None:
                                  "--decision", "compress_if_smaller"])
     assert result.exit_code == 0, result.output
     assert "skipping plain" in result.output
-    noisy = zarrext.inspection.inventory(zarr.open_array(str(tmp_path / "g.zarr" / "noisy")))
-    smooth = zarrext.inspection.inventory(
+    noisy = zarrext.jobs.inspection.inventory(zarr.open_array(str(tmp_path / "g.zarr" / "noisy")))
+    smooth = zarrext.jobs.inspection.inventory(
         zarr.open_array(str(tmp_path / "g.zarr" / "sub" / "smooth"))
     )
     assert noisy.mask_counts == {0: 4}

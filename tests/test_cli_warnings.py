@@ -107,7 +107,7 @@ def test_quantize_to_s3_leaves_no_warning_about_its_marker(
 
 @pytest.fixture
 def local_repository(tmp_path: Path) -> Path:
-    from zarrext.transactions import transaction
+    from zarrext.jobs.transactions import transaction
 
     path = tmp_path / "r.icechunk"
     repo = icechunk.Repository.create(icechunk.local_filesystem_storage(str(path)))

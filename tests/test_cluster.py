@@ -1,4 +1,4 @@
-"""Whole-store jobs on object stores and on a Dask cluster (``zarrext.cluster``).
+"""Whole-store jobs on object stores and on a Dask cluster (``zarrext.jobs.cluster``).
 
 Against a real S3-compatible server on loopback (``s3`` fixture) and a 2-process
 ``dask.distributed.LocalCluster``, started once for the module.
@@ -21,8 +21,8 @@ from zarr.core.buffer import Buffer
 
 import zarrext
 from tests.conftest import CountingStore
-from zarrext.decisions import ChunkEncoding, CompressIfSmaller
-from zarrext.store_refs import array_ref, store_ref
+from zarrext.codecs.decisions import ChunkEncoding, CompressIfSmaller
+from zarrext.jobs.store_refs import array_ref, store_ref
 
 distributed = pytest.importorskip("dask.distributed")
 
@@ -338,7 +338,7 @@ def test_cli_jobs_on_a_scheduler_against_s3(
 ) -> None:
     import json
 
-    from zarrext.decisions import format_mask
+    from zarrext.codecs.decisions import format_mask
 
     url = f"{s3['url']}/a.zarr"
     options = json.dumps(s3["options"])
@@ -434,7 +434,7 @@ def test_cli_quantize_a_group_on_a_scheduler_against_s3(
 
 def record_pipeline_reads() -> None:
     """Run on each worker: note the pipeline class and process of every array read."""
-    import zarrext.pipeline
+    import zarrext.pipeline.codec_pipeline
 
     if getattr(zarrext.pipeline.ZarrextCodecPipeline.read, "recording", False):
         return
@@ -452,7 +452,7 @@ def record_pipeline_reads() -> None:
 
 def pipeline_reads() -> list[tuple[str, int]]:
     """Run on each worker: the reads :func:`record_pipeline_reads` noted, forgotten after."""
-    import zarrext.pipeline
+    import zarrext.pipeline.codec_pipeline
 
     seen = getattr(zarrext.pipeline.ZarrextCodecPipeline.read, "seen", [])
     noted = list(seen)

@@ -35,7 +35,7 @@ import xarray as xr
 import zarr
 
 from tests.conftest import ROOT
-from zarrext.outputs import STAGING_MARKER
+from zarrext.jobs.outputs import STAGING_MARKER
 from zarrext.quantize import copy_quantized
 
 KILLS = 50
@@ -50,7 +50,7 @@ OTHERS = [f"other{i:02d}" for i in range(20)]
 FORK_SERVER = r"""
 import json, os, signal, sys, threading
 sys.path.insert(0, sys.argv[1])
-import zarrext.cli, zarrext.cli.quantize, zarrext.outputs, zarrext.quantize
+import zarrext.cli, zarrext.cli.quantize, zarrext.jobs.outputs, zarrext.quantize
 import zarrext.sharding.journal
 from zarrext.cli import main
 assert threading.active_count() == 1  # nothing but this thread to lose in a fork

@@ -1,6 +1,6 @@
 """A job's output inside groups holding consolidated metadata (issue 35, items 1 and 2).
 
-Every step of the publication (``zarrext.outputs``) is stopped at, on either side:
+Every step of the publication (``zarrext.jobs.outputs``) is stopped at, on either side:
 there, what zarr-python reads through each group and what xarray reads (through the
 consolidated metadata, its default) is the old output or the new one, exactly, with
 the metadata stored beside the chunks. Locally a kill at that moment is the tree as
@@ -25,8 +25,8 @@ import xarray as xr
 import zarr
 
 from tests.conftest import Where
-from zarrext import outputs
-from zarrext.outputs import STAGING_MARKER, UNFINISHED, find_leftovers
+from zarrext.jobs import outputs
+from zarrext.jobs.outputs import STAGING_MARKER, UNFINISHED, find_leftovers
 from zarrext.quantize import copy_group_quantized, copy_quantized
 
 BOUNDS = {"old": 0.01, "new": 0.05}

@@ -1,4 +1,4 @@
-"""Tests for writer-side decisions (zarrext.decisions) and the spec's three examples."""
+"""Tests for writer-side decisions (zarrext.codecs.decisions) and the spec's three examples."""
 
 from __future__ import annotations
 
@@ -26,7 +26,12 @@ from zarr.registry import register_codec
 import zarrext
 from tests.conftest import Where
 from zarrext import ConditionalCodec, ShuffleCodec
-from zarrext.decisions import MAX_SMALLEST_CODECS, DecisionError, from_function, resolve_decision
+from zarrext.codecs.decisions import (
+    MAX_SMALLEST_CODECS,
+    DecisionError,
+    from_function,
+    resolve_decision,
+)
 
 PROTO = default_buffer_prototype()
 SPEC = ArraySpec(
@@ -935,7 +940,7 @@ def test_never_apply_on_the_codec_is_a_decision_and_none_is_not(where: Where) ->
     NoDecisionWarning; the same codec with no decision warns once."""
     import warnings
 
-    from zarrext.decisions import NoDecisionWarning
+    from zarrext.codecs.decisions import NoDecisionWarning
 
     for decision, warns in (("never_apply", False), (None, True)):
         with warnings.catch_warnings(record=True) as caught:

@@ -1,4 +1,4 @@
-"""Chunks decoded straight into their place in the output (:mod:`zarrext.direct`):
+"""Chunks decoded straight into their place in the output (:mod:`zarrext.pipeline.direct`):
 the same values as zarr-python wherever a read lands, the copy skipped only where
 the chunk's place is one contiguous block, and damaged chunks still named."""
 
@@ -17,7 +17,7 @@ from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
-import zarrext.direct
+import zarrext.pipeline.direct
 from zarrext.errors import ChunkDecodeError
 
 _NAMES = itertools.count()  # one array per example (hypothesis reuses tmp_path)
@@ -28,14 +28,14 @@ def _spy_places(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Whether each chunk read through a ``[bytes, zstd]`` chain found a place to
     decode into (True) or took zarr's decode and copy (False)."""
     seen: list[bool] = []
-    real = zarrext.direct._place
+    real = zarrext.pipeline.direct._place
 
     def place(*args: Any) -> Any:
         found = real(*args)
         seen.append(found is not None)
         return found
 
-    monkeypatch.setattr(zarrext.direct, "_place", place)
+    monkeypatch.setattr(zarrext.pipeline.direct, "_place", place)
     return seen
 
 

@@ -6,10 +6,13 @@ from __future__ import annotations
 import ast
 import importlib
 import json
+import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 import zarr
@@ -27,7 +30,7 @@ set_selection = core_array._set_selection
 print(json.dumps({{
     "modules": sorted(m for m in sys.modules if m.split(".")[0] in {heavy!r}
                       or m in ("zarrext.quantize", "zarrext.cli", "zarrext.api",
-                               "zarrext.optional_integration")),
+                               "zarrext.integration.optional")),
     "wrapped": core_array._set_selection is not set_selection,
 }}))
 """
@@ -64,7 +67,6 @@ def test_every_public_name_resolves_lazily() -> None:
 # --- layers, read from the source with ast (no import needed) -----------------------
 
 SRC = Path(zarrext.__file__).parent
-UI_ONLY = ("rich", "typer", "matplotlib")  # drawing and command lines: cli/ and demo/ only
 
 
 def _modules() -> dict[str, tuple[Path, bool]]:
@@ -184,33 +186,22 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_only_cli_and_demo_import_rich_typer_matplotlib() -> None:
-    offenders = []
-    for name, (path, is_package) in _modules().items():
-        if name.split(".")[1:2] in (["cli"], ["demo"]):
-            continue
-        tree = ast.parse(path.read_text(), filename=str(path))
-        for node in ast.walk(tree):  # in functions too: a library job draws nothing
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                for target in _imported(name, is_package, node, {}):
-                    if target.split(".")[0] in UI_ONLY:
-                        offenders.append(f"{path.relative_to(SRC.parent)}:{node.lineno} {target}")
-    assert offenders == []
 
 
 def test_the_layer_check_sees_imports() -> None:
     # the graph is not empty by mistake: known edges are in it
     graph = _graph(module_level_only=True)
     assert "zarrext.cli.render" in graph
-    assert "zarrext.pipeline" in graph["zarrext.sharding.codec"]
-    assert "zarrext.codec_threads" in graph["zarrext.pipeline"]
+    assert "zarrext.pipeline.codec_pipeline" in graph["zarrext.sharding.codec"]
+    assert "zarrext.pipeline.codec_threads" in graph["zarrext.pipeline.codec_pipeline"]
     assert "zarrext.sharding.codec" in graph["zarrext.sharding.layout"]
-    assert "zarrext.sharding" in graph["zarrext.recompression"]  # the package __init__ runs
+    assert "zarrext.sharding" in graph["zarrext.jobs.recompression"]  # the package __init__ runs
     assert "zarrext.sharding.layout" in graph["zarrext.api"]
-    assert "zarrext.api" in graph["zarrext.sharding.dask"]
+    assert "zarrext.api" in graph["zarrext.jobs.shards.dask"]
     uses = _graph(module_level_only=False)
-    assert "zarrext.sharding.reader" in uses["zarrext.pipeline"]  # in a function
-    assert "zarrext.sharding" not in uses["zarrext.recompression"]
+    assert "zarrext.integration.optional" in uses["zarrext.api"]  # in a function
+    assert "zarrext.integration.optional" not in graph["zarrext.api"]
+    assert "zarrext.sharding" not in uses["zarrext.jobs.recompression"]
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
@@ -231,32 +222,85 @@ def _reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
-def test_the_pipeline_sits_below_the_sharding_codec() -> None:
-    """The runtime layers go one way: the sharding codec (and the shard layouts and
-    checks built on it) use the pipeline; the pipeline, in no function either, uses
-    none of them (it reads shards through what the codec offers)."""
-    uses = _graph(module_level_only=False)
-    assert "zarrext.pipeline" in uses["zarrext.sharding.codec"]
-    below = _reachable(uses, "zarrext.pipeline")
-    above = {"zarrext.sharding.codec", "zarrext.sharding.layout", "zarrext.sharding.check",
-             "zarrext.sharding.shard_diagnosis", "zarrext.sharding.check_report",
-             "zarrext.sharding.leftovers", "zarrext.sharding", "zarrext.api",
-             "zarrext.sharding.dask"}
-    assert below & above == set()
 
 
 # What the pipeline module held besides the pipeline, each in a module of its own.
-BELOW_THE_PIPELINE = ("zarrext.codec_threads", "zarrext.chunk_io", "zarrext.optional_decode",
-                      "zarrext.shard_protocols", "zarrext.write_encoding", "zarrext.specs")
+BELOW_THE_PIPELINE = tuple(f"zarrext.pipeline.{m}" for m in (
+    "codec_threads", "chunk_io", "optional_decode", "shard_protocols", "write_encoding"))
 
 
 @pytest.mark.parametrize("module", BELOW_THE_PIPELINE)
 def test_the_pipeline_helpers_sit_below_the_pipeline(module: str) -> None:
     """The pipeline uses each of them (at import time); none of them, in no function
     either, uses the pipeline (no circle through it)."""
-    assert module in _graph(module_level_only=True)["zarrext.pipeline"]
+    assert module in _graph(module_level_only=True)["zarrext.pipeline.codec_pipeline"]
     uses = _graph(module_level_only=False)
-    assert "zarrext.pipeline" not in _reachable(uses, module)
+    assert "zarrext.pipeline.codec_pipeline" not in _reachable(uses, module)
+
+
+# --- the layers: declared once in pyproject.toml ([tool.importlinter]), checked by
+# `lint-imports` in `make lint`. What stays here says something the contract does not.
+
+
+def test_the_layer_contract_holds() -> None:
+    """The import contract as CI runs it (``make lint``), also under ``make test``."""
+    done = subprocess.run([str(Path(sys.executable).with_name("lint-imports"))],
+                          capture_output=True, text=True, cwd=SRC.parent.parent)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert "0 broken" in done.stdout
+
+
+def _names_the_readme_uses() -> set[str]:
+    """Dotted ``zarrext`` names in the README's code and ``from zarrext... import`` names."""
+    readme = (SRC.parent.parent / "README.md").read_text()
+    code = "\n".join(re.findall(r"```(?:python|py)\n(.*?)```", readme, re.S))
+    names = set(re.findall(r"\bzarrext(?:\.[A-Za-z_][A-Za-z0-9_]*)+", code))
+    for module, in_parens, plain in re.findall(
+            r"from (zarrext[\w.]*) import (?:\(([\w, \n]+)\)|([\w, ]+))", code):
+        imported = in_parens or plain
+        names |= {f"{module}.{n.strip().split(' as ')[0]}" for n in imported.split(",")
+                  if n.strip()}
+    return names
+
+
+def _entry_points() -> set[str]:
+    pyproject = tomllib.loads((SRC.parent.parent / "pyproject.toml").read_text())
+    groups = pyproject["project"]["entry-points"]
+    values = {v.replace(":", ".") for group in groups.values() for v in group.values()}
+    return values | {pyproject["project"]["scripts"]["zarrext"].replace(":", ".")}
+
+
+def _resolve(dotted: str) -> object:
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        try:
+            value: object = importlib.import_module(".".join(parts[:i]))
+        except ModuleNotFoundError:
+            continue
+        for attr in parts[i:]:
+            value = getattr(value, attr)
+        return value
+    raise ModuleNotFoundError(dotted)
+
+
+def test_every_name_the_readme_and_the_entry_points_use_imports() -> None:
+    names = _names_the_readme_uses() | _entry_points() | {
+        "zarrext.pipeline.ZarrextCodecPipeline"}  # the documented codec_pipeline.path
+    assert len(names) > 20  # the README's blocks were found
+    missing = []
+    for dotted in sorted(names):
+        try:
+            _resolve(dotted)
+        except (ImportError, AttributeError) as e:
+            missing.append(f"{dotted}: {e}")
+    assert missing == []
+
+
+def test_a_job_function_does_not_hide_its_module() -> None:
+    import zarrext.jobs.shards.check as check_module
+
+    assert isinstance(check_module, ModuleType)
+    assert zarrext.check is check_module.check
 
 
 # --- the core install: no extras ------------------------------------------------------
@@ -379,6 +423,10 @@ def test_python_m_zarrext_runs_the_command() -> None:
     assert done.stdout.startswith("zarrext ")
 
 
+# the modules of zarrext/codecs/ that define codecs (the rest are their helpers)
+CODEC_MODULES = ("conditional", "n5_default", "optional", "packbits", "pad", "shuffle")
+
+
 def test_codecs_package_exports_every_codec_class_lazily() -> None:
     import inspect as pyinspect
 
@@ -386,10 +434,10 @@ def test_codecs_package_exports_every_codec_class_lazily() -> None:
 
     import zarrext.codecs
 
-    # every Codec subclass defined in a public module of zarrext/codecs/ is exported
+    # every Codec subclass (and error) defined in a codec's module is exported
     defined = set()
-    for path in sorted((SRC / "codecs").glob("[!_]*.py")):
-        module = importlib.import_module(f"zarrext.codecs.{path.stem}")
+    for stem in CODEC_MODULES:
+        module = importlib.import_module(f"zarrext.codecs.{stem}")
         defined |= {
             name for name, value in vars(module).items()
             if pyinspect.isclass(value) and value.__module__ == module.__name__
@@ -409,7 +457,7 @@ def test_resolving_one_codec_loads_no_other_codec() -> None:
         "import sys\nfrom zarr.registry import get_codec_class\n"
         "get_codec_class('shuffle')\n"
         "print(sorted(m for m in sys.modules if m.startswith('zarrext.codecs.')\n"
-        "             and not m.rsplit('.', 1)[1].startswith('_')))"
+        f"             and m.rsplit('.', 1)[1] in {CODEC_MODULES!r}))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout

@@ -1,4 +1,4 @@
-"""``zarrext.inspection``: stored chunks, sizes and conditional masks."""
+"""``zarrext.jobs.inspection``: stored chunks, sizes and conditional masks."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdC
 
 import zarrext
 from tests.conftest import Run
-from zarrext.inspection import conditional_placement, inventory, stored_chunk_keys
+from zarrext.jobs.inspection import conditional_placement, inventory, stored_chunk_keys
 
 
 def test_inventory_reads_masks_of_plain_chunks(tmp_path: Path) -> None:
@@ -411,7 +411,7 @@ def test_info_reads_of_each_shard_only_its_index(where: Any) -> None:
     from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 
     from tests.conftest import CountingStore
-    from zarrext.inspection import node_info
+    from zarrext.jobs.inspection import node_info
 
     inner: Any
     if where.options:

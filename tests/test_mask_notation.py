@@ -13,8 +13,8 @@ from zarr.codecs import BytesCodec
 
 import zarrext
 from tests.conftest import Run
-from zarrext.decisions import DecisionError, check_mask, format_mask
-from zarrext.inspection import inventory
+from zarrext.codecs.decisions import DecisionError, check_mask, format_mask
+from zarrext.jobs.inspection import inventory
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "zarrext"
 CODECS = [{"name": "shuffle", "configuration": {"element_size": 4}},

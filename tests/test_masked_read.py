@@ -16,7 +16,7 @@ import zarrext
 from tests.conftest import raises_chunk_error
 from zarrext import OptionalCodec, OptionalDType, PackBitsCodec
 from zarrext.codecs.optional import OptionalCodecError
-from zarrext.masked_read import SplitOptionalBuffer
+from zarrext.pipeline.masked_read import SplitOptionalBuffer
 
 FLOAT = OptionalDType("float32")
 

@@ -1,4 +1,4 @@
-"""Local outputs of whole-store jobs (``zarrext.outputs.staged_output``): a
+"""Local outputs of whole-store jobs (``zarrext.jobs.outputs.staged_output``): a
 replaced output's path holds the old output or the new one at every moment."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import pytest
 import zarr
 from zarr.storage import ZipStore
 
-from zarrext import outputs
-from zarrext.outputs import STAGING_MARKER, staged_output
+from zarrext.jobs import outputs
+from zarrext.jobs.outputs import STAGING_MARKER, staged_output
 
 
 def _write(target: Any, value: float) -> None:

@@ -25,7 +25,7 @@ from zarr.codecs import (
 import zarrext
 from tests.conftest import chunk_files, conditional, on_batched_path, raises_chunk_error
 from zarrext import ConditionalCodec, ShuffleCodec
-from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 
 
@@ -533,7 +533,8 @@ def test_small_chunks_are_written_by_one_thread(
 ) -> None:
     """Chunks below PARALLEL_WRITE_MIN_BYTES run in one thread (not the codec pool's):
     their codec work is too short to pay for the GIL handoffs between threads."""
-    assert (math.prod(chunks) * 4 >= zarrext.pipeline.PARALLEL_WRITE_MIN_BYTES) is in_pool
+    threshold = zarrext.pipeline.codec_pipeline.PARALLEL_WRITE_MIN_BYTES
+    assert (math.prod(chunks) * 4 >= threshold) is in_pool
     rec = ThreadRecorder(answer=True)
     with zarr.config.set({"codec_pipeline.max_workers": 2}):
         z = zarrext.create_array(
@@ -702,7 +703,7 @@ def test_local_chunk_reads_match_the_store(tmp_path: Path) -> None:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.storage import LocalStore, StorePath
 
-    from zarrext.chunk_io import _get_chunk_sync
+    from zarrext.pipeline.chunk_io import _get_chunk_sync
 
     (tmp_path / "c" / "0").mkdir(parents=True)
     (tmp_path / "c" / "0" / "1").write_bytes(b"chunk bytes")
@@ -725,7 +726,7 @@ def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
     from zarr.storage import LocalStore, StorePath
 
     from zarrext._zarr_compat import store_is_open
-    from zarrext.chunk_io import _get_chunk_sync
+    from zarrext.pipeline.chunk_io import _get_chunk_sync
 
     (tmp_path / "k").write_bytes(b"stored")
     calls: list[str] = []

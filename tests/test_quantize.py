@@ -553,7 +553,7 @@ def _bucket_keys(s3: dict[str, Any], prefix: str) -> list[str]:
 def test_copy_quantized_on_s3_writes_each_chunk_once_and_zarr_json_last(
     s3: dict[str, Any],
 ) -> None:
-    from zarrext.outputs import UNFINISHED
+    from zarrext.jobs.outputs import UNFINISHED
     from zarrext.stores import open_store
 
     data = _smooth()
@@ -596,8 +596,8 @@ def test_copy_quantized_takes_storage_options_for_urls(s3: dict[str, Any]) -> No
 def test_interrupted_copy_on_s3_never_opens_and_a_rerun_finishes(
     s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrext.outputs
-    from zarrext.outputs import UNFINISHED
+    import zarrext.jobs.outputs
+    from zarrext.jobs.outputs import UNFINISHED
     from zarrext.stores import open_store
 
     data = _smooth()
@@ -611,7 +611,7 @@ def test_interrupted_copy_on_s3_never_opens_and_a_rerun_finishes(
     assert _bucket_keys(s3, "q.zarr") == []  # what it wrote was removed
 
     # A copy killed before it could clean up: its chunks and marker stay, no zarr.json.
-    monkeypatch.setattr(zarrext.outputs, "_delete_all", _no_cleanup)
+    monkeypatch.setattr(zarrext.jobs.outputs, "_delete_all", _no_cleanup)
     failing = RecordingStore(open_store(url, storage_options=s3["options"]), "c/2/1", 2)
     with pytest.raises(OSError, match="connection reset"):
         quantize.copy_quantized(failing, out, max_abs_error=0.01, storage_options=s3["options"])
@@ -673,7 +673,7 @@ def _bucket_objects(s3: dict[str, Any]) -> dict[str, bytes]:
 def test_existing_output_on_s3_is_never_replaced(
     s3: dict[str, Any], run: Any, overwrite: bool
 ) -> None:
-    from zarrext.outputs import OutputConflictError
+    from zarrext.jobs.outputs import OutputConflictError
 
     data = _smooth()
     url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
@@ -703,7 +703,7 @@ def test_a_complete_output_with_the_marker_left_keeps_only_the_output(
     deletes the marker (the job's own) and keeps the complete output."""
     import s3fs
 
-    from zarrext.outputs import UNFINISHED, OutputConflictError
+    from zarrext.jobs.outputs import UNFINISHED, OutputConflictError
 
     data = _smooth()
     url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
@@ -724,7 +724,7 @@ def test_leftovers_of_an_interrupted_replacement_are_named_not_deleted(
     zarr.json, the temporary copy beside it): named in the refusal, both kept."""
     import s3fs
 
-    from zarrext.outputs import STAGING_MARKER, OutputConflictError
+    from zarrext.jobs.outputs import STAGING_MARKER, OutputConflictError
 
     data = _smooth()
     url, out = _s3_source(s3, data), f"{s3['url']}/q.zarr"
@@ -1247,7 +1247,7 @@ def test_readme_states_the_headroom_a_plain_writer_has() -> None:
     # the figures of the README's sentence, for the README's example
     from pathlib import Path
 
-    from zarrext.quantized_writes import StorableValues
+    from zarrext.codecs.quantized_writes import StorableValues
 
     y, x = np.mgrid[0:256, 0:256]
     temp = (280 + 15 * np.sin(x / 40) * np.cos(y / 30)).astype("float32")
@@ -1271,7 +1271,7 @@ _EXAMPLE = itertools.count()
 
 
 def _planned_filters(p: quantize.QuantizationPlan) -> list[Any]:
-    from zarrext.quantized_writes import PlannedFilters
+    from zarrext.codecs.quantized_writes import PlannedFilters
 
     return PlannedFilters(p.filters, p.planned, p.fill_value)
 

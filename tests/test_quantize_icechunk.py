@@ -11,7 +11,7 @@ import pytest
 import zarr
 
 from tests.conftest import Run
-from zarrext.transactions import job_message, read_session
+from zarrext.jobs.transactions import job_message, read_session
 
 icechunk = pytest.importorskip("icechunk")
 icechunk.set_logs_filter("off")  # its warnings about local repositories are not ours to test

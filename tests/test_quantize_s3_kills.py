@@ -22,7 +22,7 @@ import s3fs
 import zarr
 
 from tests.conftest import ROOT
-from zarrext.outputs import STAGING_MARKER, UNFINISHED
+from zarrext.jobs.outputs import STAGING_MARKER, UNFINISHED
 
 
 def _fs(s3: dict[str, Any]) -> s3fs.S3FileSystem:

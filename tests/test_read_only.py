@@ -142,7 +142,7 @@ def test_quantize_into_a_read_only_store_refuses(
 def test_a_worker_description_of_a_read_only_array_is_not_writable(
     stored: dict[str, Any]
 ) -> None:
-    from zarrext.store_refs import array_ref
+    from zarrext.jobs.store_refs import array_ref
 
     array = read_only_array(stored)
     with pytest.raises(ReadOnlyError):

@@ -14,7 +14,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 
 import zarrext
-from zarrext.recompression import recompress
+from zarrext.jobs.recompression import recompress
 
 SHUFFLE_ZSTD = [
     {"name": "shuffle", "configuration": {"element_size": 4}},
@@ -235,7 +235,7 @@ def test_recompress_goes_on_past_a_damaged_chunk_and_names_it(
     data = _damaged_store(store, sharded)
     key = "c/0/1" if sharded else "c/1/1"
     if sharded:  # flip a byte in the middle of inner chunk (1, 0): chunk (1, 1)
-        from zarrext.inspection import shard_entries, storage_block
+        from zarrext.jobs.inspection import shard_entries, storage_block
 
         shard = tmp_path / "arr" / key
         raw = bytearray(shard.read_bytes())

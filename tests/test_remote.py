@@ -1,4 +1,4 @@
-"""zarrext's paths for object stores (:mod:`zarrext.remote`), on the loopback S3 server:
+"""zarrext's paths for object stores (:mod:`zarrext.pipeline.remote`), on the loopback S3 server:
 whole shards fetched with one request each and decoded in the codec threads into
 the output, the same values as the local path."""
 
@@ -21,7 +21,7 @@ from zarr.storage import FsspecStore, WrapperStore
 import zarrext
 from zarrext import quantize
 from zarrext.errors import ChunkDecodeError
-from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 
 SHAPE, SHARD, INNER = (96, 128), (32, 64), (16, 16)
@@ -344,7 +344,7 @@ def test_remote_writes_upload_each_object_as_its_encoding_ends(path: str) -> Non
 
     from zarr.core.buffer import default_buffer_prototype
 
-    from zarrext import remote
+    from zarrext.pipeline import remote
 
     events: list[str] = []
     lock = threading.Lock()
@@ -410,7 +410,7 @@ def test_staged_inner_chunks_store_the_local_bytes(
     # Segments of 600 KiB: two inner chunks each at most, some chunks compress
     # and some do not, so shards span several segments, and the segments go back
     # to the pool and serve the next shards (4 shards, 2 encoded at once).
-    from zarrext import scratch
+    from zarrext.pipeline import scratch
 
     monkeypatch.setattr(scratch, "SEGMENT_BYTES", 600 << 10)
     kept: list[int] = []
@@ -462,7 +462,7 @@ def test_staged_inner_chunks_store_the_local_bytes(
 
 
 def test_staging_copies_and_reuses_its_segments(monkeypatch: pytest.MonkeyPatch) -> None:
-    from zarrext import scratch
+    from zarrext.pipeline import scratch
 
     monkeypatch.setattr(scratch, "SEGMENT_BYTES", 1000)
     monkeypatch.setattr(scratch, "_free_segments", [])

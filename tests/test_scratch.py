@@ -1,4 +1,4 @@
-"""Tests for zarrext.scratch: memory each codec thread reuses for decodes and encodes.
+"""Tests for zarrext.pipeline.scratch: memory each codec thread reuses for decodes and encodes.
 
 Reads decode zstd into two buffers per thread; writes to a local store encode into
 a per-job arena. Both must give exactly what zarr-python reads and writes, and no
@@ -20,13 +20,13 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 import zarrext
-import zarrext.chunk_io
-import zarrext.pipeline
-import zarrext.scratch as scratch
+import zarrext.pipeline.chunk_io
+import zarrext.pipeline.codec_pipeline
+import zarrext.pipeline.scratch as scratch
 from tests.conftest import chunk_files, conditional, on_batched_path
 from zarrext import ConditionalCodec, ShuffleCodec
-from zarrext.decisions import ChunkEncoding, Decision
-from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.codecs.decisions import ChunkEncoding, Decision
+from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 
 
 def chunk_label(encoded: bytes, index: Any, shape: tuple[int, ...]) -> bytes:
@@ -41,14 +41,14 @@ def pipeline_of(z: zarr.Array) -> ZarrextCodecPipeline:
     return pipeline
 
 
-DEFAULT_ARENA_MIN_BYTES = zarrext.pipeline.ARENA_MIN_BYTES
+DEFAULT_ARENA_MIN_BYTES = zarrext.pipeline.codec_pipeline.ARENA_MIN_BYTES
 
 
 @pytest.fixture(autouse=True)
 def arena_for_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Arena writes for chunks of any size, so that these tests' small arrays use it
     (by default only chunks of ARENA_MIN_BYTES or more do)."""
-    monkeypatch.setattr(zarrext.pipeline, "ARENA_MIN_BYTES", 0)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "ARENA_MIN_BYTES", 0)
 
 
 @pytest.fixture
@@ -113,7 +113,7 @@ def test_only_builtin_decisions_let_writes_use_the_arena() -> None:
         return True
 
     for decision in ("compress_if_smaller", "always_apply", "never_apply", "smallest", 1,
-                     zarrext.decisions.from_plan(np.zeros((2,), np.uint8))):
+                     zarrext.codecs.decisions.from_plan(np.zeros((2,), np.uint8))):
         assert scratch.keeps_no_chunk_bytes([BytesCodec(), conditional().with_decision(decision)])
     for decision in (Custom(), plain):
         codec = conditional().with_decision(decision)
@@ -192,7 +192,7 @@ def test_only_chunks_from_the_threshold_use_the_arena(
     used: bool,
 ) -> None:
     """Small chunks get malloc's reused memory: the arena starts at ARENA_MIN_BYTES."""
-    monkeypatch.setattr(zarrext.pipeline, "ARENA_MIN_BYTES", DEFAULT_ARENA_MIN_BYTES)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "ARENA_MIN_BYTES", DEFAULT_ARENA_MIN_BYTES)
     assert (side * side * 4 >= DEFAULT_ARENA_MIN_BYTES) is used
     data = np.arange(side * side * 2, dtype="<f4").reshape(2 * side, side)
     z = zarrext.create_array(
@@ -394,7 +394,7 @@ def test_chunk_files_read_into_thread_memory_give_each_chunk_its_own_values(
         return real(nbytes)
 
     # looked up where chunk_io reads a chunk file (its own import of the name)
-    monkeypatch.setattr(zarrext.chunk_io, "read_scratch", read_scratch)
+    monkeypatch.setattr(zarrext.pipeline.chunk_io, "read_scratch", read_scratch)
     rng = np.random.default_rng(5)
     values = rng.random((200, 130)).astype("float32")  # incompressible: stored raw
     values[:64, :64] = np.arange(64 * 64, dtype="float32").reshape(64, 64)  # compresses

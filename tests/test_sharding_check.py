@@ -348,7 +348,7 @@ def test_deep_says_which_chunks_it_cannot_verify(
     tmp_path: Path, compressors: list | None, shards: tuple | None, verifiable: bool,
     damage: tuple[int, int],
 ) -> None:
-    from zarrext.sharding.check import check, unverifiable
+    from zarrext.jobs.shards.check import check, unverifiable
 
     array = zarrext.create_array(
         str(tmp_path / "a"), shape=(8, 8), chunks=(4, 4), shards=shards, dtype="float32",

@@ -16,7 +16,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 import zarrext
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.sharding import ShardLayoutError, shard_report
+from zarrext.jobs.shards.inspect import shard_report
+from zarrext.sharding import ShardLayoutError
 
 
 def _array(path: Path, location: str, codecs: list | None = None) -> zarr.Array:
@@ -379,7 +380,7 @@ def test_compact_and_expand_rewrite_only_what_needs_it(tmp_path: Path) -> None:
 
 
 def test_cli_compact_with_nothing_to_do_changes_nothing(run, tmp_path: Path) -> None:
-    from zarrext.sharding.compact import READER_NOTE
+    from zarrext.jobs.shards.compact import READER_NOTE
 
     _zarr_python_shards(str(tmp_path / "a"))
     before = _stamps(tmp_path / "a")
@@ -413,7 +414,7 @@ def test_cli_compact_of_whole_encoded_shards_says_one_thing(run, tmp_path: Path)
 def test_cli_expand_prints_the_readers_note_only_when_it_succeeds(run, tmp_path: Path) -> None:
     from zarr.codecs.numcodecs import BZ2
 
-    from zarrext.sharding.compact import READER_NOTE
+    from zarrext.jobs.shards.compact import READER_NOTE
 
     # bz2: a compressor zarrext knows no slot bound for, so expand must fail
     _zarr_python_shards(str(tmp_path / "a"), compressors=BZ2(level=1))

@@ -40,7 +40,9 @@ def test_write_dask_threads(tmp_path: Path) -> None:
     assert written == 64 * 80 * 4
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[:], source.compute())
     assert zarrext.check(target) == []
-    assert {i.layout for i in zarrext.sharding.shard_report(target)} == {"fixed-slot"}
+    from zarrext.jobs.shards.inspect import shard_report
+
+    assert {i.layout for i in shard_report(target)} == {"fixed-slot"}
 
 
 def test_write_dask_distributed_processes(tmp_path: Path) -> None:
@@ -69,7 +71,7 @@ def test_write_dask_refuses_misaligned(tmp_path: Path) -> None:
 def test_write_dask_opens_the_target_once_per_call(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrext.sharding.dask as dask_module
+    import zarrext.jobs.shards.dask as dask_module
 
     target = _target(tmp_path / "a")
     source = _source()  # 8 x 5 = 40 tasks

@@ -14,7 +14,7 @@ import pytest
 import zarr
 
 import zarrext
-from zarrext.sharding import shard_report
+from zarrext.jobs.shards.inspect import shard_report
 from zarrext.sharding.bounds import SLOT_BLOCK, zstd_bound
 from zarrext.sharding.layout import shards_of
 
@@ -191,7 +191,7 @@ def test_inspect_shows_allocated_bytes_and_compact_reclaims_them(
     out = StringIO()
     render_shard_table([info], Console(file=out, width=200))
     assert "on disk" in out.getvalue()
-    from zarrext.sharding.inspect import format_bytes
+    from zarrext.jobs.shards.inspect import format_bytes
 
     assert format_bytes(info.allocated) in out.getvalue()
 

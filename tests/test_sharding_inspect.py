@@ -16,8 +16,8 @@ from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
 from zarrext.cli.render import render_shard_table
-from zarrext.sharding import ShardLayoutError, shard_report
-from zarrext.sharding.inspect import writes_text
+from zarrext.jobs.shards.inspect import shard_report, writes_text
+from zarrext.sharding import ShardLayoutError
 
 RAW = 8 * 8 * 4
 ISZ = 16 * 16 + 4
@@ -151,7 +151,7 @@ def test_inspect_says_a_write_without_a_layout_rewrites_the_shard(run, tmp_path:
 
 
 def test_shard_rows_capped_with_a_summary(tmp_path: Path) -> None:
-    from zarrext.sharding.inspect import MAX_SHARD_ROWS
+    from zarrext.jobs.shards.inspect import MAX_SHARD_ROWS
 
     array = zarrext.create_array(
         str(tmp_path / "a"), shape=(8, 8 * 25), chunks=(8, 8), dtype="i4", fill_value=0,
@@ -203,7 +203,7 @@ def test_a_shard_that_differs_says_so_in_a_note(tmp_path: Path) -> None:
 
 
 def test_shard_json(tmp_path: Path) -> None:
-    from zarrext.sharding.inspect import shard_json
+    from zarrext.jobs.shards.inspect import shard_json
 
     array = _create(tmp_path / "a", "fixed-slot")
     array[:8, :8] = 1
@@ -315,7 +315,7 @@ def test_counts_in_messages_agree_with_their_nouns(run, tmp_path: Path, n_shards
 
 
 def test_summary_line_says_one_shard(tmp_path: Path) -> None:
-    from zarrext.sharding.inspect import summary_line
+    from zarrext.jobs.shards.inspect import summary_line
 
     array = _create(tmp_path / "a", None)
     array[:8, :8] = 1

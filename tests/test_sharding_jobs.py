@@ -24,7 +24,8 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
 
 import zarrext
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.sharding import shard_report, writer
+from zarrext.jobs.shards.inspect import shard_report
+from zarrext.sharding import writer
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = 8  # inner chunks per axis: 4 shards of 4x4 inner chunks of 8x8

@@ -22,8 +22,9 @@ from zarr.storage import MemoryStore
 
 import zarrext
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.decisions import FixedMask
-from zarrext.sharding import ShardLayoutError, shard_report, slot_bound, writer
+from zarrext.codecs.decisions import FixedMask
+from zarrext.jobs.shards.inspect import shard_report
+from zarrext.sharding import ShardLayoutError, slot_bound, writer
 from zarrext.sharding.bounds import zstd_bound
 from zarrext.sharding.layout import LayoutShardingCodec
 

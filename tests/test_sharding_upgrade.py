@@ -32,7 +32,7 @@ import zarrext
 from tests.conftest import Run
 from tests.shard_bytes import EMPTY, crc32c, decode_index, index_size, shard_file
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.sharding import shard_report
+from zarrext.jobs.shards.inspect import shard_report
 
 # -- the earlier version's shards, by hand ---------------------------------------------
 

@@ -506,8 +506,8 @@ def test_recompress_a_url_with_storage_options(s3: dict[str, Any]) -> None:
 def test_read_masked_on_s3_is_exact_and_split(
     s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrext.pipeline
-    from zarrext.optional_decode import _decode_split_into
+    import zarrext.pipeline.codec_pipeline
+    from zarrext.pipeline.optional_decode import _decode_split_into
 
     url = f"{s3['url']}/opt.zarr"
     rng = np.random.default_rng(5)
@@ -523,7 +523,7 @@ def test_read_masked_on_s3_is_exact_and_split(
     real = _decode_split_into
     # patched where the pipeline looks it up (its own import of the name)
     monkeypatch.setattr(
-        zarrext.pipeline, "_decode_split_into",
+        zarrext.pipeline.codec_pipeline, "_decode_split_into",
         lambda *a, **k: split.append(1) or real(*a, **k),
     )
     got = zarrext.read_masked(zarrext.open_array(url, mode="r", storage_options=s3["options"]))
@@ -598,7 +598,7 @@ def test_the_store_timeout_applies_unless_the_options_set_obstores(
 def test_a_remote_store_keeps_its_url_through_copies(s3: dict[str, Any]) -> None:
     import pickle
 
-    from zarrext.store_refs import store_ref
+    from zarrext.jobs.store_refs import store_ref
 
     url = f"{s3['url']}/x.zarr"
     store = open_store(url, mode="r+", storage_options=s3["options"])

@@ -17,8 +17,7 @@ from zarr.storage import StorePath
 
 import zarrext
 from tests.conftest import Run, conditional
-from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.transactions import (
+from zarrext.jobs.transactions import (
     CommitConflictError,
     RepositoryError,
     commit,
@@ -29,6 +28,7 @@ from zarrext.transactions import (
     run_forked,
     transaction,
 )
+from zarrext.sharding.geometry import ShardLayoutError
 
 icechunk = pytest.importorskip("icechunk")
 icechunk.set_logs_filter("off")  # its warnings about local repositories are not ours to test
@@ -192,7 +192,7 @@ def test_storage_options_map_to_s3_and_bad_ones_are_refused(tmp_path: Path) -> N
 
 
 def test_read_jobs_on_a_readonly_session(local_repo: tuple[Any, str, Path]) -> None:
-    from zarrext.inspection import node_info
+    from zarrext.jobs.inspection import node_info
 
     repo, _, _ = local_repo
     store = read_session(repo).store
@@ -235,7 +235,7 @@ def test_compact_commits_whole_shards_and_in_place_layouts_are_refused(
 def test_quantize_into_the_session_refuses_existing_outputs(
     local_repo: tuple[Any, str, Path],
 ) -> None:
-    from zarrext.outputs import OutputConflictError
+    from zarrext.jobs.outputs import OutputConflictError
     from zarrext.quantize import copy_quantized
 
     repo, first, _ = local_repo
@@ -399,10 +399,10 @@ def test_cli_read_commands_on_a_branch(run: Run, local_repo: tuple[Any, str, Pat
 def test_cli_conflicting_commit_is_one_line_and_the_branch_keeps_the_other(
     run: Run, local_repo: tuple[Any, str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrext.recompression
+    import zarrext.jobs.recompression
 
     repo, _, path = local_repo
-    real = zarrext.recompression.recompress
+    real = zarrext.jobs.recompression.recompress
     landed = []
 
     def racing(array: Any, *args: Any, **kwargs: Any) -> Any:
@@ -413,7 +413,7 @@ def test_cli_conflicting_commit_is_one_line_and_the_branch_keeps_the_other(
             landed.append(other.commit("another writer"))
         return report
 
-    monkeypatch.setattr(zarrext.recompression, "recompress", racing)
+    monkeypatch.setattr(zarrext.jobs.recompression, "recompress", racing)
     code, _out, err = run("recompress", path, "--icechunk-branch", "main", "-q")
     assert code == 1
     # -q: the local repository's safety note (kept even then), and the error in one line
@@ -576,8 +576,8 @@ def test_recompress_and_compact_on_a_cluster_commit_once(
 def test_a_failing_task_on_a_cluster_merges_nothing(
     local_repo: tuple[Any, str, Path], client: Any
 ) -> None:
-    from zarrext.cluster import on_client
-    from zarrext.store_refs import array_ref
+    from zarrext.jobs.cluster import on_client
+    from zarrext.jobs.store_refs import array_ref
 
     repo, first, _ = local_repo
     session = repo.writable_session("main")

@@ -30,7 +30,7 @@ from zarr.codecs import ZstdCodec
 
 import zarrext
 from tests.conftest import ROOT, conditional
-from zarrext.transactions import open_repository, read_session, repository_storage
+from zarrext.jobs.transactions import open_repository, read_session, repository_storage
 
 icechunk = pytest.importorskip("icechunk")
 
@@ -40,7 +40,7 @@ ROWS = 4  # the writer's commit i writes rows [i * ROWS, (i + 1) * ROWS) of "w" 
 WRITER = """
 import json, sys
 import zarr
-from zarrext.transactions import commit, open_repository
+from zarrext.jobs.transactions import commit, open_repository
 
 url, options, n, rows, log = sys.argv[1:6]
 n, rows = int(n), int(rows)

@@ -16,7 +16,7 @@ from zarr.codecs import ZstdCodec
 import zarrext
 from tests.conftest import tree_digest
 from zarrext.dtypes.optional_conversions import nan_dtype
-from zarrext.optional_integration import OptionalReadWarning
+from zarrext.integration.optional import OptionalReadWarning
 
 xr = pytest.importorskip("xarray")
 
@@ -399,7 +399,7 @@ def test_numbers_into_an_optional_datetime_are_refused_naming_the_variable(
 
 def test_a_plain_struct_with_the_same_fields_is_left_to_xarray(tmp_path: Path) -> None:
     """zarr's own struct type with fields (value, valid) is not zarrext's: no conversion."""
-    from zarrext.optional_integration import raw_for_stored_optional
+    from zarrext.integration.optional import raw_for_stored_optional
 
     g = zarr.open_group(tmp_path / "s.zarr", mode="w")
     native = zarrext.OptionalDType("int16").to_native_dtype()
@@ -494,8 +494,8 @@ def _fake_backend(**changes: Any) -> Any:
     ({"encode_zarr_variable": lambda var, name=None: var}, r"encode_zarr_variable\(var, "),
 ], ids=["missing", "other-parameters"])
 def test_a_changed_xarray_backend_is_named_not_wrapped(changes: Any, named: str) -> None:
-    from zarrext._xarray_compat import XarrayCompatibilityError, check
-    from zarrext.optional_integration import install_xarray_hooks
+    from zarrext.integration.optional import install_xarray_hooks
+    from zarrext.integration.xarray_compat import XarrayCompatibilityError, check
 
     module = _fake_backend(**changes)
     with pytest.raises(XarrayCompatibilityError, match=named):
@@ -509,7 +509,7 @@ def test_a_changed_xarray_backend_is_named_not_wrapped(changes: Any, named: str)
 def test_xarrays_backend_is_wrapped_once() -> None:
     import xarray.backends.zarr as real
 
-    from zarrext._xarray_compat import check, wrap
+    from zarrext.integration.xarray_compat import check, wrap
 
     check(real)  # the installed xarray has what zarrext wraps
     assert real.encode_zarr_variable._zarrext_wrapped
@@ -530,11 +530,11 @@ g = zarr.open_group({str(tmp_path / "g.zarr")!r}, mode="w")
 a = g.create_array("v", shape=(2,), chunks=(2,), dtype=zarrext.OptionalDType("int16"),
                    fill_value=None, dimension_names=["t"])
 a[:] = [1, 2]
-assert "zarrext.optional_integration" in sys.modules and "xarray" not in sys.modules
+assert "zarrext.integration.optional" in sys.modules and "xarray" not in sys.modules
 import xarray as xr
 xr.Dataset({{"v": ("t", [0.0, np.nan])}}).to_zarr(
     {str(tmp_path / "g.zarr")!r}, append_dim="t", consolidated=False)
-assert "zarrext.xarray_backend" not in sys.modules  # the hook came with xarray's import
+assert "zarrext.xarray.backend" not in sys.modules  # the hook came with xarray's import
 print(zarr.open_array({str(tmp_path / "g.zarr" / "v")!r})[:]["valid"].tolist())
 """
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
@@ -683,16 +683,16 @@ def test_to_zarr_without_a_decision_warns_as_zarrexts_writers_do(
     encoding = _encoding(_cond())
     if sharded:
         encoding["v"]["shards"] = (200,)
-    with pytest.warns(zarrext.decisions.NoDecisionWarning) as caught:
+    with pytest.warns(zarrext.codecs.decisions.NoDecisionWarning) as caught:
         _ramp_dataset(dask=dask, block=200 if sharded else 100).to_zarr(
             tmp_path / "x.zarr", mode="w", zarr_format=3, consolidated=False, encoding=encoding)
     messages = [str(w.message) for w in caught
-                if issubclass(w.category, zarrext.decisions.NoDecisionWarning)]
+                if issubclass(w.category, zarrext.codecs.decisions.NoDecisionWarning)]
     assert len(messages) == 1
     assert "x.zarr/v" in messages[0]
     assert "decision='compress_if_smaller'" in messages[0]
     # the same warning as zarrext.create_array's, but for the encoding
-    with pytest.warns(zarrext.decisions.NoDecisionWarning, match="stored raw") as direct:
+    with pytest.warns(zarrext.codecs.decisions.NoDecisionWarning, match="stored raw") as direct:
         zarrext.create_array(str(tmp_path / "z.zarr"), shape=(400,), chunks=(100,),
                              dtype="f4", compressors=[_cond()])[:] = 1
     assert messages[0].split(";")[0].replace(str(tmp_path / "x.zarr/v"), "A") == str(
@@ -710,7 +710,7 @@ def test_to_zarr_keeps_the_decision_the_codec_carries(tmp_path: Path, decision: 
     import warnings
 
     with warnings.catch_warnings():
-        warnings.simplefilter("error", zarrext.decisions.NoDecisionWarning)
+        warnings.simplefilter("error", zarrext.codecs.decisions.NoDecisionWarning)
         _ramp_dataset().to_zarr(tmp_path / "x.zarr", mode="w", zarr_format=3,
                                 consolidated=False, encoding=_encoding(_cond(decision=decision)))
     assert _masks(tmp_path / "x.zarr" / "v") == ({0: 4} if decision == "never_apply" else {1: 4})
@@ -726,7 +726,7 @@ def test_appends_through_xarray_take_the_recorded_decision(tmp_path: Path) -> No
                          fill_value=np.nan, dimension_names=["x"], compressors=[_cond()],
                          decision="compress_if_smaller")
     with warnings.catch_warnings():
-        warnings.simplefilter("error", zarrext.decisions.NoDecisionWarning)
+        warnings.simplefilter("error", zarrext.codecs.decisions.NoDecisionWarning)
         _ramp_dataset().to_zarr(tmp_path / "g.zarr", append_dim="x", consolidated=False)
     assert _masks(tmp_path / "g.zarr" / "v") == {1: 4}
 
@@ -747,7 +747,7 @@ with warnings.catch_warnings(record=True) as caught:
     ds.to_zarr({str(tmp_path / "x.zarr")!r}, mode="w", zarr_format=3, consolidated=False,
                encoding={{
         "v": {{"compressors": [zarrext.ConditionalCodec([{ZSTD!r}])]}}}})
-print(sum(issubclass(w.category, zarrext.decisions.NoDecisionWarning) for w in caught))
+print(sum(issubclass(w.category, zarrext.codecs.decisions.NoDecisionWarning) for w in caught))
 """
     for order in (script, script.replace("import xarray as xr, numpy as np\nimport zarrext",
                                          "import zarrext\nimport xarray as xr, numpy as np")):

@@ -23,7 +23,7 @@ from zarr.codecs import BytesCodec, ShardingCodec
 import zarrext
 from zarrext import _zarr_compat as compat
 from zarrext._zarr_compat import REQUIREMENTS, Requirement, ZarrCompatibilityError
-from zarrext.pipeline import ZarrextCodecPipeline
+from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.layout import LayoutShardingCodec
 
@@ -99,7 +99,7 @@ def test_importing_zarrext_with_a_changed_signature_fails_naming_it() -> None:
         "import zarr.core.array as a\n"
         "async def _set_selection(store_path, metadata, value): ...\n"
         "a._set_selection = _set_selection\n"
-        "import zarrext.optional_integration\n"
+        "import zarrext.integration.optional\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert out.returncode != 0

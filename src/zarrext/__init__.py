@@ -10,22 +10,22 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from zarrext._xarray_compat import XARRAY_ZARR as _XARRAY_ZARR
-from zarrext._xarray_compat import when_imported as _when_imported
 from zarrext.dtypes.optional import register_with_zarr as _register_optional
 
 # Light and needed by any array whose pad codec holds a TIFF header: the check that
 # says when that header does not fit the chunks must be registered before such an
 # array is written through plain zarr.
 from zarrext.formats import tiff as _tiff  # noqa: F401
+from zarrext.integration.xarray_compat import XARRAY_ZARR as _XARRAY_ZARR
+from zarrext.integration.xarray_compat import when_imported as _when_imported
 
 _register_optional()
 
 
 def _decide_xarray_writes(zarr_backend: Any) -> None:
     """xarray's ``to_zarr`` gives ``conditional`` codecs the decision zarrext's writers
-    use (:mod:`zarrext.xarray_writes`); loaded only once xarray's zarr backend is."""
-    from zarrext.xarray_writes import install_xarray_decisions
+    use (:mod:`zarrext.xarray.writes`); loaded only once xarray's zarr backend is."""
+    from zarrext.xarray.writes import install_xarray_decisions
 
     install_xarray_decisions(zarr_backend)
 
@@ -45,37 +45,37 @@ _LAZY: dict[str, str] = {
     "PackBitsCodec": "zarrext.codecs.packbits",
     "PadCodec": "zarrext.codecs.pad",
     "ShuffleCodec": "zarrext.codecs.shuffle",
-    "from_plan": "zarrext.decisions",
-    "OptionalDType": "zarrext.optional_integration",
+    "from_plan": "zarrext.codecs.decisions",
+    "OptionalDType": "zarrext.integration.optional",
     "as_optional_array": "zarrext.dtypes.optional_conversions",
     "from_arrow": "zarrext.dtypes.optional_conversions",
     "from_masked": "zarrext.dtypes.optional_conversions",
     "to_arrow": "zarrext.dtypes.optional_conversions",
     "to_masked": "zarrext.dtypes.optional_conversions",
     "to_nan": "zarrext.dtypes.optional_conversions",
-    "read_masked": "zarrext.masked_read",
-    "optional_encoding": "zarrext.xarray_backend",
-    "decode_optional": "zarrext.xarray_backend",
-    "encode_optional": "zarrext.xarray_backend",
-    "inventory": "zarrext.inspection",
-    "RecompressReport": "zarrext.recompression",
-    "recompress": "zarrext.recompression",
-    "check": "zarrext.sharding",
-    "compact": "zarrext.sharding",
-    "expand": "zarrext.sharding",
-    "write_dask": "zarrext.sharding.dask",
+    "read_masked": "zarrext.pipeline.masked_read",
+    "optional_encoding": "zarrext.xarray.backend",
+    "decode_optional": "zarrext.xarray.backend",
+    "encode_optional": "zarrext.xarray.backend",
+    "inventory": "zarrext.jobs.inspection",
+    "RecompressReport": "zarrext.jobs.recompression",
+    "recompress": "zarrext.jobs.recompression",
+    "check": "zarrext.jobs.shards.check",
+    "compact": "zarrext.jobs.shards.compact",
+    "expand": "zarrext.jobs.shards.compact",
+    "write_dask": "zarrext.jobs.shards.dask",
 }
 
 if TYPE_CHECKING:
     from zarrext import quantize
     from zarrext.api import create_array, open_array, with_runtime
     from zarrext.codecs.conditional import ConditionalCodec
+    from zarrext.codecs.decisions import from_plan
     from zarrext.codecs.n5_default import N5DefaultCodec
     from zarrext.codecs.optional import OptionalCodec
     from zarrext.codecs.packbits import PackBitsCodec
     from zarrext.codecs.pad import PadCodec
     from zarrext.codecs.shuffle import ShuffleCodec
-    from zarrext.decisions import from_plan
     from zarrext.dtypes.optional import OptionalDType
     from zarrext.dtypes.optional_conversions import (
         as_optional_array,
@@ -85,12 +85,13 @@ if TYPE_CHECKING:
         to_masked,
         to_nan,
     )
-    from zarrext.inspection import inventory
-    from zarrext.masked_read import read_masked
-    from zarrext.recompression import RecompressReport, recompress
-    from zarrext.sharding import check, compact, expand
-    from zarrext.sharding.dask import write_dask
-    from zarrext.xarray_backend import decode_optional, encode_optional, optional_encoding
+    from zarrext.jobs.inspection import inventory
+    from zarrext.jobs.recompression import RecompressReport, recompress
+    from zarrext.jobs.shards.check import check
+    from zarrext.jobs.shards.compact import compact, expand
+    from zarrext.jobs.shards.dask import write_dask
+    from zarrext.pipeline.masked_read import read_masked
+    from zarrext.xarray.backend import decode_optional, encode_optional, optional_encoding
 
 
 def __getattr__(name: str) -> Any:

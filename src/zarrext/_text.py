@@ -18,7 +18,7 @@ def counted(n: int, noun: str, plural: str | None = None) -> str:
 
 
 def bytes_text(stored: int, objects: int, allocated: int | None = None) -> str:
-    """Bytes as every report says them (:class:`zarrext.inspection.ArrayInventory`):
+    """Bytes as every report says them (:class:`zarrext.jobs.inspection.ArrayInventory`):
     the chunks' bytes stored; the objects' sizes where they differ (a shard's index
     and free space); what the file system allocates where holes (parts of fixed slots
     no chunk fills) make it less than the objects.

@@ -9,13 +9,13 @@ A built-in decision given to :func:`create_array` is also recorded in the array'
 attributes (``{"zarrext": {"decision": name}}``), and :func:`open_array` uses it
 when no ``decision=`` is given. An array written with no decision at all stores
 its chunks raw, as the spec's default says, with a
-:class:`~zarrext.decisions.NoDecisionWarning` once per opened array.
+:class:`~zarrext.codecs.decisions.NoDecisionWarning` once per opened array.
 
 Filters from :func:`zarrext.quantize.plan` given to :func:`create_array` record the
 plan likewise (``{"zarrext": {"quantize": {...}}}``). Writes into a quantized array
 (``scale_offset`` + ``cast_value``) through these arrays' pipeline, and
 :func:`create_array`'s ``data``, refuse a finite value the array would not give back
-as itself, before anything of the write is stored (:mod:`zarrext.quantized_writes`).
+as itself, before anything of the write is stored (:mod:`zarrext.codecs.quantized_writes`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,7 @@ from zarrext._zarr_compat import (
     with_codecs,
 )
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
-from zarrext.decisions import (
+from zarrext.codecs.decisions import (
     NO_DECISION,
     RECORD_KEY,
     DecisionLike,
@@ -47,10 +46,11 @@ from zarrext.decisions import (
     builtin_name,
     recorded_decision,
 )
+from zarrext.codecs.literal_padding import warn_padding_mismatches
+from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
+from zarrext.codecs.quantized_writes import PlannedFilters, StorableValues, array_label
 from zarrext.errors import FillValueError, naming_codec_holder
-from zarrext.literal_padding import warn_padding_mismatches
-from zarrext.pipeline import build_pipeline
-from zarrext.quantized_writes import PlannedFilters, StorableValues, array_label
+from zarrext.pipeline.codec_pipeline import build_pipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
@@ -131,7 +131,7 @@ XARRAY_ADVICE = (
 def with_decision_when_none_given(array: Any) -> Any:
     """``array`` as zarrext's writers write it when given no decision (xarray's
     ``to_zarr``): with the decision its attributes record, or one that stores chunks
-    raw and says so once (:class:`~zarrext.decisions.NoDecisionWarning`), as
+    raw and says so once (:class:`~zarrext.codecs.decisions.NoDecisionWarning`), as
     :func:`open_array` does. Any other array (no ``conditional`` codec, codecs
     that carry a decision, not a Zarr format 3 ``zarr.Array``) is returned as it is.
     """
@@ -166,7 +166,7 @@ def _with_plan_record(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 def _refuse_unstorable_data(store: Any, kwargs: dict[str, Any]) -> None:
     """Refuse ``data=`` holding a value the array's quantizing filters would not give
-    back (:mod:`zarrext.quantized_writes`), before anything is created: zarr-python
+    back (:mod:`zarrext.codecs.quantized_writes`), before anything is created: zarr-python
     writes ``data`` through its own pipeline, which checks nothing."""
     data = kwargs.get("data")
     if data is None or kwargs.get("filters") is None:
@@ -212,7 +212,7 @@ def _explicit_optional_codecs(kwargs: dict[str, Any]) -> dict[str, Any]:
     """
     from zarrext.codecs.optional import OptionalCodec
     from zarrext.dtypes.optional import OptionalDType
-    from zarrext.optional_integration import optional_create_kwargs
+    from zarrext.integration.optional import optional_create_kwargs
 
     if not isinstance(kwargs.get("dtype"), OptionalDType) and not isinstance(
         kwargs.get("serializer"), OptionalCodec
@@ -241,8 +241,8 @@ def _in_memory(kwargs: dict[str, Any]) -> zarr.Array:
 def _refuse_lost_fill_value(probe: zarr.Array, store: Any) -> None:
     """Refuse a fill value that the array's filters do not give back (spec 002: an
     implementation SHOULD check it at creation); see
-    :func:`zarrext.quantize.verification.fill_value_change`."""
-    from zarrext.quantize.verification import array_filters, fill_value_change
+    :func:`zarrext.codecs.filter_roundtrip.fill_value_change`."""
+    from zarrext.codecs.filter_roundtrip import array_filters, fill_value_change
 
     metadata = probe.metadata
     if not isinstance(metadata, ArrayV3Metadata):
@@ -346,7 +346,7 @@ def open_array(
         See :func:`with_runtime`. With no ``decision``, an array opened for writing
         takes the one :func:`create_array` recorded in its attributes; with none
         recorded either, its chunks are stored raw and the first chunk written
-        gives a :class:`~zarrext.decisions.NoDecisionWarning`.
+        gives a :class:`~zarrext.codecs.decisions.NoDecisionWarning`.
     **kwargs
         Passed to ``zarr.open_array``.
 
@@ -367,7 +367,7 @@ def open_array(
     Notes
     -----
     Opening a sharded array on a local store for writing first rolls back shard
-    writes that a killed writer left unfinished (:func:`zarrext.sharding.check.recover_array`).
+    writes that a killed writer left unfinished (:func:`zarrext.jobs.shards.check.recover_array`).
     """
     if mode in ("w", "w-", "x"):
         raise ValueError(
@@ -411,16 +411,16 @@ def create_array(
         ``"compress_if_smaller"``, or the object it gives) is also recorded in the
         array's attributes, ``{"zarrext": {"decision": name}}``, for
         :func:`open_array` to use again. A function, a fixed mask, a plan or a
-        :class:`~zarrext.decisions.Decision` subclass cannot be recorded: nothing is,
+        :class:`~zarrext.codecs.decisions.Decision` subclass cannot be recorded: nothing is,
         and each :func:`open_array` must be given it again. With no ``decision``
         (and conditional codec objects that carry none), chunks are stored raw and
-        the first chunk written gives a :class:`~zarrext.decisions.NoDecisionWarning`.
+        the first chunk written gives a :class:`~zarrext.codecs.decisions.NoDecisionWarning`.
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...). ``filters`` from :func:`zarrext.quantize.plan` also record
         the plan (range, bound, headroom) in the attributes,
         ``{"zarrext": {"quantize": {...}}}``, which zarrext's writers then check
-        (:mod:`zarrext.quantized_writes`).
+        (:mod:`zarrext.codecs.quantized_writes`).
 
     Raises
     ------

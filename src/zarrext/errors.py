@@ -95,7 +95,7 @@ class UnstorableValueError(ValueError):
     """A finite value that a quantized array would not give back as itself.
 
     Raised before anything of the write is stored (see
-    :mod:`zarrext.quantized_writes`): the value would be stored as a code reserved
+    :mod:`zarrext.codecs.quantized_writes`): the value would be stored as a code reserved
     for NaN or an infinity, lie outside the integer type (``cast_value`` would
     refuse, clamp or wrap it), or decode farther than the planned
     ``max_abs_error``. The message is one line naming the array (or xarray
@@ -226,7 +226,7 @@ class DamagedChunksError(ChunkDecodeError):
         Every chunk left as it was, in store order.
     report : object
         What the job did to the other chunks (e.g. a
-        :class:`~zarrext.recompression.RecompressReport`).
+        :class:`~zarrext.jobs.recompression.RecompressReport`).
     """
 
     SHOWN = 5  # damaged chunks named in the message; the rest are counted

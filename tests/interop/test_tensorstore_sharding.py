@@ -12,7 +12,7 @@ import zarr
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
-from zarrext.sharding import shard_report
+from zarrext.jobs.shards.inspect import shard_report
 
 ts = pytest.importorskip("tensorstore")
 

@@ -29,9 +29,9 @@ import zarr
 from zarr.errors import NodeNotFoundError
 
 from zarrext._text import counted
-from zarrext.decisions import BUILTIN_DECISIONS
+from zarrext.codecs.decisions import BUILTIN_DECISIONS
 from zarrext.errors import naming_codec_holder
-from zarrext.group_metadata import is_staging
+from zarrext.jobs.group_metadata import is_staging
 from zarrext.stores import (
     StoreOpenError,
     local_path,
@@ -174,7 +174,7 @@ DECISION = typer.Option(
     + ", ".join(BUILTIN_DECISIONS) + ".",
     callback=_known_decision,
 )
-"""The ``--decision`` option: one of ``zarrext.decisions.BUILTIN_DECISIONS`` (else exit 2)."""
+"""The ``--decision`` option: one of ``BUILTIN_DECISIONS`` (else exit 2)."""
 
 
 def _named(value: str | None) -> str | None:
@@ -357,7 +357,7 @@ def _in_repository(
 ) -> Any:
     """Run ``command`` on the repository at ``path`` (see :func:`in_icechunk`)."""
     from zarrext.cli._warnings import note
-    from zarrext.transactions import job_message, open_repository, read_session, transaction
+    from zarrext.jobs.transactions import job_message, open_repository, read_session, transaction
 
     arguments = bound.arguments
     repo = open_repository(

@@ -29,7 +29,7 @@ from zarrext.cli._common import (
     open_node,
     valid_storage_options,
 )
-from zarrext.inspection import size_change
+from zarrext.jobs.inspection import size_change
 
 
 def _positive_bound(value: float) -> float:

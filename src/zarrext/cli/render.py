@@ -16,9 +16,9 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.inspection import size_change
-from zarrext.recompression import RecompressReport
-from zarrext.sharding.inspect import (
+from zarrext.jobs.inspection import size_change
+from zarrext.jobs.recompression import RecompressReport
+from zarrext.jobs.shards.inspect import (
     MAX_SHARD_ROWS,
     ShardInfo,
     format_bytes,
@@ -86,7 +86,7 @@ def array_progress_bar(
     job: str, *, console: Console | None = None, enabled: bool = True
 ) -> Iterator[Callable[[str, int, int], None]]:
     """As :func:`progress_bar`, for a job that reports array by array
-    (``progress(array_path, done, total)``, e.g. :func:`zarrext.inspection.node_info`):
+    (``progress(array_path, done, total)``, e.g. :func:`zarrext.jobs.inspection.node_info`):
     one bar, labelled with the job and the array it is on."""
     with _bar(job, console, enabled) as (bar, task):
 

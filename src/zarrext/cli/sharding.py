@@ -42,7 +42,7 @@ def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[z
 def checked_text(array: Any, *, sharded: bool, deep: bool, sizes: Any) -> str:
     """What a check of ``array`` that found nothing looked at, and what it did not:
     ``every chunk validates`` only where every chunk was decoded; and the bytes its
-    ``sizes`` (:func:`zarrext.inspection.inventory`, totals) count, as info and
+    ``sizes`` (:func:`zarrext.jobs.inspection.inventory`, totals) count, as info and
     inspect count them."""
     from zarr.storage import LocalStore
 
@@ -91,16 +91,16 @@ def _print_problems(finding: Any) -> None:
 
 def _interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
     """The temporary outputs killed jobs left beside and inside a local array or group
-    (:func:`zarrext.outputs.find_leftovers`), as findings of kind ``interrupted_output``
+    (:func:`zarrext.jobs.outputs.find_leftovers`), as findings of kind ``interrupted_output``
     keyed by their path (as ``location`` is given), saying whose and their size.
 
     With ``repair``, a killed job's (its process gone, on this host) is removed once
-    what its publication had left undone is done (:func:`zarrext.outputs.remove_leftover`);
+    what its publication had left undone is done (:func:`zarrext.jobs.outputs.remove_leftover`);
     one not provably a killed job's (another host's, an earlier zarrext's) is left,
     with advice; a running job's is not reported. Nothing for other stores.
     """
-    from zarrext.outputs import find_leftovers, remove_leftover
-    from zarrext.sharding.check_report import ShardCheck
+    from zarrext.jobs.outputs import find_leftovers, remove_leftover
+    from zarrext.jobs.shards.check_report import ShardCheck
     from zarrext.stores import local_path
 
     given = local_path(location)
@@ -160,15 +160,15 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Rewrite every shard densely (or, with --expand, into fixed slots), atomically."""
         from zarrext.cli.render import progress_bar
-        from zarrext.sharding.compact import READER_NOTE, RewriteReport, rewrite_refusal
-        from zarrext.sharding.compact import compact as run_compact
-        from zarrext.sharding.compact import expand as run_expand
-        from zarrext.sharding.inspect import format_bytes
+        from zarrext.jobs.shards.compact import READER_NOTE, RewriteReport, rewrite_refusal
+        from zarrext.jobs.shards.compact import compact as run_compact
+        from zarrext.jobs.shards.compact import expand as run_expand
+        from zarrext.jobs.shards.inspect import format_bytes
         from zarrext.sharding.layout import shards_of
 
         console = Console(quiet=quiet)
         if dry_run:
-            from zarrext.inspection import inventory
+            from zarrext.jobs.inspection import inventory
 
             for array in _sharded_arrays(path, "r", storage_options):
                 inv = inventory(array, read_masks=False)
@@ -274,9 +274,9 @@ def register(app: typer.Typer) -> None:
         and that the fill value survives the filters."""
         from zarrext.cli._common import iter_arrays
         from zarrext.cli.render import progress_bar
-        from zarrext.inspection import inventory
-        from zarrext.sharding.check import check as run_check
-        from zarrext.sharding.check import unverifiable
+        from zarrext.jobs.inspection import inventory
+        from zarrext.jobs.shards.check import check as run_check
+        from zarrext.jobs.shards.check import unverifiable
         from zarrext.sharding.layout import sharding_codec_of
 
         if repair:

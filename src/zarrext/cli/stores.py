@@ -34,9 +34,9 @@ from zarrext.cli._common import (
     require_writable_file,
     run_each,
 )
-from zarrext.decisions import format_mask
-from zarrext.inspection import ArrayInventory, inventory, size_change, storage_block
-from zarrext.sharding.inspect import ShardInfo, shard_json
+from zarrext.codecs.decisions import format_mask
+from zarrext.jobs.inspection import ArrayInventory, inventory, size_change, storage_block
+from zarrext.jobs.shards.inspect import ShardInfo, shard_json
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -108,7 +108,7 @@ def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Tab
 def masks_by_shard(inv: ArrayInventory) -> dict[str, Counter[int]]:
     """How many of each shard's stored chunks hold each mask, by shard key.
 
-    Keys are relative to the array, as :class:`~zarrext.sharding.inspect.ShardInfo`'s.
+    Keys are relative to the array, as :class:`~zarrext.jobs.shards.inspect.ShardInfo`'s.
     """
     prefix = f"{inv.path}/" if inv.path else ""
     out: dict[str, Counter[int]] = defaultdict(Counter)
@@ -481,8 +481,8 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Per array: stored chunks, bytes, conditional masks; per shard: layout and bytes."""
         from zarrext.cli.render import progress_bar, render_shard_table, sharded_report
-        from zarrext.decisions import decision_record
-        from zarrext.literal_padding import padding_notes
+        from zarrext.codecs.decisions import decision_record
+        from zarrext.codecs.literal_padding import padding_notes
 
         console = Console()
         if plot is not None:
@@ -577,8 +577,8 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Rewrite every stored chunk with freshly decided conditional masks, in place."""
         from zarrext.cli.render import recompress_table
-        from zarrext.inspection import conditional_placement
-        from zarrext.recompression import recompress as run
+        from zarrext.jobs.inspection import conditional_placement
+        from zarrext.jobs.recompression import recompress as run
 
         if not dry_run:
             require_writable(path, "recompress")
@@ -774,7 +774,7 @@ def register_info(app: typer.Typer) -> None:
         file system allocates for them, where holes make it less.
         """
         from zarrext.cli.render import array_progress_bar
-        from zarrext.inspection import node_info
+        from zarrext.jobs.inspection import node_info
 
         node = open_node(path, storage_options=storage_options)
         with array_progress_bar("info", enabled=not as_json) as progress:

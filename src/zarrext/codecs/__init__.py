@@ -5,6 +5,18 @@ here. They load on first use (PEP 562): zarr resolving one codec through its
 entry point (``zarrext.codecs.shuffle``) runs this package's ``__init__`` first,
 which must not import the other codecs (``conditional`` pulls in the decisions,
 ``optional`` the data type).
+
+Besides the codecs, what they are given and decide with: the conditional codec's
+decisions (:mod:`~zarrext.codecs.decisions`), the chunk a codec works on
+(:mod:`~zarrext.codecs.chunk_context`), an array's codec chain
+(:mod:`~zarrext.codecs.chain`) and the spec of its chunks
+(:mod:`~zarrext.codecs.specs`); for zarr's ``scale_offset`` + ``cast_value``, the
+values they store (:mod:`~zarrext.codecs.quantized_writes`) and their round trip
+(:mod:`~zarrext.codecs.filter_roundtrip`); for ``pad``, literal padding that does not
+describe its chunks (:mod:`~zarrext.codecs.literal_padding`).
+
+Layer: the bottom, above :mod:`zarrext.dtypes` alone; may import it and the base
+modules (:mod:`zarrext.errors`, :mod:`zarrext._zarr_compat`, :mod:`zarrext._nesting`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ reverse order. Reserved bits are zero; a chunk that sets one cannot be decoded.
 The spec was first published under the name ``optional``; metadata that names it so
 (with a ``codecs`` key) is read, and written back, under that name.
 
-Which codecs a writer applies is a runtime decision (:mod:`zarrext.decisions`),
+Which codecs a writer applies is a runtime decision (:mod:`zarrext.codecs.decisions`),
 never stored in ``zarr.json`` and not part of codec equality.
 """
 
@@ -23,11 +23,11 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON
 
-from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync, resolve_codec
 from zarrext.codecs._alignment import aligned
-from zarrext.decisions import (
+from zarrext.codecs.chunk_context import current_chunk_index, describe_chunk
+from zarrext.codecs.decisions import (
     NEVER_APPLY,
     NO_DECISION,
     ChunkEncoding,
@@ -135,13 +135,13 @@ class ConditionalCodec(BytesBytesCodec):
         How a writer picks each chunk's mask: a built-in's name
         (``"compress_if_smaller"``, ``"always_apply"``, ``"never_apply"``,
         ``"smallest"``, ``"spec_literal"``), a function in one of the spec's
-        signatures, a fixed mask, or a :class:`~zarrext.decisions.Decision`. It
+        signatures, a fixed mask, or a :class:`~zarrext.codecs.decisions.Decision`. It
         goes with the codec object wherever it is given (``zarr.create_array``,
         xarray's ``encoding``). Default: none, and chunks are stored raw (mask 0);
         zarrext's writers (``zarrext.open_array``/``create_array``, xarray's
         ``to_zarr``) then take the decision the array's attributes record, or say
         once that they store chunks raw
-        (:class:`~zarrext.decisions.NoDecisionWarning`).
+        (:class:`~zarrext.codecs.decisions.NoDecisionWarning`).
     trial_encode : bool, optional
         For a decision function: trial-encode each codec before asking it.
         Defaults to what the function's signature asks for.

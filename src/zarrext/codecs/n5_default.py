@@ -35,10 +35,10 @@ from zarr.core.codec_pipeline import codecs_from_list_unchecked
 from zarr.core.common import JSON, parse_named_configuration
 from zarr.core.metadata.v3 import parse_codecs
 
-from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync
 from zarrext.codecs._alignment import aligned
+from zarrext.codecs.chunk_context import current_chunk_index, describe_chunk
 
 if TYPE_CHECKING:
     from typing import Self

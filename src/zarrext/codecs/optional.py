@@ -45,10 +45,10 @@ from zarr.core.dtype import Bool
 from zarr.core.metadata.v3 import RegularChunkGridMetadata, parse_codecs
 from zarr.registry import get_pipeline_class
 
-from zarrext._context import current_chunk_index, describe_chunk
 from zarrext._nesting import NestingError, nested
 from zarrext._zarr_compat import codec_supports_sync
 from zarrext.codecs._of_nothing import reading_nothing
+from zarrext.codecs.chunk_context import current_chunk_index, describe_chunk
 from zarrext.codecs.packbits import PackBitsCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
@@ -578,7 +578,7 @@ class OptionalCodec(ArrayBytesCodec):
         """One chunk as two arrays of its shape: the values and their validity.
 
         For readers that want values and mask apart (``numpy.ma``, see
-        :mod:`zarrext.masked_read`): the interleaved ``(value, valid)`` chunk is
+        :mod:`zarrext.pipeline.masked_read`): the interleaved ``(value, valid)`` chunk is
         never built. Missing elements hold zero. When every element is present
         the values may be a view of the data codecs' output, which a pipeline
         may reuse: copy them before this thread decodes again.

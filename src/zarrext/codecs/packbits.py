@@ -46,7 +46,7 @@ from zarr.core.dtype import (
     UInt64,
 )
 
-from zarrext._context import current_chunk_index, describe_chunk
+from zarrext.codecs.chunk_context import current_chunk_index, describe_chunk
 
 if TYPE_CHECKING:
     from typing import Self

@@ -35,8 +35,8 @@ import numpy as np
 from zarr.abc.codec import BytesBytesCodec
 from zarr.core.common import JSON, parse_named_configuration
 
-from zarrext._context import ChunkIndex, current_chunk_index, describe_chunk
 from zarrext.codecs._alignment import aligned
+from zarrext.codecs.chunk_context import ChunkIndex, current_chunk_index, describe_chunk
 
 if TYPE_CHECKING:
     from typing import Self
@@ -64,7 +64,7 @@ PaddingFunction = Callable[[bytes, ChunkIndex | None, tuple[int, ...]], bytes]
 """``padding(encoded_chunk, chunk_index, chunk_shape) -> exactly nbytes bytes``.
 
 ``chunk_index`` is ``None`` when the array was not opened through zarrext (see
-:func:`zarrext._context.current_chunk_index`); ``chunk_shape`` is the shape of the
+:func:`zarrext.codecs.chunk_context.current_chunk_index`); ``chunk_shape`` is the shape of the
 chunk as the codec pipeline sees it.
 """
 

@@ -2,6 +2,9 @@
 
 Each section is a module of this package with ``run(root: Path, console: Console)``;
 it builds its stores under ``root / <section name>`` and prints what happened.
+
+Layer: the top, with :mod:`zarrext.cli` (whose tables it prints); may import every
+other layer, and rich.
 """
 
 from __future__ import annotations

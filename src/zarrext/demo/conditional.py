@@ -13,9 +13,9 @@ from zarr.codecs import BytesCodec, Crc32cCodec
 
 import zarrext
 from zarrext.cli.render import recompress_table
-from zarrext.decisions import format_mask
-from zarrext.inspection import inventory
-from zarrext.recompression import recompress
+from zarrext.codecs.decisions import format_mask
+from zarrext.jobs.inspection import inventory
+from zarrext.jobs.recompression import recompress
 
 SHAPE = (1024, 1024)
 CHUNKS = (256, 256)

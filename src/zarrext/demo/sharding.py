@@ -13,8 +13,8 @@ from rich.table import Table
 from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
-from zarrext.recompression import recompress
-from zarrext.sharding import shard_report
+from zarrext.jobs.recompression import recompress
+from zarrext.jobs.shards.inspect import shard_report
 
 SHAPE = (1024, 1024)
 SHARD = (512, 512)

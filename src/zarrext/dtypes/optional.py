@@ -28,7 +28,7 @@ Variable-length strings are held in an object field, because NumPy's
 Conversions to and from masked, pyarrow and plain arrays live in
 :mod:`zarrext.dtypes.optional_conversions`; what zarr-python does with optional
 arrays (converting written values, the default serializer) in
-:mod:`zarrext.optional_integration`.
+:mod:`zarrext.integration.optional`.
 """
 
 

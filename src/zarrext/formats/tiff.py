@@ -44,7 +44,7 @@ import numpy as np
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.codecs.numcodecs import Zlib
 
-from zarrext._context import ChunkIndex, describe_chunk
+from zarrext.codecs.chunk_context import ChunkIndex, describe_chunk
 from zarrext.codecs.pad import (
     PadCodec,
     PaddedChunks,

@@ -19,20 +19,24 @@ and -Inf at the far end of the integer type, mapped in both directions through
 finite (so that it round-trips exactly, as code 0); else it places the codes in the
 type. Values a little beyond the range are thus stored within the bound by any
 writer; zarrext's writers refuse any value that would not come back within it
-(:mod:`zarrext.quantized_writes`, :class:`UnstorableValueError`).
+(:mod:`zarrext.codecs.quantized_writes`, :class:`UnstorableValueError`).
 
-The package follows those steps: :mod:`~zarrext.quantize.verification` runs the
+The package follows those steps: :mod:`~zarrext.codecs.filter_roundtrip` runs the
 real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
 configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
 (``zarrext quantize``, the only part doing I/O) builds on them, each module using
 only the ones before it: :mod:`~zarrext.quantize.blocks` runs a pass over an array's
 blocks (in threads, or on Dask workers), :mod:`~zarrext.quantize.copying` copies one
-array and :mod:`~zarrext.quantize.groups` a group; :mod:`zarrext.outputs` publishes
+array and :mod:`~zarrext.quantize.groups` a group; :mod:`zarrext.jobs.outputs` publishes
 the copy and refreshes the consolidated metadata of the groups holding it.
+
+Layer: above :mod:`zarrext.jobs` (beside :mod:`zarrext.xarray`, neither importing the
+other); may import the jobs, :mod:`zarrext.api` and every layer below.
 """
 
 from __future__ import annotations
 
+from zarrext.codecs.filter_roundtrip import roundtrip, worst_error
 from zarrext.errors import UnstorableValueError
 from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
 from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
@@ -43,7 +47,6 @@ from zarrext.quantize.planning import (
     plan,
     plan_quantization,
 )
-from zarrext.quantize.verification import roundtrip, worst_error
 
 __all__ = [
     "CFConversion",

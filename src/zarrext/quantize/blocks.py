@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarrext import cluster
 from zarrext._text import counted
-from zarrext.quantize.verification import measured_error
+from zarrext.codecs.filter_roundtrip import measured_error
+from zarrext.jobs import cluster
 
 if TYPE_CHECKING:
-    from zarrext.store_refs import ArrayRef, StoreRef
+    from zarrext.jobs.store_refs import ArrayRef, StoreRef
 
 __all__ = ["Progress"]
 
@@ -81,7 +81,7 @@ def _copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
     (:class:`~zarrext.errors.UnstorableValueError`). Idempotent: a block written
     again gets the same bytes.
     """
-    from zarrext.quantized_writes import StorableValues, array_label
+    from zarrext.codecs.quantized_writes import StorableValues, array_label
 
     data = np.asarray(src[sl])
     storable = StorableValues.of_metadata(dst.metadata)
@@ -104,7 +104,7 @@ class _OutputRef:
         import zarr
         from zarr.core.buffer import default_buffer_prototype
 
-        from zarrext.outputs import MetadataLastStore
+        from zarrext.jobs.outputs import MetadataLastStore
 
         key = f"{self.path}/zarr.json" if self.path else "zarr.json"
         document = default_buffer_prototype().buffer.from_bytes(self.metadata)
@@ -115,8 +115,8 @@ class _OutputRef:
 def _described(array: Any, what: str) -> StoreRef:
     from zarr.storage import ZipStore
 
-    from zarrext.outputs import MetadataLastStore
-    from zarrext.store_refs import store_ref
+    from zarrext.jobs.outputs import MetadataLastStore
+    from zarrext.jobs.store_refs import store_ref
     from zarrext.stores import StoreOpenError
 
     store = array.store_path.store

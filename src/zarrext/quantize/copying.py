@@ -5,7 +5,7 @@ one that exists (without ``overwrite``); builds the output under a temporary nam
 moves it into place only when it is complete and no larger than its source (unless
 ``allow_larger``), refreshing the consolidated metadata of the groups that hold the
 new output so that readers trusting it (xarray) see it, and never a mix of the old
-and the new (:func:`zarrext.outputs.staged_output`). :func:`_quantize_array`
+and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`_quantize_array`
 (scan, plan, write, verify one array) also serves :mod:`~zarrext.quantize.groups`.
 """
 
@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from zarrext.decisions import without_decision_record
+from zarrext.codecs.decisions import without_decision_record
 from zarrext.quantize.blocks import (
     Progress,
     _blocks,
@@ -79,7 +79,7 @@ class CopyReport:
 
 def stored_bytes(array: Any) -> int:
     """Bytes of an array's stored chunks, as ``zarrext info`` and ``inspect`` count them."""
-    from zarrext.inspection import inventory
+    from zarrext.jobs.inspection import inventory
 
     return inventory(array, read_masks=False).stored_bytes
 
@@ -120,7 +120,7 @@ def _quantize_array(
     """
     import zarr
 
-    from zarrext.store_refs import ArrayRef
+    from zarrext.jobs.store_refs import ArrayRef
 
     label = src.path or "/"
     ftype = float_dtype(src.dtype)
@@ -151,7 +151,7 @@ def _quantize_array(
         fill_value=fill,
         filters=list(planned.filters),
         # no conditional codec in the copy: a decision recorded for one would be untrue;
-        # the plan recorded instead, for later writers to check (zarrext.quantized_writes)
+        # the plan recorded instead, for later writers to check (zarrext.codecs.quantized_writes)
         attributes=planned.planned.recorded_in(without_decision_record(src.attrs)),
         dimension_names=getattr(src.metadata, "dimension_names", None),
         zarr_format=3,
@@ -185,7 +185,7 @@ def _quantize_array(
         path=report_path if report_path is not None else name or "",
     )
     if report.output_bytes > report.source_bytes and not allow_larger:
-        from zarrext.inspection import size_change
+        from zarrext.jobs.inspection import size_change
 
         raise LargerOutputError(
             f"the quantized copy of {label} would be "
@@ -203,8 +203,8 @@ def _staged(
     storage_options: Mapping[str, Any] | None,
     job: Callable[[Any], Any],
 ) -> Any:
-    """Run ``job(target)`` inside :func:`zarrext.outputs.staged_output`, noting failures."""
-    from zarrext.outputs import staged_output
+    """Run ``job(target)`` inside :func:`zarrext.jobs.outputs.staged_output`, noting failures."""
+    from zarrext.jobs.outputs import staged_output
 
     # staged_output refuses an existing (or non-Zarr) output before yielding, so
     # that refusal comes before any block is read.
@@ -267,8 +267,8 @@ def copy_quantized(
         ``"scan"`` or ``"copy"``.
     client : dask.distributed.Client, optional
         Run both passes on this Dask cluster: one task per batch of blocks (at most
-        :data:`zarrext.cluster.TASKS`), each reopening the source and the output
-        from their descriptions (:mod:`zarrext.store_refs`: a local directory the
+        :data:`zarrext.jobs.cluster.TASKS`), each reopening the source and the output
+        from their descriptions (:mod:`zarrext.jobs.store_refs`: a local directory the
         workers reach, or a URL and its options); tasks are idempotent, so a task
         rerun after its worker died writes the same bytes. The error bound is
         checked on what the workers read back.
@@ -278,7 +278,7 @@ def copy_quantized(
         For an ``output`` URL whose store wants other options than the source's
         (another endpoint or account); by default ``storage_options``.
 
-    Where the output is built (:func:`zarrext.outputs.staged_output`): a local
+    Where the output is built (:func:`zarrext.jobs.outputs.staged_output`): a local
     directory or zip archive under a temporary name, renamed into place at the
     end; a new output on an object store at its final keys, its ``zarr.json``
     written last; in an icechunk session, in place (the commit publishes it).
@@ -297,7 +297,7 @@ def copy_quantized(
         ``overwrite``, or on an object store).
     """
     from zarrext.api import open_array
-    from zarrext.outputs import check_disjoint
+    from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from zarrext import cluster
 from zarrext.errors import naming_codec_holder
+from zarrext.jobs import cluster
 from zarrext.quantize.blocks import Progress
 from zarrext.quantize.copying import CopyReport, _opened, _quantize_array, _staged
 from zarrext.quantize.planning import float_dtype
@@ -44,7 +44,7 @@ def floating_arrays(
     """
     import zarr
 
-    from zarrext.group_metadata import is_staging
+    from zarrext.jobs.group_metadata import is_staging
 
     with naming_codec_holder(group=group):
         members = group.members(max_depth=None)
@@ -80,7 +80,7 @@ def floating_arrays(
 def _excluded_output(source: Any, output: Any) -> str | None:
     """The output's path relative to ``source`` when both are in one icechunk session
     and the output is inside the source group (its copy leaves the output out)."""
-    from zarrext.outputs import _in_session
+    from zarrext.jobs.outputs import _in_session
 
     ss, so = _in_session(source), _in_session(output)
     if ss is None or so is None or ss[0] != so[0]:
@@ -138,8 +138,8 @@ def copy_group_quantized(
     import zarr
 
     from zarrext.api import with_runtime
-    from zarrext.group_metadata import consolidate_within
-    from zarrext.outputs import check_disjoint
+    from zarrext.jobs.group_metadata import consolidate_within
+    from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only
@@ -189,7 +189,7 @@ def _copy_objects(group: Any, store: Any, base: str, skip: Iterable[str]) -> Non
     from zarr.core.buffer import default_buffer_prototype
     from zarr.core.sync import sync
 
-    from zarrext.outputs import STAGING_MARKER
+    from zarrext.jobs.outputs import STAGING_MARKER
 
     source = group.store
     prefix = f"{group.path}/" if group.path else ""

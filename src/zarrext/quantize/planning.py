@@ -17,8 +17,8 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.codecs.cast_value import CastValue
 from zarr.codecs.scale_offset import ScaleOffset
 
-from zarrext.quantize.verification import fill_value_change, worst_error
-from zarrext.quantized_writes import PlannedFilters, PlannedRange
+from zarrext.codecs.filter_roundtrip import fill_value_change, worst_error
+from zarrext.codecs.quantized_writes import PlannedFilters, PlannedRange
 
 __all__ = [
     "HEADROOM_FRACTION",
@@ -296,7 +296,7 @@ def plan_quantization(
     meet free codes (stored within about half a step), then ``cast_value``'s
     out-of-range error at one end and, at the other, the reserved codes (read back
     as NaN or an infinity); zarrext's writers refuse every value that would not
-    come back within the bound (:mod:`zarrext.quantized_writes`), once the plan is
+    come back within the bound (:mod:`zarrext.codecs.quantized_writes`), once the plan is
     recorded in the array's attributes (:attr:`QuantizationPlan.planned`), from the
     filters alone otherwise.
 
@@ -335,7 +335,7 @@ def plan_quantization(
     QuantizationError
         If no integer type up to 64 bits holds the range and its headroom within
         the bound, or the fill value does not survive the filters
-        (:func:`~zarrext.quantize.verification.fill_value_change`).
+        (:func:`~zarrext.codecs.filter_roundtrip.fill_value_change`).
     """
     if not (isinstance(max_abs_error, int | float) and math.isfinite(max_abs_error)) or (
         max_abs_error <= 0
@@ -518,7 +518,7 @@ def plan(
     the parameters. Pass the result as ``zarrext.create_array(..., filters=plan(...),
     fill_value=<same fill_value>)`` (the default fill_value, NaN, matches an array
     created with ``fill_value=np.nan``): the list carries the plan
-    (:class:`~zarrext.quantized_writes.PlannedFilters`), which
+    (:class:`~zarrext.codecs.quantized_writes.PlannedFilters`), which
     :func:`zarrext.create_array` and xarray's ``to_zarr`` record in the array's
     attributes so that zarrext's later writers check the planned bound too.
     ``zarr.create_array`` takes it as well, and records nothing (add

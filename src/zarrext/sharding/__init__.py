@@ -1,31 +1,21 @@
-"""Shard write layouts for ``sharding_indexed``: fixed slots, append, compaction.
+"""Shard write layouts for ``sharding_indexed``: the mechanism.
 
 The shards stay zarr-python's ``sharding_indexed`` format; this package decides
-where a writer puts inner chunks (:mod:`~zarrext.sharding.layout`), writes them in
-place and crash-safely (:mod:`~zarrext.sharding.writer`), rewrites shards densely
-or back into slots (:mod:`~zarrext.sharding.compact`), validates and repairs
-(:mod:`~zarrext.sharding.check`), reports (:mod:`~zarrext.sharding.inspect`) and
-ingests Dask arrays (:mod:`~zarrext.sharding.dask`, above :mod:`zarrext.api`, so not
-imported here: :func:`zarrext.write_dask`).
+where a writer puts inner chunks (:mod:`~zarrext.sharding.layout`, with
+:mod:`~zarrext.sharding.geometry`, :mod:`~zarrext.sharding.bounds` and
+:mod:`~zarrext.sharding.allocator`), writes them in place and crash-safely
+(:mod:`~zarrext.sharding.writer`, :mod:`~zarrext.sharding.journal`), reads them
+(:mod:`~zarrext.sharding.reader`, :mod:`~zarrext.sharding.state`) and rewrites one
+shard (:mod:`~zarrext.sharding.transcode`); :mod:`~zarrext.sharding.codec` is the
+runtime sharding codec the pipeline drives.
+
+Layer: above :mod:`zarrext.pipeline` and what lies below it; below
+:mod:`zarrext.api` and the jobs. The jobs on shards (check, compact, inspect, Dask
+writes) live in :mod:`zarrext.jobs.shards`.
 """
 
 from __future__ import annotations
 
-from zarrext.sharding.check import ShardCheck, check
-from zarrext.sharding.compact import RewriteReport, compact, expand
-from zarrext.sharding.inspect import ShardInfo, shard_report
 from zarrext.sharding.layout import LAYOUTS, LayoutShardingCodec, ShardLayoutError, slot_bound
 
-__all__ = [
-    "LAYOUTS",
-    "LayoutShardingCodec",
-    "RewriteReport",
-    "ShardCheck",
-    "ShardInfo",
-    "ShardLayoutError",
-    "check",
-    "compact",
-    "expand",
-    "shard_report",
-    "slot_bound",
-]
+__all__ = ["LAYOUTS", "LayoutShardingCodec", "ShardLayoutError", "slot_bound"]

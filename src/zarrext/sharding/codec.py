@@ -23,16 +23,16 @@ import numpy as np
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.chunk_utils import encode_or_elide_chunk
 
-from zarrext._context import _chunk_index, _inner_origin
 from zarrext._zarr_compat import (
     chunks_per_shard,
     encode_shard_dict_sync,
     inner_chunk_spec,
     sharding_codec_fields,
 )
+from zarrext.codecs.chunk_context import _chunk_index, _inner_origin
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
-from zarrext.pipeline import ZarrextCodecPipeline
-from zarrext.scratch import Staging, staged_encoding
+from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
+from zarrext.pipeline.scratch import Staging, staged_encoding
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -144,7 +144,7 @@ class RuntimeShardingCodec(ShardingCodec):
         # Each job writes its own inner chunks' entries: no two jobs share a key.
         encoded: dict[tuple[int, ...], Buffer | None] = {}
         # Large inner chunks are encoded in the thread's arena and their encoded
-        # bytes kept in the job's staging segments (zarrext.scratch.Staging), when
+        # bytes kept in the job's staging segments (zarrext.pipeline.scratch.Staging), when
         # no decision keeps chunk bytes; else each in fresh memory, as zarr does.
         staged = pipeline.encodes_into_arena_for(chunk_spec)
         size = max(1, math.ceil(len(every) / max(1, groups)))
@@ -196,7 +196,7 @@ class RuntimeShardingCodec(ShardingCodec):
         """How one inner chunk is decoded into ``out`` (the selection's buffer): a
         function of ``(indexer item, chunk bytes or None)``, run with the inner
         chunk's array-wide index set (from the shard's origin in the caller's
-        context, :data:`zarrext._context._inner_origin`)."""
+        context, :data:`zarrext.codecs.chunk_context._inner_origin`)."""
         pipeline = self._get_inner_pipeline(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
         origin = _inner_origin.get()
@@ -384,7 +384,8 @@ class RuntimeShardingCodec(ShardingCodec):
         # A local shard is read from one open file under a shared lock, so that
         # no writer, compact or expand changes it between index and chunk reads
         # (see zarrext.sharding.reader); other stores take zarr-python's path.
-        from zarrext.sharding.reader import index_format, local_file, open_shared
+        from zarrext.pipeline.chunk_io import local_file
+        from zarrext.sharding.reader import index_format, open_shared
 
         path = local_file(byte_getter)
         if path is None:

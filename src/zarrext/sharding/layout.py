@@ -19,7 +19,7 @@ a writer puts each inner chunk, so every layout reads with any reader.
     when the index is at the end (the spec's append-only strategy).
 
 Layouts are runtime settings, never written to ``zarr.json``. Which arrays take
-them is decided by the array's codec chain (:class:`zarrext.chain.CodecChain`):
+them is decided by the array's codec chain (:class:`zarrext.codecs.chain.CodecChain`):
 
 - supported: ``sharding_indexed`` as the serializer with nothing after it, with any
   inner codecs (``fixed-slot`` needs their encoded size bounded), nested sharding,
@@ -53,12 +53,12 @@ from zarrext._zarr_compat import (
     shard_indexer_and_value,
     sharding_codec_fields,
 )
-from zarrext.chain import CodecChain
+from zarrext.codecs.chain import CodecChain
+from zarrext.codecs.specs import array_spec, regular_chunk_shape
 from zarrext.sharding import writer
 from zarrext.sharding.bounds import slot_bound, slot_sizes
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
-from zarrext.specs import array_spec, regular_chunk_shape
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -215,7 +215,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         """Merge, encode and write the touched inner chunks, all in this thread."""
         from zarr.core.chunk_utils import merge_and_encode_chunk
 
-        from zarrext._context import _chunk_index
+        from zarrext.codecs.chunk_context import _chunk_index
 
         geometry = self.geometry(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
@@ -254,7 +254,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
     ) -> None:
         import asyncio
 
-        from zarrext._context import _inner_origin
+        from zarrext.codecs.chunk_context import _inner_origin
 
         target = local_path(byte_setter)
         if target is None:

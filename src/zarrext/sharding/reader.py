@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from zarr.abc.store import OffsetByteRequest, RangeByteRequest, SuffixByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
-from zarr.storage import LocalStore
 
 from zarrext.sharding.geometry import EMPTY
 from zarrext.sharding.journal import journal_pending, read_journal
@@ -53,7 +52,7 @@ from zarrext.sharding.state import (
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
 
-__all__ = ["IndexFormat", "LockedShardFile", "index_format", "local_file", "open_shared"]
+__all__ = ["IndexFormat", "LockedShardFile", "index_format", "open_shared"]
 
 _THREAD_READ = 1 << 20  # larger reads leave the event loop
 # Unreferenced bytes between two referenced ranges up to this size are read through:
@@ -85,15 +84,6 @@ class IndexFormat:
     at_end: bool
     decode: Callable[[bytes], np.ndarray]
     encode: Callable[[np.ndarray], bytes]
-
-
-def local_file(byte_getter: object) -> Path | None:
-    """The file behind a store path in a ``LocalStore`` (read-only or not)."""
-    store = getattr(byte_getter, "store", None)
-    path = getattr(byte_getter, "path", None)
-    if isinstance(store, LocalStore) and isinstance(path, str):
-        return store.root / path
-    return None
 
 
 def index_format(codec: ShardingCodec, chunks_per_shard: tuple[int, ...]) -> IndexFormat:

@@ -18,7 +18,7 @@ name in the array's attributes (``{"zarrext": {"decision": name}}``, see
 :func:`decision_record`) so that :func:`zarrext.open_array` can use it again. A
 zarrext writer of an array with no decision at all stores chunks raw and says so
 once (:class:`NoDecisionWarning`); xarray's ``to_zarr`` too, once zarrext is
-imported (:mod:`zarrext.xarray_writes`).
+imported (:mod:`zarrext.xarray.writes`).
 
 What a decision sees: an interpretation of the spec
 ---------------------------------------------------
@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarrext._context import ChunkIndex, describe_chunk
+from zarrext.codecs.chunk_context import ChunkIndex, describe_chunk
 
 if TYPE_CHECKING:
     from zarr.abc.codec import BytesBytesCodec

@@ -250,7 +250,7 @@ async def write_shards(
     between their planning and the end of their upload at once: that many times
     (a shard's decoded size + its encoded inner chunks + the laid-out shard),
     plus the store's copy of each upload in flight. Encoded inner chunks of 128 KiB
-    or more are kept in staging segments (:class:`zarrext.scratch.Staging`) until
+    or more are kept in staging segments (:class:`zarrext.pipeline.scratch.Staging`) until
     their shard is laid out; between writes the process keeps at most
     ``SEGMENT_BYTES * 8`` (32 MiB) of them for the next shards.
 

@@ -1,8 +1,8 @@
-"""What :func:`~zarrext.sharding.check.check` reports: one :class:`ShardCheck` per
+"""What :func:`~zarrext.jobs.shards.check.check` reports: one :class:`ShardCheck` per
 store key, holding each :class:`Problem` found there and what repair did about it.
 
 The report model only: it reads no bytes and imports nothing of zarrext; the kinds
-of problem are described in :mod:`zarrext.sharding.check`.
+of problem are described in :mod:`zarrext.jobs.shards.check`.
 """
 
 from __future__ import annotations
@@ -22,19 +22,19 @@ OBJECT_ADVICE = "rewrite or delete the shard object (--repair works on local dir
 
 @dataclass(frozen=True)
 class Problem:
-    """One problem :func:`~zarrext.sharding.check.check` found at a store key.
+    """One problem :func:`~zarrext.jobs.shards.check.check` found at a store key.
 
     Attributes
     ----------
     kind : str
-        What sort of problem (see :mod:`zarrext.sharding.check`): ``"truncated"``,
+        What sort of problem (see :mod:`zarrext.jobs.shards.check`): ``"truncated"``,
         ``"index_checksum"``, ``"index_unreadable"``, ``"entry_past_end"``,
         ``"entry_overlaps_index"``, ``"entries_overlap"``, ``"interrupted_write"``,
         ``"torn_journal"``, ``"inactive_journal"``, ``"orphan_journal"``,
         ``"orphan_quarantine"``, ``"stale_temporary_file"``, ``"undecodable_chunk"``
         or ``"fill_value_lost"`` (at ``zarr.json``: the array's metadata, not a chunk);
         ``zarrext check`` also reports ``"interrupted_output"``: a temporary output a
-        killed job left in a group (:func:`zarrext.outputs.find_leftovers`).
+        killed job left in a group (:func:`zarrext.jobs.outputs.find_leftovers`).
     text : str
         The problem in words (without the key, which the finding carries).
     fix : str or None
@@ -70,7 +70,9 @@ class Problem:
 
 @dataclass
 class ShardCheck:
-    """What :func:`~zarrext.sharding.check.check` found at one store key (a shard, or a chunk file).
+    """What :func:`~zarrext.jobs.shards.check.check` found at one store key.
+
+    A shard, or a chunk file.
 
     Attributes
     ----------

@@ -2,7 +2,7 @@
 (``*.zarrext-tmp-<pid>-*``, stale once that process is gone) and zarr-python's
 (``<key>.<hex>.partial``, stale once untouched for :data:`STALE_AFTER` seconds).
 
-Recognising them only; :func:`zarrext.sharding.check.check` reports (and, with
+Recognising them only; :func:`zarrext.jobs.shards.check.check` reports (and, with
 ``repair``, deletes) them.
 """
 

@@ -21,12 +21,12 @@ xarray writes into an existing optional array (``to_zarr(append_dim=...)``,
 record itself, before zarr sees them: NumPy puts a float in ``value`` and
 ``bool(float)`` in ``valid``, so NaN would be stored present and real zeros
 missing. :func:`install_xarray_hooks` (run once ``xarray.backends.zarr`` is
-imported, see :mod:`zarrext._xarray_compat`) converts such values to the record
+imported, see :mod:`zarrext.integration.xarray_compat`) converts such values to the record
 first, NaN (NaT) missing, as :func:`zarrext.encode_optional` does; and warns when
 xarray's ``zarr`` engine opens an optional variable as raw records. The same hook
 checks quantized variables (``scale_offset`` + ``cast_value``, new or existing)
 before xarray creates or resizes an array: a value the array would not give back
-as itself is refused (:mod:`zarrext.quantized_writes`), and the plan that
+as itself is refused (:mod:`zarrext.codecs.quantized_writes`), and the plan that
 :func:`zarrext.quantize.plan`'s filters carry is recorded in a new array's
 attributes.
 """
@@ -43,11 +43,16 @@ from typing import Any
 import numpy as np
 from zarr.core.dtype import ZDType
 
-from zarrext._xarray_compat import XARRAY_ZARR, XarrayCompatibilityError, when_imported, wrap
 from zarrext._zarr_compat import wrap_core_array
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import OptionalValueError, as_optional_array, is_nan
+from zarrext.integration.xarray_compat import (
+    XARRAY_ZARR,
+    XarrayCompatibilityError,
+    when_imported,
+    wrap,
+)
 
 __all__ = [
     "OptionalDType",
@@ -279,11 +284,11 @@ def _checked_quantized(store: Any, variables: dict[str, Any]) -> dict[str, Any]:
     recorded in their attributes.
 
     A value the variable's array (existing: its zarr.json; new: the ``filters`` of
-    its encoding) would not give back as itself (:mod:`zarrext.quantized_writes`) is
+    its encoding) would not give back as itself (:mod:`zarrext.codecs.quantized_writes`) is
     refused here, before xarray creates or resizes any array: one line naming the
     variable. A Dask-backed variable is computed once more for the check.
     """
-    from zarrext.quantized_writes import PlannedFilters, StorableValues
+    from zarrext.codecs.quantized_writes import PlannedFilters, StorableValues
 
     existing = set(store.array_keys()) if getattr(store, "_mode", "w") != "w" else set()
     out = dict(variables)

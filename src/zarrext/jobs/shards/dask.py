@@ -7,7 +7,7 @@ threads, processes or cluster workers. Without one (any store, object stores
 included), zarr writes whole shards: every block must cover whole shards, so no
 two tasks ever write one object.
 
-Tasks carry a picklable description of the target (:mod:`zarrext.store_refs`),
+Tasks carry a picklable description of the target (:mod:`zarrext.jobs.store_refs`),
 never a live store or client; each process reopens the array once per call.
 """
 
@@ -28,11 +28,11 @@ from zarr.storage import LocalStore
 from zarrext._extras import needs
 from zarrext._zarr_compat import async_array_of
 from zarrext.api import with_runtime
-from zarrext.chain import CodecChain
-from zarrext.decisions import Decision
-from zarrext.quantized_writes import StorableValues, array_label
+from zarrext.codecs.chain import CodecChain
+from zarrext.codecs.decisions import Decision
+from zarrext.codecs.quantized_writes import StorableValues, array_label
+from zarrext.jobs.store_refs import ArrayRef, store_ref
 from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
-from zarrext.store_refs import ArrayRef, store_ref
 from zarrext.stores import open_job_array
 
 __all__ = ["write_dask"]
@@ -167,13 +167,13 @@ def write_dask(
     without, and ``write_dask`` on a 2-process ``LocalCluster`` ran at 0.57x of
     one process with it, 0.81x without (``benchmarks/bench_remote.py --rows
     ingest``). zarrext reuses its codec threads' memory for large inner chunks
-    (:class:`zarrext.scratch.Staging`), which halves those page faults; zstd's own
+    (:class:`zarrext.pipeline.scratch.Staging`), which halves those page faults; zstd's own
     buffers remain. Whether to trade the setting's memory behaviour for that CPU is
     the cluster owner's choice: set ``distributed.nanny.pre-spawn-environ`` before
     the cluster starts.
 
     An array quantized by ``scale_offset`` + ``cast_value`` gets its source checked
-    first (:mod:`zarrext.quantized_writes`): a finite value it would not give back
+    first (:mod:`zarrext.codecs.quantized_writes`): a finite value it would not give back
     as itself (a reserved code, outside the integer type, beyond the planned bound)
     is refused before any task writes. For a Dask source that is one more pass
     over its inputs (each block computed twice, the first time only to be

@@ -3,7 +3,7 @@
 A job is split into batches of store objects (chunks or shards; never one object
 in two batches). Locally, batches run on a thread pool; on a ``dask.distributed``
 client, each batch is one task that reopens the array from an
-:class:`~zarrext.store_refs.ArrayRef` and runs its objects on threads of its own.
+:class:`~zarrext.jobs.store_refs.ArrayRef` and runs its objects on threads of its own.
 Results come back in the calling thread as batches finish, so progress moves from
 the first object to the last.
 
@@ -15,7 +15,7 @@ In an icechunk repository (an array in a writable session's store), each task
 writes through a fork of the session of its own (``session.fork()``, pickled to the
 worker and back with the task's changes); once every task has finished, the forks
 are merged into the session, which the job's caller commits once
-(:func:`zarrext.transactions.transaction`). A task that fails merges nothing.
+(:func:`zarrext.jobs.transactions.transaction`). A task that fails merges nothing.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import zarr
 
 from zarrext._extras import needs
-from zarrext.store_refs import ArrayRef, forked, writable_session_of
+from zarrext.jobs.store_refs import ArrayRef, forked, writable_session_of
 
 __all__ = ["batches", "concurrency", "on_client", "on_threads"]
 
@@ -64,9 +64,9 @@ def on_client[R, T](
     A worker that dies mid-task has its task rerun elsewhere (the scheduler's
     ``allowed-failures``): ``fn`` must be idempotent.
 
-    When ``args[0]`` is an :class:`~zarrext.store_refs.ArrayRef` in a writable
+    When ``args[0]`` is an :class:`~zarrext.jobs.store_refs.ArrayRef` in a writable
     icechunk session, each task gets it on a fork of the session
-    (:func:`~zarrext.store_refs.forked`) and the forks are merged into the session
+    (:func:`~zarrext.jobs.store_refs.forked`) and the forks are merged into the session
     after the last result (nothing is merged if a task fails or the caller stops
     early); the caller commits.
     """

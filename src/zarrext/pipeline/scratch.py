@@ -17,13 +17,13 @@ the output, or the merge of a partial write) before it ends.
 Writes (:func:`encode_arena`): inside a write job that opened an arena, every
 request gets a buffer of its own, and all of them return to the thread when the
 job ends. The pipeline opens one for chunks of
-:data:`zarrext.pipeline.ARENA_MIN_BYTES` or more (smaller ones fault nothing).
+:data:`zarrext.pipeline.codec_pipeline.ARENA_MIN_BYTES` or more (smaller ones fault nothing).
 Two rules make that safe, and the pipeline keeps both:
 
 - the job hands the encoded bytes to a store that copies them before the job ends
   (a ``LocalStore`` writes them to a file; a ``MemoryStore`` would keep them);
 - nothing else keeps the bytes past the job: only built-in decisions see them
-  (:attr:`zarrext.decisions.Decision.keeps_chunk_bytes`), never a user function.
+  (:attr:`zarrext.codecs.decisions.Decision.keeps_chunk_bytes`), never a user function.
 
 A shard written to an object store (:class:`Staging`): each large inner chunk is
 encoded in its thread's arena as above, and its encoded bytes are copied out into
@@ -48,7 +48,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.pad import PadCodec
-from zarrext.specs import chunk_nbytes
+from zarrext.codecs.specs import chunk_nbytes
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec

@@ -25,7 +25,7 @@ after ``sharding_indexed`` are rewritten through zarr-python (read, then write b
 and measured by an inventory before and after.
 
 Memory: a process holds at most ``zarr.config["async.concurrency"]`` objects at once
-(:func:`zarrext.cluster.concurrency`), each as its stored bytes, its re-encoded bytes
+(:func:`zarrext.jobs.cluster.concurrency`), each as its stored bytes, its re-encoded bytes
 and one decoded chunk: about ``concurrency x (2 x object size + chunk size)``.
 On a Dask cluster that bound holds per worker thread.
 """
@@ -48,14 +48,14 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.sync import sync
 from zarr.storage import LocalStore
 
-from zarrext import cluster
-from zarrext._context import _chunk_index
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
-from zarrext.chain import CodecChain
-from zarrext.decisions import DecisionLike, format_mask
+from zarrext.codecs.chain import CodecChain
+from zarrext.codecs.chunk_context import _chunk_index
+from zarrext.codecs.decisions import DecisionLike, format_mask
 from zarrext.errors import ChunkDecodeError, DamagedChunksError, naming_chunk
-from zarrext.inspection import (
+from zarrext.jobs import cluster
+from zarrext.jobs.inspection import (
     ConditionalPlacement,
     _mask_of,
     conditional_placement,
@@ -63,13 +63,13 @@ from zarrext.inspection import (
     storage_block,
     stored_chunk_keys,
 )
-from zarrext.progress import ProgressLike, progress_callback
+from zarrext.jobs.progress import ProgressLike, progress_callback
+from zarrext.jobs.shards.compact import packed_shard
+from zarrext.jobs.store_refs import ArrayRef, array_ref
 from zarrext.sharding import writer
-from zarrext.sharding.compact import packed_shard
 from zarrext.sharding.layout import geometry_of, shard_spec_of
 from zarrext.sharding.state import ShardCorruptError, state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
-from zarrext.store_refs import ArrayRef, array_ref
 
 __all__ = ["RecompressReport", "recompress"]
 
@@ -110,7 +110,7 @@ class RecompressReport:
     damaged: list[ChunkDecodeError] = field(default_factory=list)
 
     def mask_text(self, mask: int) -> str:
-        """``mask`` in zarrext's one notation (:func:`zarrext.decisions.format_mask`)."""
+        """``mask`` in zarrext's one notation (:func:`zarrext.codecs.decisions.format_mask`)."""
         return format_mask(mask, self.n_codecs)
 
     @property
@@ -444,8 +444,8 @@ def recompress(
         Trial encoding for a decision function.
     client : dask.distributed.Client, optional
         Run on this Dask cluster: one task per batch of objects (at most
-        :data:`zarrext.cluster.TASKS` tasks), each reopening the store from its
-        description (:mod:`zarrext.store_refs`: a local directory the workers can
+        :data:`zarrext.jobs.cluster.TASKS` tasks), each reopening the store from its
+        description (:mod:`zarrext.jobs.store_refs`: a local directory the workers can
         reach, or a URL and its options). A worker that dies mid-task loses nothing:
         the task is rerun and re-encodes its objects again (objects it had already
         rewritten then count with their new sizes and masks in ``bytes_before`` and

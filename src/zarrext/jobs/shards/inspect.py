@@ -18,7 +18,7 @@ from zarr.core.sync import sync
 from zarrext._text import counted
 from zarrext._zarr_compat import async_array_of
 from zarrext.errors import DECODE_ERRORS, is_decode_error
-from zarrext.inspection import inner_chunks_inside
+from zarrext.jobs.inspection import inner_chunks_inside
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import guess_layout
 from zarrext.sharding.layout import ArrayShards, shards_of
@@ -43,7 +43,7 @@ class ShardInfo:
     """One stored shard.
 
     Bytes are counted as every report of zarrext counts them
-    (:class:`zarrext.inspection.ArrayInventory`): :attr:`stored_bytes` are the inner
+    (:class:`zarrext.jobs.inspection.ArrayInventory`): :attr:`stored_bytes` are the inner
     chunks' bytes, without the index and the free space.
 
     Attributes

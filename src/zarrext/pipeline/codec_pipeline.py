@@ -3,8 +3,8 @@
 zarr-python gives codecs no chunk coordinates, but the spec's decision functions
 take the chunk index. :class:`ZarrextCodecPipeline` reads each chunk's coordinates
 from its store key (or, inside a shard, from the inner chunk's position) and runs
-that chunk's work with :mod:`zarrext._context` set, so every codec below it can
-ask :func:`zarrext._context.current_chunk_index`.
+that chunk's work with :mod:`zarrext.codecs.chunk_context` set, so every codec below it can
+ask :func:`zarrext.codecs.chunk_context.current_chunk_index`.
 
 When every codec has a synchronous path and the store synchronous IO (a local or
 memory store, a shard's inner chunks), each chunk's whole job (fetch, decode and
@@ -12,8 +12,8 @@ scatter into the output; or merge, encode and store) runs as one task in a threa
 pool, in a copy of the caller's context with the chunk's index set: compressors
 such as numcodecs' zstd release the GIL, so chunks decode and encode in parallel
 instead of one at a time through the event loop. Other pipelines take zarr-python's
-batched path. The pool and its size are :mod:`zarrext.codec_threads`'s; a local
-chunk file is read by :mod:`zarrext.chunk_io`. Chunks too small to pay for the
+batched path. The pool and its size are :mod:`zarrext.pipeline.codec_threads`'s; a local
+chunk file is read by :mod:`zarrext.pipeline.chunk_io`. Chunks too small to pay for the
 GIL handoffs between threads (:data:`PARALLEL_READ_MIN_BYTES`,
 :data:`PARALLEL_WRITE_MIN_BYTES`) run in one of them.
 
@@ -21,24 +21,24 @@ A write whose chain quantizes floats (``scale_offset`` + ``cast_value``) is chec
 first, all of it, before any chunk is encoded: a finite value that would be stored
 as a reserved code, outside the integer type, or (with the plan the attributes
 record) farther than the planned bound is refused and nothing is stored
-(:mod:`zarrext.quantized_writes`; zarr-python passes one write's chunks and values
+(:mod:`zarrext.codecs.quantized_writes`; zarr-python passes one write's chunks and values
 in one call).
 
 An array whose whole chain is the ``optional`` codec decodes each chunk's values
 and validity apart (:meth:`~zarrext.codecs.optional.OptionalCodec.decode_split`) and
 copies them once, into the fields of the structured output or into the separate
 arrays of :func:`zarrext.read_masked`: the interleaved chunk is never built
-(:mod:`zarrext.optional_decode`).
+(:mod:`zarrext.pipeline.optional_decode`).
 
 In those jobs codecs decode, and encode for a local store, into memory each
-thread keeps (:mod:`zarrext.scratch`): a fresh buffer per chunk would make the
+thread keeps (:mod:`zarrext.pipeline.scratch`): a fresh buffer per chunk would make the
 allocator hand memory back to the system and fault it in again for every chunk.
 
 The runtime sharding codec, zarr-python's ``ShardingCodec`` with this pipeline for
 its inner chunks, is :class:`zarrext.sharding.codec.RuntimeShardingCodec`; this
-module knows it only by what it calls on it (:mod:`zarrext.shard_protocols`), so
+module knows it only by what it calls on it (:mod:`zarrext.pipeline.shard_protocols`), so
 the import goes one way. What a write encodes, a chunk's merged bytes or a shard
-layout's part through filters, is :mod:`zarrext.write_encoding`'s.
+layout's part through filters, is :mod:`zarrext.pipeline.write_encoding`'s.
 """
 
 from __future__ import annotations
@@ -65,20 +65,20 @@ from zarr.core.common import concurrent_map
 from zarr.core.config import config
 from zarr.storage import LocalStore
 
-from zarrext._context import ChunkIndex, _chunk_index, _inner_origin
 from zarrext._zarr_compat import inner_chunk_spec
-from zarrext.chunk_io import _get_chunk_sync, _sync_io
-from zarrext.codec_threads import codec_pool, codec_workers
+from zarrext.codecs.chunk_context import ChunkIndex, _chunk_index, _inner_origin
 from zarrext.codecs.optional import OptionalCodec
-from zarrext.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
+from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
-from zarrext.masked_read import SplitOptionalBuffer
-from zarrext.optional_decode import _decode_split_into
-from zarrext.quantized_writes import PlannedRange, StorableValues, array_label
-from zarrext.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
-from zarrext.shard_protocols import ShardReading, ShardWriting, _no_decode
-from zarrext.specs import array_spec, chunk_nbytes, regular_chunk_shape
-from zarrext.write_encoding import _merged_and_encoded, _through_filters
+from zarrext.pipeline.chunk_io import _get_chunk_sync, _sync_io
+from zarrext.pipeline.codec_threads import codec_pool, codec_workers
+from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.pipeline.masked_read import SplitOptionalBuffer
+from zarrext.pipeline.optional_decode import _decode_split_into
+from zarrext.pipeline.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
+from zarrext.pipeline.shard_protocols import ShardReading, ShardWriting, _no_decode
+from zarrext.pipeline.write_encoding import _merged_and_encoded, _through_filters
 
 if TYPE_CHECKING:
     from typing import Self
@@ -102,7 +102,7 @@ PARALLEL_READ_MIN_BYTES = 128 << 10
 PARALLEL_WRITE_MIN_BYTES = 256 << 10
 
 # Chunks from this size (decoded bytes) are encoded into the write arena
-# (zarrext.scratch). Smaller buffers come from malloc's free lists without page
+# (zarrext.pipeline.scratch). Smaller buffers come from malloc's free lists without page
 # faults (glibc hands blocks from 128 KiB on to mmap): there the arena only adds
 # work, 2 % on 16 KiB chunks written to tmpfs here, and is neutral from 64 KiB on.
 ARENA_MIN_BYTES = 128 << 10
@@ -133,13 +133,17 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     gives it to one array only, without touching zarr's global configuration.
     """
 
+    # zarr registers a pipeline under its class's module and name: the path users set
+    # (codec_pipeline.path) names the package, which re-exports the class.
+    __module__ = "zarrext.pipeline"
+
     array_path: str | None = ""
     chunk_key_encoding: ChunkKeyEncoding | None = None
     ndim: int | None = None
     # The codecs as one synchronous chain, when all of them have a synchronous
     # path; set by evolve_from_array_spec (a pipeline not evolved yet has none).
     transform: ChunkTransform | None = field(default=None, compare=False, repr=False)
-    # Whether a write job may encode into its thread's arena (zarrext.scratch): no
+    # Whether a write job may encode into its thread's arena (zarrext.pipeline.scratch): no
     # decision in the chain keeps chunk bytes. Set by evolve_from_array_spec.
     encodes_into_arena: bool = field(default=False, compare=False, repr=False)
     # The quantization plan the array's attributes record (set by build_pipeline),
@@ -325,10 +329,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """How a chunk's bytes are decoded into ``out``: zarr's
         ``decode_and_scatter_chunk`` with this pipeline's chain; for a chain that
         is the ``optional`` codec alone and an output that takes the fields apart,
-        :func:`~zarrext.optional_decode._decode_split_into` (no interleaved chunk
+        :func:`~zarrext.pipeline.optional_decode._decode_split_into` (no interleaved chunk
         is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
         chain, straight into the chunk's place where it is one contiguous block
-        (:func:`zarrext.direct.zstd_into_place`)."""
+        (:func:`zarrext.pipeline.direct.zstd_into_place`)."""
         assert self.transform is not None
         codecs = self.transform.codecs
         if (
@@ -424,7 +428,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     def _writes_remote(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole objects (no codec writing parts of one) to a
         store without synchronous IO: encoded in the codec threads, uploaded on the
-        event loop (:func:`zarrext.remote.write_chunks`)."""
+        event loop (:func:`zarrext.pipeline.remote.write_chunks`)."""
         return (
             self.transform is not None
             and bool(batch)
@@ -446,7 +450,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
         zarr-python's layout) to a store without synchronous IO: each shard encoded
         in the codec threads and uploaded with one request
-        (:func:`zarrext.remote.write_shards`). A write of part of a shard keeps
+        (:func:`zarrext.pipeline.remote.write_shards`). A write of part of a shard keeps
         zarr-python's path (the stored shard read, merged, written)."""
         codec = self.array_bytes_codec
         return (
@@ -463,7 +467,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         self, item: Any, *, value: NDBuffer, drop_axes: tuple[int, ...], groups: int
     ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
         """A whole shard's encoding as jobs for the codec threads and the step that
-        lays it out (:meth:`~zarrext.shard_protocols.ShardWriting.encode_jobs`), or
+        lays it out (:meth:`~zarrext.pipeline.shard_protocols.ShardWriting.encode_jobs`), or
         None when the shard is only fill values (not stored), in a codec thread.
         The shard's values are taken from ``value`` and checked for emptiness as
         zarr's ``merge_and_encode_chunk`` does: its encoder here plans, encodes
@@ -513,12 +517,12 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         codec = self._shard_reader(batch)
         if codec is None:
             return False
-        from zarrext.sharding.reader import local_file
+        from zarrext.pipeline.chunk_io import local_file
 
         return local_file(batch[0][0]) is not None and codec.reads_sync(batch[0][1])
 
     def _read_shard(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
-        from zarrext.sharding.reader import local_file
+        from zarrext.pipeline.chunk_io import local_file
 
         byte_getter, shard_spec, selection, out_selection, _ = item
         codec = self.array_bytes_codec
@@ -564,7 +568,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """``batch`` split into whole shards and the rest, when it reads shards of the
         runtime sharding codec from a store without synchronous IO (else None).
 
-        Whole shards take :func:`zarrext.remote.read_shards`; parts of shards keep
+        Whole shards take :func:`zarrext.pipeline.remote.read_shards`; parts of shards keep
         zarr-python's path (an index request, then the inner chunks' byte ranges).
         """
         codec = self._shard_reader(batch)
@@ -580,7 +584,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     async def _read_remote_shards(
         self, whole: Batch, rest: Batch, out: NDBuffer, drop_axes: tuple[int, ...]
     ) -> tuple[GetResult, ...]:
-        from zarrext.remote import read_shards
+        from zarrext.pipeline.remote import read_shards
 
         codec: Any = self.array_bytes_codec
         workers = codec_workers()
@@ -629,7 +633,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self._shard_jobs(batch):
             return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
         if self._reads_remote(batch):
-            from zarrext.remote import read_chunks
+            from zarrext.pipeline.remote import read_chunks
 
             scatter = self._scatter_into(out)
             return await read_chunks(
@@ -664,7 +668,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
         if self._writes_remote_shards(batch):
-            from zarrext.remote import write_shards
+            from zarrext.pipeline.remote import write_shards
 
             workers = codec_workers()
             await write_shards(
@@ -675,7 +679,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             )
             return
         if self._writes_remote(batch):
-            from zarrext.remote import write_chunks
+            from zarrext.pipeline.remote import write_chunks
 
             workers = codec_workers()
             await write_chunks(
@@ -698,7 +702,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         zarr-python rewrites whole shards whenever a filter stands before the
         sharding codec, which would lose concurrent writers' chunks; filters that
         keep each inner chunk's values in that inner chunk (the only ones a layout
-        accepts, :meth:`zarrext.chain.CodecChain.local_filters`) are applied to the
+        accepts, :meth:`zarrext.codecs.chain.CodecChain.local_filters`) are applied to the
         written part alone instead.
         """
         return (

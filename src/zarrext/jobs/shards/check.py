@@ -39,10 +39,10 @@ It changes nothing unless ``repair=True``:
   delete it).
 
 This module is the driver: it opens the array, lists the keys it stores, finds
-what killed writers left (:mod:`~zarrext.sharding.leftovers`) and has each shard
-or chunk diagnosed (:mod:`~zarrext.sharding.shard_diagnosis`), in this process for
+what killed writers left (:mod:`~zarrext.jobs.shards.leftovers`) and has each shard
+or chunk diagnosed (:mod:`~zarrext.jobs.shards.diagnosis`), in this process for
 a local directory, on threads or a Dask cluster for a store of whole objects. What
-it reports is modelled in :mod:`~zarrext.sharding.check_report`.
+it reports is modelled in :mod:`~zarrext.jobs.shards.check_report`.
 """
 
 from __future__ import annotations
@@ -60,19 +60,19 @@ from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import async_array_of
-from zarrext.cluster import batches, concurrency, on_client, on_threads
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.progress import ProgressCallback
-from zarrext.sharding.check_report import REWRITE, Problem, ShardCheck
-from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
-from zarrext.sharding.leftovers import STALE_AFTER, _leftover
-from zarrext.sharding.shard_diagnosis import (
+from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
+from zarrext.jobs.progress import ProgressCallback
+from zarrext.jobs.shards.check_report import REWRITE, Problem, ShardCheck
+from zarrext.jobs.shards.diagnosis import (
     _check_chunk,
     _check_shard,
     _check_stored_shard,
     _Decoder,
 )
+from zarrext.jobs.shards.leftovers import STALE_AFTER, _leftover
+from zarrext.sharding.geometry import ShardLayoutError
+from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
@@ -128,7 +128,7 @@ FILL_VALUE_ADVICE = (
 
 def _fill_value_finding(metadata: ArrayV3Metadata) -> ShardCheck | None:
     """The ``zarr.json`` finding of an array whose fill value its filters lose, or None."""
-    from zarrext.quantize.verification import array_filters, fill_value_change
+    from zarrext.codecs.filter_roundtrip import array_filters, fill_value_change
 
     problem = fill_value_change(
         array_filters(metadata.codecs), metadata.data_type, metadata.fill_value,
@@ -198,7 +198,7 @@ def check(
     client : dask.distributed.Client, optional
         On a store of whole objects: check on this Dask cluster, one task per
         batch of objects, each reopening the store from its description
-        (:mod:`zarrext.store_refs`). A local directory is checked in this process
+        (:mod:`zarrext.jobs.store_refs`). A local directory is checked in this process
         (repairs take its locks).
     progress : callable, optional
         ``progress(done, total)`` stored objects (chunks or shards) checked,
@@ -314,7 +314,7 @@ def _check_objects(
     if progress is not None:
         progress(0, len(items))
     if client is not None:
-        from zarrext.store_refs import array_ref
+        from zarrext.jobs.store_refs import array_ref
 
         for checked, results in on_client(
             client, _check_on_worker, batches(items), array_ref(array, "r"), deep,

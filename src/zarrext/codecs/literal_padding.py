@@ -29,7 +29,7 @@ from zarr.core.array_spec import ArraySpec
 from zarr.core.metadata import ArrayV3Metadata
 
 from zarrext.codecs.pad import PadCodec, PaddedChunks, PaddingMismatch, literal_mismatch
-from zarrext.specs import array_spec, regular_chunk_shape
+from zarrext.codecs.specs import array_spec, regular_chunk_shape
 
 __all__ = ["padding_mismatches", "padding_notes", "warn_padding_mismatches"]
 

@@ -15,7 +15,7 @@ type, chunks differ). Two ways of leaving it out do not work either:
   member as it is stored, old or new, whole. xarray's default falls back to that
   too (with a warning that it is slower).
 
-So :mod:`zarrext.outputs` withdraws the consolidated metadata of the groups above an
+So :mod:`zarrext.jobs.outputs` withdraws the consolidated metadata of the groups above an
 output (:func:`withdraw`) before it swaps the output in, and consolidates them again
 (:func:`consolidate`) after. An output that is new (no old version) needs no
 withdrawal: the copy without it reads as the group did before.

@@ -4,7 +4,7 @@ xarray writes into an existing array with the array's stored NumPy dtype: for an
 optional array that is the (value, valid) record, and NumPy casts a float to it by
 putting the number in ``value`` and ``bool(number)`` in ``valid`` (NaN present, 0
 missing). No xarray hook comes before that cast, so zarrext wraps, for optional
-arrays only (see :func:`zarrext.optional_integration.install_xarray_hooks`):
+arrays only (see :func:`zarrext.integration.optional.install_xarray_hooks`):
 
 - ``xarray.backends.zarr.encode_zarr_variable``, which ``ZarrStore.encode_variable``
   looks up at call time, to convert NaN-form values first;
@@ -16,7 +16,7 @@ arrays only (see :func:`zarrext.optional_integration.install_xarray_hooks`):
 and, for arrays with a ``conditional`` codec that carries no decision,
 ``ArrayWriter.add`` of ``xarray.backends.common``, through which the zarr backend
 writes every array: the array is given the decision zarrext's own writers use (see
-:mod:`zarrext.xarray_writes`).
+:mod:`zarrext.xarray.writes`).
 
 Like :mod:`zarrext._zarr_compat`, each name is checked (it exists, takes the
 parameters zarrext passes, is looked up where zarrext expects) before it is

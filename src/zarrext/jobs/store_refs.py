@@ -17,7 +17,7 @@ description: jobs on it run on local threads.
 An icechunk session's store is described by the session itself, which icechunk
 pickles for this: a read-only session as it is, a writable one as one fork per task
 (:func:`forked`, ``session.fork()``), which the task writes through and hands back
-for the job to merge before its one commit (:func:`zarrext.cluster.on_client`).
+for the job to merge before its one commit (:func:`zarrext.jobs.cluster.on_client`).
 
 An array's description also carries the runtime settings it was opened with
 (:func:`zarrext.open_array`'s decisions, padding function, shard layout): a worker
@@ -40,8 +40,8 @@ from zarr.core.metadata import ArrayV3Metadata
 
 from zarrext._exit import settle_at_exit
 from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
+from zarrext.jobs.transactions import is_session_store
 from zarrext.stores import RemoteObjectStore, StoreOpenError, open_store, refuse_read_only
-from zarrext.transactions import is_session_store
 
 __all__ = ["ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "writable_session_of"]
 
@@ -117,7 +117,7 @@ def store_ref(store: Store | str, storage_options: Mapping[str, Any] | None = No
         session = store.session  # type: ignore[attr-defined]
         if session.read_only:
             return StoreRef(f"icechunk:{session.snapshot_id}", session=session)
-        # Not sent as it is (icechunk pickles no writable session): zarrext.cluster
+        # Not sent as it is (icechunk pickles no writable session): zarrext.jobs.cluster
         # sends each task a fork of it (forked) and merges the forks back.
         return StoreRef(f"icechunk-session:{session.branch}", session=session)
     from zarr.storage import FsspecStore, LocalStore, ObjectStore
@@ -200,7 +200,7 @@ class ArrayRef:
 def array_ref(array: zarr.Array, mode: str = "r+") -> ArrayRef:
     """The description of ``array`` (see :func:`store_ref`), with its runtime codecs
     when its codec pipeline is zarrext's."""
-    from zarrext.pipeline import ZarrextCodecPipeline
+    from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 
     if mode != "r":
         # the workers reopen the store from its path or URL, writable: ask here
@@ -225,7 +225,7 @@ def forked(ref: ArrayRef) -> ArrayRef:
     """``ref``, over a writable icechunk session, on a new fork of it: one task's.
 
     The task writes through the fork and returns it (``ref.store.session``) for the
-    job to merge into the session (:func:`zarrext.cluster.on_client`). A task rerun
+    job to merge into the session (:func:`zarrext.jobs.cluster.on_client`). A task rerun
     after its worker died starts again from the fork as it was sent: what the dead
     worker wrote is not in it.
 
@@ -262,7 +262,7 @@ def _opened(ref: ArrayRef) -> zarr.Array:
             f"array {ref.path or '/'!r} in {ref.store.location}: its codecs changed since the "
             "job described it (zarr.json replaced meanwhile); run the job again"
         )
-    from zarrext.pipeline import build_pipeline
+    from zarrext.pipeline.codec_pipeline import build_pipeline
 
     bound = with_codecs(metadata, ref.codecs)
     runtime = AsyncArray(metadata=bound, store_path=array.store_path, config=array.config)

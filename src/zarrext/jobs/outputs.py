@@ -73,7 +73,7 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, WrapperStore, ZipStore
 
 from zarrext import stores
-from zarrext.group_metadata import (
+from zarrext.jobs.group_metadata import (
     STAGING_MARKER,
     consolidate,
     group_document,
@@ -294,7 +294,7 @@ def _in_session(store_like: Any) -> tuple[Any, str] | None:
     """(store, path) of an icechunk session's store or a ``StorePath`` on one."""
     from zarr.storage import StorePath
 
-    from zarrext.transactions import is_session_store
+    from zarrext.jobs.transactions import is_session_store
 
     store, path = (
         (store_like.store, store_like.path) if isinstance(store_like, StorePath)
@@ -446,7 +446,7 @@ def _publish(staging: Path, built: Path, path: Path) -> None:
     1. the groups above ``path`` holding consolidated metadata are recorded in the
        staging directory (a rerun after a kill consolidates them again);
     2. when an old output is replaced, their consolidated metadata is withdrawn
-       (:func:`zarrext.group_metadata.withdraw`): it describes the old output, and
+       (:func:`zarrext.jobs.group_metadata.withdraw`): it describes the old output, and
        no consolidated metadata can describe both (dropping only the output's entry
        would make readers see no output at all). Until the swap, readers read the
        old output through its own ``zarr.json``, after it the new one;

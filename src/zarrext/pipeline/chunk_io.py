@@ -3,19 +3,20 @@
 A chunk job in a codec thread fetches and stores its chunk itself, without the
 event loop, when the store serves synchronous IO (a local or memory store, a
 shard's inner chunks). A chunk file of an open ``LocalStore`` is read here
-straight into the thread's read buffer (:mod:`zarrext.scratch`).
+straight into the thread's read buffer (:mod:`zarrext.pipeline.scratch`).
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.storage import LocalStore, StorePath
 
 from zarrext._zarr_compat import store_is_open, store_supports_sync_io
-from zarrext.scratch import SCRATCH_MAX_BYTES, read_scratch
+from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, read_scratch
 
 if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
@@ -56,3 +57,12 @@ def _sync_io(holder: object, *, write: bool) -> bool:
     if isinstance(holder, StorePath):
         return store_supports_sync_io(holder.store)
     return isinstance(holder, SyncByteSetter if write else SyncByteGetter)
+
+
+def local_file(byte_getter: object) -> Path | None:
+    """The file behind a store path in a ``LocalStore`` (read-only or not)."""
+    store = getattr(byte_getter, "store", None)
+    path = getattr(byte_getter, "path", None)
+    if isinstance(store, LocalStore) and isinstance(path, str):
+        return store.root / path
+    return None

@@ -55,7 +55,7 @@ from zarr.codecs.scale_offset import ScaleOffset
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.dtype import get_data_type_from_native_dtype
 
-from zarrext.decisions import RECORD_KEY
+from zarrext.codecs.decisions import RECORD_KEY
 from zarrext.errors import UnstorableValueError
 
 __all__ = [
@@ -343,7 +343,7 @@ class StorableValues:
 
     def _decoded(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         """``values`` encoded and decoded by zarr-python's own codecs."""
-        from zarrext.quantize.verification import roundtrip
+        from zarrext.codecs.filter_roundtrip import roundtrip
 
         _, decoded = roundtrip(self.filters, values, fill_value=self.fill_value)
         return decoded

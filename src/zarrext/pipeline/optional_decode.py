@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from zarr.core.chunk_utils import scatter_chunk
 
-from zarrext.masked_read import SplitOptionalBuffer
+from zarrext.pipeline.masked_read import SplitOptionalBuffer
 
 if TYPE_CHECKING:
     from zarr.abc.codec import GetResult

@@ -28,7 +28,7 @@ from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.chunk_utils import GetResult
 
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.scratch import ScratchConditionalCodec
+from zarrext.pipeline.scratch import ScratchConditionalCodec
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec

@@ -1,12 +1,12 @@
-"""Diagnosis of one stored shard or chunk for :func:`zarrext.sharding.check.check`.
+"""Diagnosis of one stored shard or chunk for :func:`zarrext.jobs.shards.check.check`.
 
 A shard's bytes, from a locked local file or a whole object read into memory: its
 index is read and decoded (a cut-short file told from a checksum error), its entries
 checked against the file and each other, and, with a :class:`_Decoder`, every inner
 chunk decoded; beside a local shard file, its journal and reuse quarantine. Each
-problem is recorded on a :class:`~zarrext.sharding.check_report.ShardCheck`; a local
+problem is recorded on a :class:`~zarrext.jobs.shards.check_report.ShardCheck`; a local
 shard is repaired in place (under its exclusive lock) when asked. Which keys to
-check, and where, is the driver's business (:mod:`zarrext.sharding.check`).
+check, and where, is the driver's business (:mod:`zarrext.jobs.shards.check`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import numpy as np
 from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
 
-from zarrext._context import _chunk_index
 from zarrext._zarr_compat import inner_chunk_spec, inner_chunk_transform
+from zarrext.codecs.chunk_context import _chunk_index
 from zarrext.errors import (
     DECODE_ERRORS,
     ChunkDecodeError,
@@ -30,8 +30,8 @@ from zarrext.errors import (
     hex_bytes,
     is_decode_error,
 )
+from zarrext.jobs.shards.check_report import OBJECT_ADVICE, RESTORE, REWRITE, ShardCheck
 from zarrext.sharding import writer
-from zarrext.sharding.check_report import OBJECT_ADVICE, RESTORE, REWRITE, ShardCheck
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
 from zarrext.sharding.layout import ArrayShards
@@ -165,7 +165,7 @@ class _Decoder:
     """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
 
     def __init__(self, array: Any, shards: ArrayShards | None) -> None:
-        from zarrext.pipeline import build_pipeline
+        from zarrext.pipeline.codec_pipeline import build_pipeline
         from zarrext.sharding.layout import shard_spec_of
 
         metadata = array.metadata

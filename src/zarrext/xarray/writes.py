@@ -3,7 +3,7 @@
 A ``conditional`` codec given no decision stores every chunk raw (the spec's
 default). ``zarrext.open_array`` and ``zarrext.create_array`` then take the
 decision the array's attributes record, or say once that chunks are stored raw
-(:class:`~zarrext.decisions.NoDecisionWarning`). xarray opens and creates its
+(:class:`~zarrext.codecs.decisions.NoDecisionWarning`). xarray opens and creates its
 arrays through zarr itself, so its writes missed both: the codecs kept their
 silent default. zarrext wraps ``ArrayWriter.add`` of xarray's backends (through
 which the zarr backend writes every array, right after opening or creating it)
@@ -15,7 +15,7 @@ decision (``ConditionalCodec(..., decision=...)`` in the encoding, which xarray
 hands to zarr as it is), and the other backends' targets.
 
 ``import zarrext`` installs the wrapper once ``xarray.backends.zarr`` is imported
-(:func:`zarrext._xarray_compat.when_imported`); this module is loaded only then.
+(:func:`zarrext.integration.xarray_compat.when_imported`); this module is loaded only then.
 """
 
 from __future__ import annotations
@@ -26,7 +26,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
-from zarrext._xarray_compat import XARRAY_COMMON, XarrayCompatibilityError, wrap_array_writer
+from zarrext.integration.xarray_compat import (
+    XARRAY_COMMON,
+    XarrayCompatibilityError,
+    wrap_array_writer,
+)
 
 __all__ = ["install_xarray_decisions"]
 

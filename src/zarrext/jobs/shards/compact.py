@@ -32,14 +32,14 @@ from typing import Any
 import numpy as np
 
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec
-from zarrext.cluster import batches, concurrency, on_client, on_threads
-from zarrext.progress import ProgressCallback
+from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
+from zarrext.jobs.progress import ProgressCallback
+from zarrext.jobs.store_refs import ArrayRef, array_ref
 from zarrext.sharding import faults, writer
 from zarrext.sharding.allocator import occupied
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
-from zarrext.store_refs import ArrayRef, array_ref
 from zarrext.stores import open_job_array
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
@@ -456,7 +456,7 @@ def compact(
     client : dask.distributed.Client, optional
         Run on this Dask cluster: one task per batch of shards (never one shard in
         two tasks), each reopening the store from its description
-        (:mod:`zarrext.store_refs`). A task rerun after its worker died rewrites
+        (:mod:`zarrext.jobs.store_refs`). A task rerun after its worker died rewrites
         its shards again, to the same bytes.
 
     Returns

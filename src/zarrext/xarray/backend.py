@@ -23,11 +23,11 @@ Appending (``to_zarr(append_dim=...)``) and region writes into an existing
 optional array: xarray casts the new values to the array's stored (value, valid)
 record itself, which would make NaN a present value and real zeros missing.
 zarrext converts NaN-form values to records first (NaN or NaT missing, zeros
-present; see :func:`zarrext.optional_integration.raw_for_stored_optional`), as
+present; see :func:`zarrext.integration.optional.raw_for_stored_optional`), as
 :func:`encode_optional` does explicitly.
 
 Opening an optional variable with xarray's own ``zarr`` engine warns
-(:class:`~zarrext.optional_integration.OptionalReadWarning`) that it comes as
+(:class:`~zarrext.integration.optional.OptionalReadWarning`) that it comes as
 records and names ``engine="zarrext"``.
 
 The engine is registered through the ``xarray.backends`` entry point; this module
@@ -53,8 +53,8 @@ from zarrext.api import with_runtime
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, nan_dtype, to_nan
-from zarrext.masked_read import read_masked
-from zarrext.optional_integration import install_xarray_hooks
+from zarrext.integration.optional import install_xarray_hooks
+from zarrext.pipeline.masked_read import read_masked
 
 install_xarray_hooks(xarray_zarr)  # once: also run when zarr first loads the optional type
 

@@ -2,7 +2,7 @@
 
 :class:`zarrext.pipeline.ZarrextCodecPipeline` runs a chunk's whole job (fetch,
 decode and scatter; or merge, encode and store) as one task in these threads, and
-the remote paths (:mod:`zarrext.remote`) decode and encode in them: compressors
+the remote paths (:mod:`zarrext.pipeline.remote`) decode and encode in them: compressors
 such as numcodecs' zstd release the GIL, so chunks are worked on in parallel. The
 pool has ``codec_pipeline.max_workers`` threads (zarr's config; else
 ``threading.max_workers``; else one per CPU), and grows when more are asked for.

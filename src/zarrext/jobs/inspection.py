@@ -27,17 +27,17 @@ from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.metadata.v3 import RegularChunkGridMetadata
 from zarr.core.sync import sync
 
-from zarrext._context import _chunk_index
 from zarrext._zarr_compat import (
     chunk_grid_of,
     decode_shard_index,
     shard_index_size,
 )
-from zarrext.chain import CodecChain, ConditionalPlacement, decode_bytes
-from zarrext.decisions import decision_record, format_mask
+from zarrext.codecs.chain import CodecChain, ConditionalPlacement, decode_bytes
+from zarrext.codecs.chunk_context import _chunk_index
+from zarrext.codecs.decisions import decision_record, format_mask
+from zarrext.codecs.specs import array_spec
 from zarrext.errors import ChunkDecodeError, naming_chunk, naming_codec_holder
-from zarrext.progress import ProgressCallback
-from zarrext.specs import array_spec
+from zarrext.jobs.progress import ProgressCallback
 from zarrext.stores import list_keys
 
 __all__ = [
@@ -178,7 +178,7 @@ class ArrayInventory:
         return len(self.placement.codec.codecs) if self.placement is not None else 0
 
     def mask_text(self, mask: int) -> str:
-        """``mask`` in zarrext's one notation (:func:`zarrext.decisions.format_mask`)."""
+        """``mask`` in zarrext's one notation (:func:`zarrext.codecs.decisions.format_mask`)."""
         return format_mask(mask, self.n_codecs)
 
     def grid(self, attribute: str) -> np.ndarray:
@@ -535,7 +535,7 @@ def _json_value(value: Any) -> Any:
 def _quantize_info(metadata: ArrayV3Metadata) -> dict[str, Any] | None:
     """What a quantized array stores (:meth:`StorableValues.describe`), None if it
     quantizes nothing."""
-    from zarrext.quantized_writes import StorableValues
+    from zarrext.codecs.quantized_writes import StorableValues
 
     storable = StorableValues.of_metadata(metadata)
     return None if storable is None else storable.describe()
