@@ -261,7 +261,7 @@ def test_quantize_group_bad_array_is_refused_as_its_path_is(
 
 # The first pass, patched where quantize.copying looks it up (it is defined in
 # quantize.blocks and imported by name: patching it there would not reach copying).
-SCAN = "zarrext.quantize.copying._scan"
+SCAN = "zarrext.quantize.copying.scan"
 
 
 def _never(*args: object, **kwargs: object) -> None:

@@ -703,7 +703,7 @@ def test_local_chunk_reads_match_the_store(tmp_path: Path) -> None:
     from zarr.core.buffer import default_buffer_prototype
     from zarr.storage import LocalStore, StorePath
 
-    from zarrext.pipeline.chunk_io import _get_chunk_sync
+    from zarrext.pipeline.chunk_io import get_chunk_sync
 
     (tmp_path / "c" / "0").mkdir(parents=True)
     (tmp_path / "c" / "0" / "1").write_bytes(b"chunk bytes")
@@ -711,7 +711,7 @@ def test_local_chunk_reads_match_the_store(tmp_path: Path) -> None:
     store = zarr.core.sync.sync(LocalStore.open(tmp_path, read_only=True))
     prototype = default_buffer_prototype()
     for key in ("c/0/1", "c/0/9", "c/0", "c/2/0"):  # present, missing, a folder, under a file
-        ours = _get_chunk_sync(StorePath(store, key), prototype)
+        ours = get_chunk_sync(StorePath(store, key), prototype)
         stock = StorePath(store, key).get_sync(prototype=prototype)
         assert (ours is None) is (stock is None), key
         if stock is not None:
@@ -726,7 +726,7 @@ def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
     from zarr.storage import LocalStore, StorePath
 
     from zarrext._zarr_compat import store_is_open
-    from zarrext.pipeline.chunk_io import _get_chunk_sync
+    from zarrext.pipeline.chunk_io import get_chunk_sync
 
     (tmp_path / "k").write_bytes(b"stored")
     calls: list[str] = []
@@ -738,13 +738,13 @@ def test_local_store_subclasses_and_unopened_stores_read_through_the_store(
 
     prototype = default_buffer_prototype()
     counting = zarr.core.sync.sync(CountingStore.open(tmp_path, read_only=True))
-    got = _get_chunk_sync(StorePath(counting, "k"), prototype)
+    got = get_chunk_sync(StorePath(counting, "k"), prototype)
     assert got is not None
     assert got.to_bytes() == b"stored"
     assert calls == ["k"]
     unopened = LocalStore(tmp_path, read_only=True)
     assert not store_is_open(unopened)
-    got = _get_chunk_sync(StorePath(unopened, "k"), prototype)
+    got = get_chunk_sync(StorePath(unopened, "k"), prototype)
     assert got is not None
     assert got.to_bytes() == b"stored"
     assert store_is_open(unopened)  # the store's own get_sync opened it

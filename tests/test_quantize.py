@@ -1207,7 +1207,7 @@ def test_cli_quantize_refuses_a_block_its_plan_does_not_cover(
     src = zarr.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(5, 20),
                             dtype="float32", fill_value=np.nan)
     src[:] = data
-    monkeypatch.setattr(copying, "_scan", lambda *a, **k: blocks._Range(0.0, 1.0))
+    monkeypatch.setattr(copying, "scan", lambda *a, **k: blocks._Range(0.0, 1.0))
     code, _, err = run("quantize", str(tmp_path / "src.zarr"), "--max-abs-error", "0.05",
                        "--out", str(tmp_path / "q.zarr"))
     assert code == 1

@@ -507,7 +507,7 @@ def test_read_masked_on_s3_is_exact_and_split(
     s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import zarrext.pipeline.codec_pipeline
-    from zarrext.pipeline.optional_decode import _decode_split_into
+    from zarrext.pipeline.optional_decode import decode_split_into
 
     url = f"{s3['url']}/opt.zarr"
     rng = np.random.default_rng(5)
@@ -520,10 +520,10 @@ def test_read_masked_on_s3_is_exact_and_split(
     )
     array[:] = written
     split = []
-    real = _decode_split_into
+    real = decode_split_into
     # patched where the pipeline looks it up (its own import of the name)
     monkeypatch.setattr(
-        zarrext.pipeline.codec_pipeline, "_decode_split_into",
+        zarrext.pipeline.codec_pipeline, "decode_split_into",
         lambda *a, **k: split.append(1) or real(*a, **k),
     )
     got = zarrext.read_masked(zarrext.open_array(url, mode="r", storage_options=s3["options"]))

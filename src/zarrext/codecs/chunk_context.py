@@ -13,10 +13,10 @@ from contextvars import ContextVar
 
 ChunkIndex = tuple[int, ...]
 
-_chunk_index: ContextVar[ChunkIndex | None] = ContextVar("zarrext_chunk_index", default=None)
+chunk_index: ContextVar[ChunkIndex | None] = ContextVar("zarrext_chunk_index", default=None)
 # Offset, in the array-wide grid of inner chunks, of the shard being written: a shard
 # at coordinates s with k inner chunks per shard along each axis starts at s * k.
-_inner_origin: ContextVar[ChunkIndex | None] = ContextVar("zarrext_inner_origin", default=None)
+inner_origin: ContextVar[ChunkIndex | None] = ContextVar("zarrext_inner_origin", default=None)
 
 
 def current_chunk_index() -> ChunkIndex | None:
@@ -25,7 +25,7 @@ def current_chunk_index() -> ChunkIndex | None:
     Inside a shard this is the inner chunk's coordinates in the array-wide grid of
     inner chunks. ``None`` when the array was not opened through zarrext.
     """
-    return _chunk_index.get()
+    return chunk_index.get()
 
 
 def describe_chunk(index: ChunkIndex | None) -> str:

@@ -33,7 +33,7 @@ from zarrext._zarr_compat import (
     shard_index_size,
 )
 from zarrext.codecs.chain import CodecChain, ConditionalPlacement, decode_bytes
-from zarrext.codecs.chunk_context import _chunk_index
+from zarrext.codecs.chunk_context import chunk_index
 from zarrext.codecs.decisions import decision_record, format_mask
 from zarrext.codecs.specs import array_spec
 from zarrext.errors import ChunkDecodeError, naming_chunk, naming_codec_holder
@@ -233,7 +233,7 @@ def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
     return array_spec(metadata, shape)
 
 
-def _mask_of(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
+def stored_mask(placement: ConditionalPlacement, data: Buffer, spec: ArraySpec) -> int:
     return placement.codec.read_mask(decode_bytes([(c, spec) for c in placement.after], data))
 
 
@@ -346,17 +346,17 @@ def inventory(
                 inner: tuple[int, ...] | None) -> int | None:
         """The chunk's mask; None when it is damaged and ``on_damage="mark"``."""
         assert placement is not None
-        token = _chunk_index.set(index)
+        token = chunk_index.set(index)
         try:
             with naming_chunk(array=array.path, key=key, codecs=placement.after, inner=inner):
-                return _mask_of(placement, data, inner_spec)
+                return stored_mask(placement, data, inner_spec)
         except ChunkDecodeError as e:
             if on_damage == "raise":
                 raise
             result.damaged.append(e)
             return None
         finally:
-            _chunk_index.reset(token)
+            chunk_index.reset(token)
 
     def inside(origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...] | None:
         """An inner chunk's index in the array-wide grid; None beyond the array's edge."""

@@ -290,7 +290,7 @@ def _remote(store_like: Any) -> tuple[str, str] | None:
     return None
 
 
-def _in_session(store_like: Any) -> tuple[Any, str] | None:
+def in_session(store_like: Any) -> tuple[Any, str] | None:
     """(store, path) of an icechunk session's store or a ``StorePath`` on one."""
     from zarr.storage import StorePath
 
@@ -306,7 +306,7 @@ def _in_session(store_like: Any) -> tuple[Any, str] | None:
 def check_disjoint(source: Any, output: Any) -> None:
     """Refuse an output equal to, inside, or containing the source."""
     src, out = local_path(source), local_path(output)
-    ss, so = _in_session(source), _in_session(output)
+    ss, so = in_session(source), in_session(output)
     if ss is not None and so is not None:
         if ss[0] != so[0]:  # two sessions: two repositories, or two versions of one
             return
@@ -363,7 +363,7 @@ def staged_output(
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
-    session = _in_session(output)
+    session = in_session(output)
     if session is not None:
         # An icechunk session is its own staging area: readers see nothing of it
         # until the caller commits, and a failed job's changes are never committed.
@@ -747,7 +747,7 @@ async def _listed_dir(store: Store) -> list[str]:
 def _groups_above(output: Any) -> list[tuple[Any, str]]:
     """(store, path) of the groups above an object-store output or a path in an
     icechunk session, innermost first, up to the top of the hierarchy."""
-    session = _in_session(output)
+    session = in_session(output)
     if session is not None:
         store, inner = session
         parts = inner.split("/") if inner else []

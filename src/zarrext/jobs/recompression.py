@@ -51,17 +51,17 @@ from zarr.storage import LocalStore
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
 from zarrext.codecs.chain import CodecChain
-from zarrext.codecs.chunk_context import _chunk_index
+from zarrext.codecs.chunk_context import chunk_index
 from zarrext.codecs.decisions import DecisionLike, format_mask
 from zarrext.errors import ChunkDecodeError, DamagedChunksError, naming_chunk
 from zarrext.jobs import cluster
 from zarrext.jobs.inspection import (
     ConditionalPlacement,
-    _mask_of,
     conditional_placement,
     inventory,
     storage_block,
     stored_chunk_keys,
+    stored_mask,
 )
 from zarrext.jobs.progress import ProgressLike, progress_callback
 from zarrext.jobs.shards.compact import packed_shard
@@ -213,7 +213,7 @@ class _Rewriter:
     def _mask(self, data: Buffer) -> int | None:
         if self.placement is None:
             return None
-        return _mask_of(self.placement, data, self.chunk_spec)
+        return stored_mask(self.placement, data, self.chunk_spec)
 
     def _reencode(
         self,
@@ -223,7 +223,7 @@ class _Rewriter:
         key: str,
         inner: tuple[int, ...] | None = None,
     ) -> Buffer:
-        token = _chunk_index.set(coords)
+        token = chunk_index.set(coords)
         try:
             # The codec's error names no chunk; say whose bytes they are.
             with naming_chunk(array=self.runtime.path, key=key, inner=inner,
@@ -235,7 +235,7 @@ class _Rewriter:
                 encoded = data
             mask_after = self._mask(encoded)
         finally:
-            _chunk_index.reset(token)
+            chunk_index.reset(token)
         stats.chunks += 1
         stats.bytes_before += len(data)
         stats.bytes_after += len(encoded)

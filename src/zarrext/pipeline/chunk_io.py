@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
 
 
-def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
+def get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     """A chunk's stored bytes (None if there are none), as ``byte_getter.get_sync``.
 
     A chunk file of an open ``LocalStore`` (that exact class: a subclass may change
@@ -52,7 +52,7 @@ def _get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     return prototype.buffer.from_array_like(data[:got])
 
 
-def _sync_io(holder: object, *, write: bool) -> bool:
+def sync_io(holder: object, *, write: bool) -> bool:
     """Whether a byte getter/setter serves synchronous IO (checked on a batch's first)."""
     if isinstance(holder, StorePath):
         return store_supports_sync_io(holder.store)

@@ -66,19 +66,19 @@ from zarr.core.config import config
 from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import inner_chunk_spec
-from zarrext.codecs.chunk_context import ChunkIndex, _chunk_index, _inner_origin
+from zarrext.codecs.chunk_context import ChunkIndex, chunk_index, inner_origin
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
-from zarrext.pipeline.chunk_io import _get_chunk_sync, _sync_io
+from zarrext.pipeline.chunk_io import get_chunk_sync, sync_io
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
 from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
-from zarrext.pipeline.optional_decode import _decode_split_into
+from zarrext.pipeline.optional_decode import decode_split_into
 from zarrext.pipeline.scratch import encode_arena, keeps_no_chunk_bytes, scratch_codecs
-from zarrext.pipeline.shard_protocols import ShardReading, ShardWriting, _no_decode
-from zarrext.pipeline.write_encoding import _merged_and_encoded, _through_filters
+from zarrext.pipeline.shard_protocols import ShardReading, ShardWriting, no_decode
+from zarrext.pipeline.write_encoding import merged_and_encoded, through_filters
 
 if TYPE_CHECKING:
     from typing import Self
@@ -200,7 +200,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """Coordinates of the chunk a byte getter/setter addresses, if they can be told."""
         local = getattr(key_holder, "chunk_coords", None)
         if local is not None:  # an inner chunk of a shard
-            origin = _inner_origin.get()
+            origin = inner_origin.get()
             if origin is None or len(origin) != len(local):
                 # Shard-local coordinates would collide across shards; say unknown.
                 return None
@@ -254,13 +254,13 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
         async def one(item: Any) -> Any:
             index = self.chunk_index_of(item[0])
-            index_token = _chunk_index.set(index)
-            origin_token = _inner_origin.set(self._inner_origin_for(index, item[1]))
+            index_token = chunk_index.set(index)
+            origin_token = inner_origin.set(self._inner_origin_for(index, item[1]))
             try:
                 return await run([item])
             finally:
-                _inner_origin.reset(origin_token)
-                _chunk_index.reset(index_token)
+                inner_origin.reset(origin_token)
+                chunk_index.reset(index_token)
 
         if len(batch) == 1:
             # The parent's write()/read() already runs each batch in a task of its
@@ -277,8 +277,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         context = contextvars.copy_context()
         index = self.chunk_index_of(item[0])
         origin = self._inner_origin_for(index, item[1])
-        context.run(_chunk_index.set, index)
-        context.run(_inner_origin.set, origin)
+        context.run(chunk_index.set, index)
+        context.run(inner_origin.set, origin)
         return context
 
     async def _run_chunk_jobs(
@@ -340,7 +340,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and isinstance(codecs[0], OptionalCodec)
             and (isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer)
         ):
-            return functools.partial(_decode_split_into, codecs[0])
+            return functools.partial(decode_split_into, codecs[0])
         scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
         if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
             return functools.partial(zstd_into_place, compressor=codecs[1], otherwise=scatter)
@@ -353,7 +353,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...],
         scatter: Callable[..., GetResult],
     ) -> GetResult:
-        chunk = _get_chunk_sync(item[0], item[1].prototype)
+        chunk = get_chunk_sync(item[0], item[1].prototype)
         return self._decode_fetched(item, chunk, out, drop_axes, scatter)
 
     def _where(self, key_holder: object) -> tuple[str | None, str | None]:
@@ -412,7 +412,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and self.encodes_into_arena_for(chunk_spec)
         )
         with encode_arena() if into_arena else nullcontext():
-            encoded = _merged_and_encoded(self.transform, item, existing, value, drop_axes)
+            encoded = merged_and_encoded(self.transform, item, existing, value, drop_axes)
             if encoded is None:
                 byte_setter.delete_sync()
             else:
@@ -433,7 +433,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             self.transform is not None
             and bool(batch)
             and not self.supports_partial_encode
-            and not _sync_io(batch[0][0], write=True)
+            and not sync_io(batch[0][0], write=True)
         )
 
     def _encode_merged(
@@ -444,7 +444,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         where the store copies the bytes at once) and in the remote writes' codec
         threads (with the chunk's index set; no arena: the bytes outlive it)."""
         assert self.transform is not None
-        return _merged_and_encoded(self.transform, item, existing, value, drop_axes)
+        return merged_and_encoded(self.transform, item, existing, value, drop_axes)
 
     def _writes_remote_shards(self, batch: Batch) -> bool:
         """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
@@ -459,7 +459,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and not self.array_array_codecs
             and not self.bytes_bytes_codecs
             and all(item[4] for item in batch)
-            and not _sync_io(batch[0][0], write=True)
+            and not sync_io(batch[0][0], write=True)
             and codec.writes_sync(batch[0][1])
         )
 
@@ -489,7 +489,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             out_selection=out_selection,
             is_complete=is_complete,
             drop_axes=drop_axes,
-            decode=_no_decode,
+            decode=no_decode,
             encode=plan,
         )
         return None if stored is None else planned[0]
@@ -552,7 +552,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return False
         # A codec that reads or writes parts of a chunk (sharding) does its own IO.
         partial = self.supports_partial_encode if write else self.supports_partial_decode
-        return not partial and _sync_io(batch[0][0], write=write)
+        return not partial and sync_io(batch[0][0], write=write)
 
     def _reads_remote(self, batch: Batch) -> bool:
         """Whether ``batch`` is whole chunks of a store without synchronous IO (an
@@ -561,7 +561,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             self.transform is not None
             and bool(batch)
             and not self.supports_partial_decode
-            and not _sync_io(batch[0][0], write=False)
+            and not sync_io(batch[0][0], write=False)
         )
 
     def _remote_shards(self, batch: Batch) -> tuple[Batch, Batch] | None:
@@ -574,7 +574,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         codec = self._shard_reader(batch)
         if (
             codec is None
-            or _sync_io(batch[0][0], write=False)
+            or sync_io(batch[0][0], write=False)
             or not codec.reads_sync(batch[0][1])
         ):
             return None
@@ -714,7 +714,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     async def _write_filtered(self, batch: Batch, *, value: NDBuffer) -> None:
         byte_setter, shard_spec, selection, out_selection, _ = batch[0]
-        block, selection, spec = await _through_filters(
+        block, selection, spec = await through_filters(
             self.array_array_codecs, shard_spec, selection, value, out_selection
         )
         codec: Any = self.array_bytes_codec

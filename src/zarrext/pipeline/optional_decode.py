@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from zarrext.codecs.optional import OptionalCodec
 
 
-def _decode_split_into(
+def decode_split_into(
     codec: OptionalCodec,
     chunk_bytes: Buffer | None,
     out: NDBuffer,

@@ -54,7 +54,7 @@ class ShardReading(Protocol):
     ) -> list[Callable[[], None]]: ...
 
 
-def _no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
+def no_decode(chunk: Buffer, spec: ArraySpec) -> NDBuffer:
     """Whole shards are written without reading what is stored."""
     raise AssertionError("a whole shard's write decodes nothing")
 

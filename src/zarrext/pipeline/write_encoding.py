@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
 
 
-def _merged_and_encoded(
+def merged_and_encoded(
     transform: Any, item: Any, existing: Buffer | None, value: NDBuffer,
     drop_axes: tuple[int, ...],
 ) -> Buffer | None:
@@ -40,7 +40,7 @@ def _merged_and_encoded(
     )
 
 
-async def _through_filters(
+async def through_filters(
     filters: tuple[Any, ...],
     spec: ArraySpec,
     selection: SelectorTuple,

@@ -1,13 +1,13 @@
 """Running the passes of a quantized copy over an array's blocks, here or on Dask workers.
 
-A block is a shard (or, in an array without shards, a chunk). :func:`_scan` is the
+A block is a shard (or, in an array without shards, a chunk). :func:`scan` is the
 first pass: the finite range of the source and which infinities occur in it.
-:func:`_copy_block` (in a thread here) and :func:`_copy_on_worker` (in a Dask task)
+:func:`copy_block` (in a thread here) and :func:`copy_on_worker` (in a Dask task)
 write blocks into the output and measure the error read back: the second pass.
-:func:`_run_blocks` runs either pass over the blocks, on threads or in batches on a
+:func:`run_blocks` runs either pass over the blocks, on threads or in batches on a
 Dask client, reporting progress and cancelling the blocks not started on an error.
 On a cluster each task reopens the source and the output from their descriptions
-(:func:`_described`, :class:`_OutputRef`).
+(:func:`described`, :class:`OutputRef`).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: ``phase`` is ``"scan"`` or ``"copy"``."""
 
 
-def _blocks(shape: tuple[int, ...], block: tuple[int, ...]) -> list[tuple[slice, ...]]:
+def block_slices(shape: tuple[int, ...], block: tuple[int, ...]) -> list[tuple[slice, ...]]:
     ranges = [range(0, n, b) for n, b in zip(shape, block, strict=True)]
     return [
         tuple(slice(i, min(i + b, n)) for i, b, n in zip(start, block, shape, strict=True))
@@ -73,7 +73,7 @@ def _scan_block(src: Any, sl: tuple[slice, ...]) -> _Range:
     )
 
 
-def _copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
+def copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
     """Write one block of ``src`` into ``dst``; the worst error read back from ``dst``.
 
     A value ``dst`` would not give back as itself (the source changed since the
@@ -92,7 +92,7 @@ def _copy_block(src: Any, dst: Any, sl: tuple[slice, ...]) -> float:
 
 
 @dataclass(frozen=True)
-class _OutputRef:
+class OutputRef:
     """The output array as a Dask worker reopens it: its store's description, its
     path, and its ``zarr.json`` (on an object store it is not written until the end)."""
 
@@ -112,7 +112,7 @@ class _OutputRef:
         return zarr.open_array(store, path=self.path, mode="r+")
 
 
-def _described(array: Any, what: str) -> StoreRef:
+def described(array: Any, what: str) -> StoreRef:
     from zarr.storage import ZipStore
 
     from zarrext.jobs.outputs import MetadataLastStore
@@ -146,8 +146,8 @@ def _scan_on_worker(
     return len(batch), found
 
 
-def _copy_on_worker(
-    source: ArrayRef, output: _OutputRef, threads: int, batch: list[tuple[slice, ...]]
+def copy_on_worker(
+    source: ArrayRef, output: OutputRef, threads: int, batch: list[tuple[slice, ...]]
 ) -> tuple[int, float]:
     """One Dask task: write ``batch``'s blocks quantized; the worst error read back.
 
@@ -159,12 +159,12 @@ def _copy_on_worker(
     src = with_runtime(source.open())
     dst = output.open()
     worst = 0.0
-    for each in cluster.on_threads(lambda sl: _copy_block(src, dst, sl), batch, threads):
+    for each in cluster.on_threads(lambda sl: copy_block(src, dst, sl), batch, threads):
         worst = max(worst, each)
     return len(batch), worst
 
 
-def _scan(
+def scan(
     src: Any,
     blocks: list[tuple[slice, ...]],
     progress: Progress | None,
@@ -172,13 +172,13 @@ def _scan(
     source_ref: ArrayRef | None,
 ) -> _Range:
     """The finite range of ``src`` and which infinities occur (the first pass)."""
-    return _run_blocks(
+    return run_blocks(
         "scan", lambda sl: _scan_block(src, sl), (_scan_on_worker, (source_ref,)), blocks,
         client=client, progress=progress, combine=operator.or_, start=_Range(),
     )
 
 
-def _run_blocks[R](
+def run_blocks[R](
     phase: str,
     local: Callable[[tuple[slice, ...]], R],
     remote: tuple[Callable[..., tuple[int, R]], tuple[Any, ...]] | None,

@@ -5,7 +5,7 @@ one that exists (without ``overwrite``); builds the output under a temporary nam
 moves it into place only when it is complete and no larger than its source (unless
 ``allow_larger``), refreshing the consolidated metadata of the groups that hold the
 new output so that readers trusting it (xarray) see it, and never a mix of the old
-and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`_quantize_array`
+and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantize_array`
 (scan, plan, write, verify one array) also serves :mod:`~zarrext.quantize.groups`.
 """
 
@@ -18,14 +18,14 @@ from typing import Any
 
 from zarrext.codecs.decisions import without_decision_record
 from zarrext.quantize.blocks import (
+    OutputRef,
     Progress,
-    _blocks,
-    _copy_block,
-    _copy_on_worker,
-    _described,
-    _OutputRef,
-    _run_blocks,
-    _scan,
+    block_slices,
+    copy_block,
+    copy_on_worker,
+    described,
+    run_blocks,
+    scan,
 )
 from zarrext.quantize.planning import (
     QuantizationError,
@@ -99,7 +99,7 @@ def _layout(src: Any) -> dict[str, Any]:
     }
 
 
-def _quantize_array(
+def quantize_array(
     src: Any,
     store: Any,
     name: str | None,
@@ -124,8 +124,8 @@ def _quantize_array(
 
     label = src.path or "/"
     ftype = float_dtype(src.dtype)
-    blocks = _blocks(tuple(src.shape), tuple(src.shards or src.chunks))
-    source_ref = ArrayRef(_described(src, "source"), src.path, "r") if client else None
+    blocks = block_slices(tuple(src.shape), tuple(src.shards or src.chunks))
+    source_ref = ArrayRef(described(src, "source"), src.path, "r") if client else None
     fill = float(src.fill_value)
     planned_fill = None if math.isnan(fill) else fill
     # The planner refuses a fill value its filters would not give back, whatever the
@@ -136,7 +136,7 @@ def _quantize_array(
                           value_range=(fill, fill) if math.isfinite(fill) else (0.0, 0.0))
     except QuantizationError as e:
         raise QuantizationError(f"cannot quantize {label}: {e}") from None
-    found = _scan(src, blocks, progress, client, source_ref)
+    found = scan(src, blocks, progress, client, source_ref)
     planned = plan_quantization(
         max_abs_error=max_abs_error,
         dtype=ftype,
@@ -163,11 +163,11 @@ def _quantize_array(
         from zarr.core.buffer import default_buffer_prototype
 
         document = dst.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"]
-        output_ref = _OutputRef(_described(dst, "output"), dst.path, document.to_bytes())
+        output_ref = OutputRef(described(dst, "output"), dst.path, document.to_bytes())
     where = f" in {label}" if name else ""
-    worst = _run_blocks(
-        "copy", lambda sl: _copy_block(src, dst, sl),
-        (_copy_on_worker, (source_ref, output_ref)), blocks,
+    worst = run_blocks(
+        "copy", lambda sl: copy_block(src, dst, sl),
+        (copy_on_worker, (source_ref, output_ref)), blocks,
         client=client, progress=progress, combine=max, start=0.0,
         stopped=f"quantize stopped{where}",
     )
@@ -197,7 +197,7 @@ def _quantize_array(
     return report
 
 
-def _staged(
+def staged(
     output: Any,
     overwrite: bool,
     storage_options: Mapping[str, Any] | None,
@@ -216,7 +216,7 @@ def _staged(
             raise
 
 
-def _opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
+def opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
     """A path or URL as a read-only store (with ``storage_options``); other store-likes as given."""
     import os
 
@@ -304,14 +304,14 @@ def copy_quantized(
     check_disjoint(source, output)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
-    src = open_array(_opened(source, storage_options), mode="r")
+    src = open_array(opened(source, storage_options), mode="r")
     float_dtype(src.dtype)
     out_options = storage_options if output_storage_options is None else output_storage_options
-    report: CopyReport = _staged(
+    report: CopyReport = staged(
         output,
         overwrite,
         out_options,
-        lambda target: _quantize_array(
+        lambda target: quantize_array(
             src, target, None, max_abs_error=max_abs_error, allow_larger=allow_larger,
             progress=progress, client=client,
         ),

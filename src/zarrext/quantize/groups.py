@@ -14,7 +14,7 @@ from typing import Any
 from zarrext.errors import naming_codec_holder
 from zarrext.jobs import cluster
 from zarrext.quantize.blocks import Progress
-from zarrext.quantize.copying import CopyReport, _opened, _quantize_array, _staged
+from zarrext.quantize.copying import CopyReport, opened, quantize_array, staged
 from zarrext.quantize.planning import float_dtype
 
 __all__ = ["copy_group_quantized", "floating_arrays"]
@@ -80,9 +80,9 @@ def floating_arrays(
 def _excluded_output(source: Any, output: Any) -> str | None:
     """The output's path relative to ``source`` when both are in one icechunk session
     and the output is inside the source group (its copy leaves the output out)."""
-    from zarrext.jobs.outputs import _in_session
+    from zarrext.jobs.outputs import in_session
 
-    ss, so = _in_session(source), _in_session(output)
+    ss, so = in_session(source), in_session(output)
     if ss is None or so is None or ss[0] != so[0]:
         return None
     inside = f"{ss[1]}/" if ss[1] else ""
@@ -146,7 +146,7 @@ def copy_group_quantized(
     excluded = _excluded_output(source, output)
     if excluded is None:
         check_disjoint(source, output)
-    group = zarr.open_group(_opened(source, storage_options), mode="r", use_consolidated=False)
+    group = zarr.open_group(opened(source, storage_options), mode="r", use_consolidated=False)
     chosen = [
         a for a in floating_arrays(group, arrays, excluding=excluded)
     ]
@@ -164,7 +164,7 @@ def copy_group_quantized(
                     name
                 )
             reports.append(
-                _quantize_array(
+                quantize_array(
                     # read through zarrext's pipeline: decode errors name the chunk
                     with_runtime(array), store, f"{base}/{name}" if base else name,
                     max_abs_error=max_abs_error, allow_larger=allow_larger, progress=each,
@@ -175,7 +175,7 @@ def copy_group_quantized(
         return reports
 
     out_options = storage_options if output_storage_options is None else output_storage_options
-    reports: list[CopyReport] = _staged(output, overwrite, out_options, job)
+    reports: list[CopyReport] = staged(output, overwrite, out_options, job)
     return reports
 
 

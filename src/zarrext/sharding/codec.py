@@ -29,7 +29,7 @@ from zarrext._zarr_compat import (
     inner_chunk_spec,
     sharding_codec_fields,
 )
-from zarrext.codecs.chunk_context import _chunk_index, _inner_origin
+from zarrext.codecs.chunk_context import chunk_index, inner_origin
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.scratch import Staging, staged_encoding
@@ -199,7 +199,7 @@ class RuntimeShardingCodec(ShardingCodec):
         context, :data:`zarrext.codecs.chunk_context._inner_origin`)."""
         pipeline = self._get_inner_pipeline(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
-        origin = _inner_origin.get()
+        origin = inner_origin.get()
         scatter = pipeline._scatter_into(out)
         codecs = pipeline.transform.codecs if pipeline.transform is not None else ()
 
@@ -209,7 +209,7 @@ class RuntimeShardingCodec(ShardingCodec):
                 tuple(o + c for o, c in zip(origin, coords, strict=True))
                 if origin is not None and len(origin) == len(coords) else None
             )
-            token = _chunk_index.set(index)
+            token = chunk_index.set(index)
             try:
                 scatter(
                     chunk,
@@ -225,7 +225,7 @@ class RuntimeShardingCodec(ShardingCodec):
                 # The shard's key is the outer pipeline's to add.
                 raise ChunkDecodeError.wrapping(e, inner=tuple(coords), codecs=codecs) from e
             finally:
-                _chunk_index.reset(token)
+                chunk_index.reset(token)
 
         return decode
 

@@ -215,7 +215,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         """Merge, encode and write the touched inner chunks, all in this thread."""
         from zarr.core.chunk_utils import merge_and_encode_chunk
 
-        from zarrext.codecs.chunk_context import _chunk_index
+        from zarrext.codecs.chunk_context import chunk_index
 
         geometry = self.geometry(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
@@ -225,7 +225,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
             updates: dict[tuple[int, ...], Any] = {}
             for coords, chunk_sel, out_sel, complete in indexer:
                 # Decision functions ask which chunk they encode: its array-wide index.
-                _chunk_index.set(
+                chunk_index.set(
                     coords
                     if origin is None
                     else tuple(o + c for o, c in zip(origin, coords, strict=True))
@@ -254,7 +254,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
     ) -> None:
         import asyncio
 
-        from zarrext.codecs.chunk_context import _inner_origin
+        from zarrext.codecs.chunk_context import inner_origin
 
         target = local_path(byte_setter)
         if target is None:
@@ -271,7 +271,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
                 indexer,
                 shard_array,
                 transform,
-                _inner_origin.get(),
+                inner_origin.get(),
             )
             return
         geometry = self.geometry(shard_spec)

@@ -65,12 +65,12 @@ from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
 from zarrext.jobs.progress import ProgressCallback
 from zarrext.jobs.shards.check_report import REWRITE, Problem, ShardCheck
 from zarrext.jobs.shards.diagnosis import (
-    _check_chunk,
-    _check_shard,
-    _check_stored_shard,
-    _Decoder,
+    Decoder,
+    check_chunk,
+    check_shard,
+    check_stored_shard,
 )
-from zarrext.jobs.shards.leftovers import STALE_AFTER, _leftover
+from zarrext.jobs.shards.leftovers import STALE_AFTER, leftover
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
 from zarrext.stores import open_job_array
@@ -252,7 +252,7 @@ def check(
     for dirpath, _, names in os.walk(directory) if directory.is_dir() else ():
         for name in names:
             path = Path(dirpath) / name
-            left = _leftover(path, now, stale_after)
+            left = leftover(path, now, stale_after)
             if left is None:
                 continue
             target, text = left
@@ -264,7 +264,7 @@ def check(
                 path.unlink(missing_ok=True)
 
     per_object = _object_shape(metadata, shards)
-    decoder = _Decoder(array, shards) if deep else None
+    decoder = Decoder(array, shards) if deep else None
     stored = list(_stored_keys(array, per_object))
     if progress is not None:
         progress(0, len(stored))
@@ -273,11 +273,11 @@ def check(
         if shards is not None and not shards.bare:
             path = directory / key
             if path.is_file():
-                _check_stored_shard(shards, coords, path.read_bytes(), result, decoder)
+                check_stored_shard(shards, coords, path.read_bytes(), result, decoder)
         elif shards is not None:
-            _check_shard(shards, key, coords, result, repair, decoder)
+            check_shard(shards, key, coords, result, repair, decoder)
         elif decoder is not None:
-            _check_chunk(directory, key, coords, result, decoder)
+            check_chunk(directory, key, coords, result, decoder)
         if progress is not None:
             progress(done, len(stored))
     return sorted((f for f in found.values() if f.details), key=lambda f: _key_order(f.key))
@@ -341,7 +341,7 @@ class _ObjectChecker:
     def __init__(self, array: Any, shards: ArrayShards | None, deep: bool) -> None:
         self.store_path = async_array_of(array).store_path
         self.shards = shards
-        self.decoder = _Decoder(array, shards) if deep else None
+        self.decoder = Decoder(array, shards) if deep else None
 
     def check(self, item: tuple[str, tuple[int, ...]]) -> ShardCheck | None:
         """The problems of the object ``(key, coords)``, or None (none, or deleted)."""
@@ -360,7 +360,7 @@ class _ObjectChecker:
                     "undecodable_chunk", f"chunk {coords} does not decode: {why}", advice=REWRITE
                 )
         else:
-            _check_stored_shard(self.shards, coords, data, result, self.decoder)
+            check_stored_shard(self.shards, coords, data, result, self.decoder)
         return result if result.details else None
 
 

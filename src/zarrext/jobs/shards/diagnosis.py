@@ -2,7 +2,7 @@
 
 A shard's bytes, from a locked local file or a whole object read into memory: its
 index is read and decoded (a cut-short file told from a checksum error), its entries
-checked against the file and each other, and, with a :class:`_Decoder`, every inner
+checked against the file and each other, and, with a :class:`Decoder`, every inner
 chunk decoded; beside a local shard file, its journal and reuse quarantine. Each
 problem is recorded on a :class:`~zarrext.jobs.shards.check_report.ShardCheck`; a local
 shard is repaired in place (under its exclusive lock) when asked. Which keys to
@@ -22,7 +22,7 @@ from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
 
 from zarrext._zarr_compat import inner_chunk_spec, inner_chunk_transform
-from zarrext.codecs.chunk_context import _chunk_index
+from zarrext.codecs.chunk_context import chunk_index
 from zarrext.errors import (
     DECODE_ERRORS,
     ChunkDecodeError,
@@ -161,7 +161,7 @@ def _stock(codec: ShardingCodec) -> ShardingCodec:
     return ShardingCodec.from_dict(codec.to_dict())
 
 
-class _Decoder:
+class Decoder:
     """Decodes single chunks (or inner chunks) of an array, for ``deep`` checks."""
 
     def __init__(self, array: Any, shards: ArrayShards | None) -> None:
@@ -181,7 +181,7 @@ class _Decoder:
     def problem(self, coords: tuple[int, ...], data: bytes) -> str | None:
         """Why ``data`` does not decode as the chunk at ``coords`` (the codec that
         failed and its error), or None."""
-        token = _chunk_index.set(coords)
+        token = chunk_index.set(coords)
         try:
             decoded = self.transform.decode_chunk(
                 default_buffer_prototype().buffer.from_bytes(data), self.spec
@@ -194,7 +194,7 @@ class _Decoder:
             error = ChunkDecodeError.wrapping(e, codecs=self.transform.codecs)
             return f"codec {error.codec!r}: {error.reason}" if error.codec else error.reason
         finally:
-            _chunk_index.reset(token)
+            chunk_index.reset(token)
         return None
 
 
@@ -259,13 +259,13 @@ def _index_problem(
     return offset, raw, table
 
 
-def _check_shard(
+def check_shard(
     shards: ArrayShards,
     key: str,
     coords: tuple[int, ...],
     result: ShardCheck,
     repair: bool,
-    decoder: _Decoder | None,
+    decoder: Decoder | None,
 ) -> None:
     path = shards.path(key)
     geometry, codec = shards.geometry, shards.codec
@@ -337,7 +337,7 @@ def _check_table(
     table: np.ndarray,
     read: Read,
     result: ShardCheck,
-    decoder: _Decoder | None,
+    decoder: Decoder | None,
     repair: bool | None,
     noun: str,
 ) -> list[int]:
@@ -385,8 +385,8 @@ def _check_table(
     return drop
 
 
-def _check_chunk(
-    directory: Path, key: str, coords: tuple[int, ...], result: ShardCheck, decoder: _Decoder
+def check_chunk(
+    directory: Path, key: str, coords: tuple[int, ...], result: ShardCheck, decoder: Decoder
 ) -> None:
     try:
         data = (directory / key).read_bytes()
@@ -399,12 +399,12 @@ def _check_chunk(
         )
 
 
-def _check_stored_shard(
+def check_stored_shard(
     shards: ArrayShards,
     coords: tuple[int, ...],
     stored: bytes,
     result: ShardCheck,
-    decoder: _Decoder | None,
+    decoder: Decoder | None,
 ) -> None:
     """Check a stored object holding a shard: the codecs after the sharding codec
     (a compressor, a checksum) are undone first, then the shard is checked."""
@@ -428,7 +428,7 @@ def _check_shard_bytes(
     coords: tuple[int, ...],
     data: bytes,
     result: ShardCheck,
-    decoder: _Decoder | None,
+    decoder: Decoder | None,
 ) -> None:
     def read(length: int, start: int) -> bytes:
         return data[start : start + length]

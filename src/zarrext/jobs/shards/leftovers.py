@@ -22,7 +22,7 @@ STALE_AFTER = 60.0
 """Seconds after which an untouched zarr-python ``*.partial`` file counts as left behind."""
 
 
-def _leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | None:
+def leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | None:
     """``(target name, description)`` of a file a killed writer left, if ``path`` is one."""
     name = path.name
     match = _TMP_PID.search(name)
