@@ -87,6 +87,21 @@ def write_corpus(root: Path) -> list[Case]:
     return cases
 
 
+def _normalized(text: str) -> str:
+    return " ".join(text.split())
+
+
+def unquoted_clauses(cases: list[Case], specs: Path) -> list[str]:
+    """Ids of cases whose clause is not verbatim in its spec's text (whitespace aside).
+
+    ``specs`` holds the spec files, one per spec, named from its number
+    (``000_*.txt`` ... ``004_*.txt``).
+    """
+    texts = {p.name[:3]: _normalized(p.read_text(encoding="utf-8"))
+             for p in specs.glob("[0-9][0-9][0-9]_*")}
+    return [c.id for c in cases if _normalized(c.clause) not in texts.get(c.spec, "")]
+
+
 def differences(left: Path, right: Path) -> list[str]:
     """Relative paths that differ between two trees (missing on one side included)."""
     out: list[str] = []
@@ -109,7 +124,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=CASES, help="corpus folder to (re)write")
     parser.add_argument("--check", action="store_true",
                         help="compare a fresh build with --out instead of writing it")
+    parser.add_argument("--specs", type=Path,
+                        help="folder of the spec texts (000_*.txt ...): check that every "
+                             "case's clause is quoted verbatim")
     args = parser.parse_args(argv)
+    if args.specs is not None:
+        unquoted = unquoted_clauses(all_cases(), args.specs)
+        for case_id in unquoted:
+            print(f"clause not in its spec: {case_id}")
+        if unquoted:
+            return 1
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
             write_corpus(Path(tmp) / "cases")

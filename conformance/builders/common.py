@@ -19,7 +19,7 @@ import struct
 import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import google_crc32c
 import numcodecs
@@ -28,6 +28,7 @@ import numpy as np
 from conformance.builders import numeric
 
 JSON = Any
+Coords = tuple[int, ...]
 U64_MAX = (1 << 64) - 1
 
 SPECS: dict[str, dict[str, str]] = {
@@ -310,7 +311,7 @@ def bytes_codec(values: np.ndarray, endian: str | None = "little") -> bytes:
     values = np.ascontiguousarray(values)
     if values.dtype.itemsize == 1 or values.dtype.kind == "b":
         return values.tobytes()
-    order = "<" if endian == "little" else ">"
+    order: Literal["<", ">"] = "<" if endian == "little" else ">"
     return values.astype(values.dtype.newbyteorder(order)).tobytes()
 
 

@@ -242,15 +242,15 @@ def _n5_cases() -> list[Case]:
                     notes=TRANSPOSE_NOTE))
 
     v = u16("pad-n5-three-dimensions-raw", (4, 6, 5))
-    blocks = (2, 3, 5)
-    m = array_metadata((4, 6, 5), blocks, "uint16", 0,
+    blocks3 = (2, 3, 5)
+    m = array_metadata((4, 6, 5), blocks3, "uint16", 0,
                        [c_transpose([2, 1, 0]), c_bytes("big"), c_pad("start", 16)],
                        key_encoding="v2", separator="/")
     objects = {}
     for i in range(2):
         for j in range(2):
             block = v[i * 2:(i + 1) * 2, j * 3:(j + 1) * 3, :]
-            objects[f"{i}/{j}/0"] = n5_header(blocks) + bytes_codec(
+            objects[f"{i}/{j}/0"] = n5_header(blocks3) + bytes_codec(
                 np.ascontiguousarray(block.transpose(2, 1, 0)), "big")
     out.append(read("pad-n5-three-dimensions-raw", EXAMPLE_3, SKIP_FOREIGN,
                     "A 3-D uncompressed N5 dataset: a 16-byte header (mode, ndim 3, three "

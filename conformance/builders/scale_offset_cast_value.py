@@ -239,7 +239,7 @@ def cast_value_cases() -> list[Case]:
 
     ties = np.array([2.5, -2.5, 0.5, -0.5, 1.5, 2.7, -2.7, 7.0], "<f4")
     for mode in numeric.ROUNDING_MODES:
-        config = {"rounding": mode}
+        config: dict[str, Any] = {"rounding": mode}
         m = _meta("int16", [_cv("float32", **config)])
         out.append(read(f"cv-decode-rounding-{mode}", CV, CV_ROUNDING,
                         f"int16 stored as float32; rounding {mode!r} applies when the stored "

@@ -17,6 +17,7 @@ import numpy as np
 from conformance.builders.common import (
     U64_MAX,
     Case,
+    Coords,
     Runtime,
     array_metadata,
     assemble_shard,
@@ -377,13 +378,18 @@ def _morton(c: tuple[int, ...]) -> int:
     return key
 
 
+def _raw_inner(values: np.ndarray, c: Coords, codecs: list | None = None) -> bytes:
+    """Inner chunk ``c`` (2x2) of ``values`` through ``codecs`` (default ``[bytes]``)."""
+    block = values[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2]
+    return encode_chain(codecs or [c_bytes()], block, fill=FILL, coords=c, runtime=Runtime())
+
+
 def _shared_bytes_case() -> Case:
     """Two index entries reference the same bytes (a deduplicated chunk)."""
     v = values_u16("shard-two-entries-share-bytes", (4, 8))
     v[:, 4:6] = v[:, 0:2]
-    encoded = {c: encode_chain([c_bytes()], v[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2],
-                               fill=FILL, coords=c, runtime=Runtime())
-               for c in itertools.product(range(2), range(4)) if c[1] != 2}
+    encoded: dict[Coords, bytes] = {
+        c: _raw_inner(v, c) for c in itertools.product(range(2), range(4)) if c[1] != 2}
     shard = assemble_shard(encoded, (2, 4), index_codecs=INDEX,
                            entries={(0, 2): (0, 8), (1, 2): (8 * 3, 8)})
     return read_case(SPEC, "shard-two-entries-share-bytes", BINARY, OFFSET,
@@ -400,10 +406,8 @@ def _append_layout_case() -> Case:
     v[:, :4] = old[:, :4]  # chunks (.., 0) and (.., 1) never rewritten
     cps = (2, 4)
 
-    def enc(values: np.ndarray) -> dict[tuple[int, ...], bytes]:
-        return {c: encode_chain([c_bytes(), c_crc32c()],
-                                values[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2],
-                                fill=FILL, coords=c, runtime=Runtime())
+    def enc(values: np.ndarray) -> dict[Coords, bytes]:
+        return {c: _raw_inner(values, c, [c_bytes(), c_crc32c()])
                 for c in itertools.product(range(2), range(4))}
 
     first = assemble_shard(enc(old), cps, index_codecs=INDEX)  # version 1: 8 chunks, index
@@ -429,11 +433,11 @@ def _fixed_slot_case() -> Case:
     v = values_u16("shard-fixed-slots-with-holes", (4, 8))
     v[2:, :] = np.arange(16, dtype="<u2").reshape(2, 8)  # compresses well
     slot = 64
-    encoded, gaps, previous = {}, {}, 0
+    encoded: dict[Coords, bytes] = {}
+    gaps: dict[Coords, bytes] = {}
+    previous = 0
     for n, c in enumerate(itertools.product(range(2), range(4))):
-        encoded[c] = encode_chain([c_bytes(), c_zstd()],
-                                  v[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2],
-                                  fill=FILL, coords=c, runtime=Runtime())
+        encoded[c] = _raw_inner(v, c, [c_bytes(), c_zstd()])
         assert len(encoded[c]) <= slot
         gaps[c] = bytes(n * slot - previous)
         previous = n * slot + len(encoded[c])
@@ -539,9 +543,8 @@ def refuse_cases() -> list[Case]:
 
 
 def _with_entries(values: np.ndarray, entries: dict) -> bytes:
-    encoded = {c: encode_chain([c_bytes()], values[c[0] * 2:c[0] * 2 + 2, c[1] * 2:c[1] * 2 + 2],
-                               fill=FILL, coords=c, runtime=Runtime())
-               for c in itertools.product(range(2), range(4))}
+    encoded: dict[Coords, bytes] = {
+        c: _raw_inner(values, c) for c in itertools.product(range(2), range(4))}
     return assemble_shard(encoded, (2, 4), index_codecs=INDEX, entries=entries)
 
 
