@@ -171,7 +171,7 @@ class ZarrAdapter(Adapter):
     description = "plain zarr.open_array (zarr-python, codecs from installed entry points)"
 
     def version(self) -> str:
-        return f"zarr {_version('zarr')}, zarrext {_version('zarrext')} (entry points)"
+        return f"zarr {_version('zarr')} with zarrext {_version('zarrext')}'s entry points"
 
     def read(self, store: Path, case: dict[str, JSON]) -> np.ndarray:
         import zarr
@@ -278,8 +278,12 @@ class ZarrsAdapter(Adapter):
             with zarr.config.set(self.CONFIG), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 yield
-        except (UnsupportedDataTypeError, UnsupportedMetadataError) as e:
+        except UnsupportedDataTypeError as e:  # the in-memory dtype (optional's records)
             raise Unsupported(f"zarrs: {type(e).__name__} {e}".strip()) from e
+        except UnsupportedMetadataError as e:
+            # check_supported let every codec and data type name through: zarrs knows
+            # them, so this is its judgement on the metadata, a refusal.
+            raise RuntimeError(f"zarrs refused the metadata: {type(e).__name__} {e}") from e
 
     def _open(self, store: Path, mode: str) -> Any:
         import zarr

@@ -74,6 +74,8 @@ def _run(route: str, case_id: str, tmp_path: Path) -> None:
     folder, case = BY_ID[case_id]
     result = run_case(adapter(route), folder, case, tmp_path)
     assert result.passed, f"{result.outcome}: {result.detail}"
+    if result.outcome == "refused":  # bad input: a ValueError-family error (house rule)
+        assert result.value_error, f"refused with {result.error_type}: {result.detail}"
 
 
 @pytest.mark.parametrize("case_id", _params("zarrext"))
