@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -183,3 +184,16 @@ def test_example_1_chunk_is_a_tiff() -> None:
     folder, _ = BY_ID["pad-example-1-tiff-chunk"]
     image = tifffile.imread(folder / "store" / "c" / "0" / "0")
     np.testing.assert_array_equal(image, np.load(folder / "expected.npy"))
+
+
+@pytest.mark.parametrize("case_id", ["cond-mask-1-applies", "opt-mask-too-short",
+                                     "pad-write-literal-start", "cond-write-masks-per-chunk"])
+def test_command_protocol(case_id: str, tmp_path: Path) -> None:
+    """An implementation behind ``cmd:`` (conformance/command_example.py) runs the cases."""
+    folder, case = BY_ID[case_id]
+    script = Path(generate.__file__).parent / "command_example.py"
+    program = adapter(f"cmd:{sys.executable} {script}")
+    result = run_case(program, folder, case, tmp_path)
+    expected = "not supported" if needs_runtime(case) else {
+        "read": "read", "refuse": "refused", "write": "bytes equal"}[case["kind"]]
+    assert result.outcome == expected, result

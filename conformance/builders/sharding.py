@@ -470,9 +470,10 @@ def refuse_cases() -> list[Case]:
                       "the object cannot hold the index", objects={"c/0/0": good[-40:]}))
 
     out.append(refuse("shard-chunk-past-end-of-shard", BINARY, OFFSET,
-                      "An entry whose offset + nbytes runs past the end of the shard object.",
+                      "Inner chunk (1, 3)'s entry (offset 190, nbytes 8) ends at byte 198 of "
+                      "the 196-byte shard object.",
                       m, "inner chunk (1, 3) would end beyond the shard object",
-                      objects={"c/0/0": _with_entries(v, {(1, 3): (120, 64)})}))
+                      objects={"c/0/0": _with_entries(v, {(1, 3): (190, 8)})}))
 
     out.append(refuse("shard-half-empty-entry-offset", BINARY, EMPTY,
                       "An entry with offset 2^64-1 and nbytes 8: not an empty entry, and no "
@@ -543,6 +544,8 @@ def refuse_cases() -> list[Case]:
 
 
 def _with_entries(values: np.ndarray, entries: dict) -> bytes:
+    """The 2x4 shard of ``values`` ([bytes], index at the end, 196 bytes), some entries
+    replaced."""
     encoded: dict[Coords, bytes] = {
         c: _raw_inner(values, c) for c in itertools.product(range(2), range(4))}
     return assemble_shard(encoded, (2, 4), index_codecs=INDEX, entries=entries)
