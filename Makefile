@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench zarr-suite clean
+.PHONY: demo test test-slow lint bench zarr-suite conformance conformance-results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -24,7 +24,7 @@ test-slow: $(STAMP)
 	$(VENV)/bin/python -m pytest -n 2 -q -m slow
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests benchmarks
+	$(VENV)/bin/ruff check src tests benchmarks conformance
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
@@ -37,6 +37,15 @@ bench: $(STAMP)
 # (downloads the sdist and builds a scratch venv in .zarr-suite/; minutes; not in CI).
 zarr-suite: $(STAMP)
 	$(VENV)/bin/python scripts/zarr_suite.py --workdir .zarr-suite
+
+# The reference corpus (conformance/) against every implementation installed here:
+# zarrext, plain zarr-python, tensorstore, zarrs-python; one table each.
+conformance: $(STAMP)
+	$(VENV)/bin/python -m conformance.run --impl all --report-only
+
+# Regenerate conformance/RESULTS.md from the runner's output.
+conformance-results: $(STAMP)
+	$(VENV)/bin/python -m conformance.run --impl all --markdown > conformance/RESULTS.md
 
 clean:
 	rm -rf $(VENV)
