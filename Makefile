@@ -43,9 +43,10 @@ zarr-suite: $(STAMP)
 conformance: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --report-only
 
-# Regenerate conformance/RESULTS.md from the runner's output.
+# Regenerate conformance/RESULTS.md from the runner's output, and the README's summary of it.
 conformance-results: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --markdown > conformance/RESULTS.md
+	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("README.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
 
 clean:
 	rm -rf $(VENV)

@@ -222,8 +222,11 @@ class StorableValues:
 
     - a key of ``cast_value``'s decode map (reserved, e.g. for NaN), unless the
       value itself is a key of the encode map (mapped on purpose);
-    - outside the integer type (``cast_value`` would refuse, clamp or wrap it), or
-      not finite (``scale_offset`` overflows);
+    - outside the integer type when ``cast_value``'s ``out_of_range`` is unset (it
+      would refuse it), or not finite (``scale_offset`` overflows); an array whose
+      metadata asks to ``clamp`` or ``wrap`` gets what the spec prescribes (its
+      metadata says so: nothing silent), unless the clamped or wrapped code is
+      reserved, or a recorded plan's bound is missed;
     - with a :class:`PlannedRange` recorded, for a value outside its verified range:
       decoded (by zarr-python's codecs) farther than ``max_abs_error``.
     """
@@ -312,6 +315,22 @@ class StorableValues:
     def _reserved_codes(self) -> npt.NDArray[np.float64]:
         return np.array(sorted(self.reserved), dtype=np.float64)
 
+    @property
+    def _keeps_out_of_range(self) -> bool:
+        """Whether ``cast_value`` stores codes beyond the integer type (clamped or
+        wrapped, as the array's metadata asks) instead of refusing them."""
+        return self.out_of_range in ("clamp", "wrap")
+
+    def _effective(self, codes: npt.NDArray[Any]) -> npt.NDArray[Any]:
+        """The codes ``cast_value`` stores: clamped or wrapped into the type as the
+        metadata asks (codes inside it unchanged)."""
+        low, end = self._type_bounds
+        if self.out_of_range == "clamp":
+            return np.clip(codes, low, end - 1)
+        if self.out_of_range == "wrap":
+            return np.mod(codes - low, end - low) + low
+        return codes
+
     def _scaled(self, values: npt.NDArray[Any]) -> npt.NDArray[Any]:
         # scale_offset's arithmetic, in the array's own type
         with np.errstate(all="ignore"):
@@ -331,7 +350,7 @@ class StorableValues:
             return False
         low, end = self._type_bounds
         cmin, cmax = float(codes.min()), float(codes.max())
-        if cmin < low or cmax >= end:
+        if cmin < low or cmax >= end:  # refused, or clamped or wrapped: look at each
             return False
         rc = self._reserved_codes
         if np.any((rc >= cmin) & (rc <= cmax)):
@@ -378,9 +397,11 @@ class StorableValues:
     def _refused_mask(self, x: npt.NDArray[Any]) -> npt.NDArray[np.bool_]:
         scaled, codes = self._codes(x)
         low, end = self._type_bounds
-        bad = ~np.isfinite(scaled) | (codes < low) | (codes >= end)
+        bad = ~np.isfinite(scaled)
+        if not self._keeps_out_of_range:
+            bad |= (codes < low) | (codes >= end)
         if self.reserved:
-            bad |= np.isin(codes, self._reserved_codes)
+            bad |= np.isin(self._effective(codes), self._reserved_codes)
         mapped = None
         if self.mapped:
             mapped = np.isin(x, np.array(sorted(self.mapped), dtype=self.dtype))
@@ -406,16 +427,15 @@ class StorableValues:
             return f"scale_offset takes it beyond {self.dtype}'s range"
         code = float(codes[0])
         low, end = self._type_bounds
-        if code < low or code >= end:
-            what = {
-                "clamp": f"cast_value would clamp it to {int(low if code < low else end - 1)}",
-                "wrap": "cast_value would wrap it around",
-            }.get(self.out_of_range or "", "cast_value refuses it")
+        stored = int(self._effective(codes)[0])
+        if stored in self.reserved:
+            how = {"clamp": "clamped", "wrap": "wrapped"}.get(self.out_of_range or "")
+            moved = f" ({how} from code {code:.0f})" if stored != code else ""
+            return (f"it would be stored as code {stored}{moved}, which reads back as "
+                    f"{self.reserved[stored]}")
+        if (code < low or code >= end) and not self._keeps_out_of_range:
             return (f"its code {code:.0f} is outside {self.stored}'s "
-                    f"[{int(low)}, {int(end) - 1}] ({what})")
-        if int(code) in self.reserved:
-            return (f"it would be stored as code {int(code)}, which reads back as "
-                    f"{self.reserved[int(code)]}")
+                    f"[{int(low)}, {int(end) - 1}] (cast_value refuses it)")
         decoded = self._decoded(x)[0]
         bound = self.planned.max_abs_error if self.planned is not None else math.nan
         return (f"it would read back as {decoded} ({abs(float(decoded) - float(value)):.3g} "

@@ -274,7 +274,7 @@ class RuntimeShardingCodec(ShardingCodec):
         """
         from zarrext.sharding.geometry import EMPTY
         from zarrext.sharding.reader import index_format
-        from zarrext.sharding.state import ShardCorruptError, entry_past_end
+        from zarrext.sharding.state import ShardCorruptError, check_entries
 
         per_shard = tuple(chunks_per_shard(self, shard_spec))
         fmt = index_format(self, per_shard)
@@ -289,12 +289,7 @@ class RuntimeShardingCodec(ShardingCodec):
         except ValueError as e:
             raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
         table = table.reshape(-1, 2)
-        bad = entry_past_end(table, len(raw))
-        if bad is not None:
-            raise ShardCorruptError(
-                f"shard {where}: inner chunk {bad[0]} ends at byte {bad[1]}, "
-                f"past the end of the {len(raw)}-byte shard"
-            )
+        check_entries(table, len(raw), where)
         decode = self._inner_decoder(shard_spec, out)
         buffer = inner_chunk_spec(self, shard_spec).prototype.buffer
         entries = table.tolist()

@@ -44,9 +44,9 @@ from zarrext.sharding.geometry import EMPTY
 from zarrext.sharding.journal import journal_pending, read_journal
 from zarrext.sharding.state import (
     ShardCorruptError,
+    check_entries,
     decode_table,
     encode_table,
-    entry_past_end,
 )
 
 if TYPE_CHECKING:
@@ -180,12 +180,7 @@ class LockedShardFile:
         except ValueError as e:
             raise ShardCorruptError(f"shard {where}: index does not decode: {e}") from e
         table = table.reshape(-1, 2)
-        bad = entry_past_end(table, self.size)
-        if bad is not None:
-            raise ShardCorruptError(
-                f"shard {where}: inner chunk {bad[0]} ends at byte {bad[1]}, "
-                f"past the end of the {self.size}-byte shard"
-            )
+        check_entries(table, self.size, where)
         return table
 
     def read_packed(self) -> np.ndarray | None:

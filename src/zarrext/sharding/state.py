@@ -20,7 +20,9 @@ __all__ = [
     "decode_table",
     "encode_index",
     "encode_table",
+    "check_entries",
     "entry_past_end",
+    "half_empty_entry",
     "load_state",
     "read_index",
     "state_of_bytes",
@@ -143,13 +145,36 @@ def entry_past_end(table: np.ndarray, size: int) -> tuple[int, int] | None:
     return flat, ends[flat]
 
 
-def _checked(state: ShardState, where: Any) -> ShardState:
-    bad = entry_past_end(state.table, state.size)
+def half_empty_entry(table: np.ndarray) -> int | None:
+    """The flat index of the first entry with one field ``2**64 - 1`` and not the other.
+
+    Spec 001 marks an empty inner chunk with both offset and nbytes ``2**64 - 1``; an
+    entry with only one of them is neither empty nor a chunk.
+    """
+    half = (table[:, 0] == EMPTY) != (table[:, 1] == EMPTY)
+    return int(np.flatnonzero(half)[0]) if half.any() else None
+
+
+def check_entries(table: np.ndarray, size: int, where: Any) -> None:
+    """Refuse an index whose entries are neither empty nor inside the ``size``-byte
+    shard, naming the inner chunk (:class:`ShardCorruptError`)."""
+    half = half_empty_entry(table)
+    if half is not None:
+        offset, nbytes = (int(v) for v in table[half])
+        raise ShardCorruptError(
+            f"shard {where}: index entry of inner chunk {half} has offset {offset} and "
+            f"nbytes {nbytes}: an empty entry has both 2**64-1 (sharding_indexed)"
+        )
+    bad = entry_past_end(table, size)
     if bad is not None:
         raise ShardCorruptError(
-            f"shard {where}: index entry of inner chunk {bad[0]} ends at byte {bad[1]}, "
-            f"past the end of the {state.size}-byte file"
+            f"shard {where}: inner chunk {bad[0]} ends at byte {bad[1]}, "
+            f"past the end of the {size}-byte shard"
         )
+
+
+def _checked(state: ShardState, where: Any) -> ShardState:
+    check_entries(state.table, state.size, where)
     return state
 
 
