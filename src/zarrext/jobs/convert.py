@@ -205,7 +205,8 @@ def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
                 raise ConversionError(f"cannot convert {label}: codec {dict(each)!r} has no name")
             try:
                 cls = get_codec_class(str(each["name"]))
-                codecs.append(cls.from_dict(dict(each)))
+                # zarr wants a configuration even where every field has a default
+                codecs.append(cls.from_dict({"configuration": {}, **each}))
             except (KeyError, TypeError, ValueError) as e:
                 raise ConversionError(
                     f"cannot convert {label}: codec {dict(each)!r}: {e}"
