@@ -252,3 +252,42 @@ def test_ome_zarr_pyramid_read_back_by_ome_zarr_py(tmp_path: Path) -> None:
     out = zarr.open_group(tmp_path / "out.zarr", mode="r")
     assert out.attrs.asdict().keys() == root.attrs.asdict().keys()
     assert all("conditional" in json.dumps(a.metadata.to_dict()) for _, a in out.arrays())
+
+
+@pytest.mark.slow
+def test_killed_conversion_leaves_old_or_nothing_and_rerun_completes(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = np.arange(256 * 256, dtype="f8").reshape(256, 256)
+    zarr.create_array(tmp_path / "src.zarr", shape=data.shape, chunks=(8, 8),
+                      dtype="f8")[:] = data
+    script = (
+        "import sys, time, zarrext\n"
+        "zarrext.convert(sys.argv[1], sys.argv[2], chunks=(8, 8), overwrite=True,\n"
+        "                progress=lambda p, d, t: time.sleep(0.005))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(zarrext.__file__).parents[1])}
+    for delay, old in ((0.5, False), (1.5, True)):
+        if old:  # an old output to replace: the kill leaves it whole
+            zarr.create_array(tmp_path / "out.zarr", shape=(2,), dtype="i1", overwrite=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path / "src.zarr"), str(tmp_path / "out.zarr")],
+            env=env,
+        )
+        time.sleep(delay)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        if old:
+            assert zarr.open_array(tmp_path / "out.zarr").shape == (2,)
+        else:
+            assert not (tmp_path / "out.zarr").exists()
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", overwrite=True)
+        np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr")[:], data)
+        if not old:
+            import shutil
+
+            shutil.rmtree(tmp_path / "out.zarr")
