@@ -54,6 +54,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "stores",
     "n5",
     "quantize",
+    "convert",
     "sharding",
 )
 

@@ -1,0 +1,236 @@
+"""``zarrext convert PATH --out OUT``: copy an array or group into zarrext's encodings."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from zarrext.cli._common import (
+    QUIET_HELP,
+    STORAGE_OPTIONS,
+    ExitCode,
+    fail,
+    failure,
+    named_by_path,
+    one_line,
+)
+from zarrext.jobs.inspection import size_change
+
+_LAYOUTS = {"fixed-slot": "fixed-slot", "append": "append", "dense": None}
+
+
+def _shape(option: str, text: str | None) -> tuple[int, ...] | None:
+    """``64,64`` as a shape; a bad one is a usage error (exit 2), before any read."""
+    if text is None:
+        return None
+    try:
+        shape = tuple(int(part) for part in text.split(","))
+    except ValueError:
+        shape = ()
+    if not shape or any(n <= 0 for n in shape):
+        fail(f"{option} {text!r}: give positive integers separated by commas, e.g. 64,64",
+             ExitCode.USAGE)
+    return shape
+
+
+def _codecs(text: str | None) -> list[dict[str, Any]] | None:
+    if text is None:
+        return None
+    try:
+        chain = json.loads(text)
+    except json.JSONDecodeError as e:
+        fail(f"--codecs: not JSON ({e})", ExitCode.USAGE)
+    if isinstance(chain, dict):
+        chain = [chain]
+    if not isinstance(chain, list) or not all(isinstance(c, dict) for c in chain):
+        fail('--codecs: give a JSON list of codecs, e.g. [{"name": "bytes"}, '
+             '{"name": "zstd"}]', ExitCode.USAGE)
+    return chain
+
+
+@contextmanager
+def _bars(console: Console) -> Iterator[Any]:
+    """``progress(name, done, total)`` drawing one bar per array, from its first unit."""
+    bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), console=console)
+    tasks: dict[str, Any] = {}
+
+    def progress(name: str, done: int, total: int) -> None:
+        if not tasks:
+            bar.start()
+        if name not in tasks:
+            tasks[name] = bar.add_task(f"converting {name or 'the array'}", total=total)
+        bar.update(tasks[name], completed=done, total=total)
+
+    try:
+        yield progress
+    finally:
+        if tasks:
+            bar.stop()
+
+
+def _report_json(report: Any) -> dict[str, Any]:
+    ratio = report.size_ratio
+    return {
+        "path": report.path,
+        "becomes": report.becomes,
+        "source_bytes": report.source_bytes,
+        "output_bytes": report.output_bytes,
+        "size_ratio": ratio if math.isfinite(ratio) else None,
+        "seconds": report.seconds,
+        "write_units": report.units,
+        "total_write_units": report.total_units,
+        "worst_error": report.worst_error,
+    }
+
+
+def _table(reports: list[Any], title: str, dry_run: bool) -> Table:
+    table = Table(title=title)
+    table.add_column("array", overflow="fold")
+    table.add_column("becomes", overflow="fold")
+    table.add_column("bytes before", justify="right")
+    table.add_column("expected after" if dry_run else "after", justify="right")
+    table.add_column("size", justify="right")
+    table.add_column("time", justify="right")
+    for r in reports:
+        table.add_row(
+            r.path or "/", r.becomes, f"{r.source_bytes:,}", f"{r.output_bytes:,}",
+            size_change(r.source_bytes, r.output_bytes), f"{r.seconds:.2f} s",
+        )
+    if dry_run:
+        table.caption = (
+            "dry run: nothing written; sizes scaled from a sample of each array's "
+            "write units"
+        )
+    return table
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def convert(
+        path: Annotated[
+            str,
+            typer.Argument(help="A Zarr array or group, format 3 or 2 (path, .zip or URL)."),
+        ],
+        out: Annotated[
+            str | None,
+            typer.Option("--out", help="Where to write the copy (path, .zip or URL)."),
+        ] = None,
+        chunks: Annotated[
+            str | None,
+            typer.Option("--chunks", metavar="SHAPE",
+                         help="Chunk shape, e.g. 64,64 (inner chunks with shards). "
+                         "Default: the source's."),
+        ] = None,
+        shards: Annotated[
+            str | None,
+            typer.Option("--shards", metavar="SHAPE",
+                         help="Shard shape, e.g. 256,256, or 'none'. Default: the source's."),
+        ] = None,
+        layout: Annotated[
+            str | None,
+            typer.Option("--layout", metavar="LAYOUT",
+                         help="Shard layout: fixed-slot, append or dense (default dense; "
+                         "fixed-slot and append write a local directory only)."),
+        ] = None,
+        codecs: Annotated[
+            str | None,
+            typer.Option("--codecs", metavar="JSON",
+                         help="The codecs inside a chunk as zarr's codec JSON. Default: "
+                         "conditional([shuffle, zstd]) deciding compress_if_smaller."),
+        ] = None,
+        like: Annotated[
+            str | None,
+            typer.Option("--like", metavar="ARRAY",
+                         help="Take chunks, shards, codecs, decision and layout from this "
+                         "array (path or URL)."),
+        ] = None,
+        max_abs_error: Annotated[
+            float | None,
+            typer.Option("--max-abs-error", metavar="E",
+                         help="Quantize float arrays within this bound (as quantize)."),
+        ] = None,
+        arrays: Annotated[
+            list[str] | None,
+            typer.Option("--arrays", "--array", metavar="NAME",
+                         help="With a group: convert only this array (repeat for more); "
+                         "the rest is copied as it is."),
+        ] = None,
+        overwrite: Annotated[
+            bool,
+            typer.Option(help="Replace an existing output (local: in one step). An output "
+                         "on an object store is never replaced."),
+        ] = False,
+        dry_run: Annotated[
+            bool,
+            typer.Option("--dry-run", help="Write nothing: encode a sample of each array "
+                         "and print the expected size and what it becomes."),
+        ] = False,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+        quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+        storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+    ) -> None:
+        """Copy an array or group into zarrext's encodings (Zarr format 3).
+
+        Every array (or those named with --arrays) is re-encoded: by default
+        conditional([shuffle, zstd]) deciding compress_if_smaller, inside the
+        source's chunks or shards; --codecs, --chunks, --shards, --layout, --like
+        and --max-abs-error name another encoding. Groups, attributes (OME-Zarr,
+        CF), dimension names and fill values are kept; consolidated metadata is
+        written again. What cannot be converted is named before anything is
+        written. The output is published as quantize publishes its copy: nothing
+        opens at --out until it is complete; an existing --out is replaced only
+        with --overwrite, and never on an object store.
+        """
+        from zarrext.jobs.outputs import OutputConflictError
+        from zarrext.quantize.converting import convert as run
+        from zarrext.stores import local_path, parse_storage_options
+
+        if out is None and not dry_run:
+            fail("give --out (where to write the copy), or --dry-run", ExitCode.USAGE)
+        if layout is not None and layout not in _LAYOUTS:
+            fail(f"--layout {layout!r}: give fixed-slot, append or dense", ExitCode.USAGE)
+        if max_abs_error is not None and not (math.isfinite(max_abs_error) and max_abs_error > 0):
+            fail(f"--max-abs-error {max_abs_error!r}: give a finite number > 0",
+                 ExitCode.USAGE)
+        local = local_path(path)
+        if local is not None and not local.exists():
+            fail(f"{path}: no such file or directory")
+        options = parse_storage_options(storage_options)
+        console = Console(quiet=as_json or quiet)
+        shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
+        with _bars(console) as progress:
+            try:
+                reports = run(
+                    path, out if out is not None else "", codecs=_codecs(codecs),
+                    chunks=_shape("--chunks", chunks), shards=shard_shape,
+                    shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
+                    like=like, max_abs_error=max_abs_error, arrays=arrays,
+                    overwrite=overwrite, dry_run=dry_run, progress=progress,
+                    storage_options=options,
+                )
+            except OutputConflictError as e:
+                fail(str(e), ExitCode.FAILED)
+            except (TypeError, ValueError, FileNotFoundError) as e:
+                fail(*failure(named_by_path(e, path), [path, out]))
+            except KeyboardInterrupt as e:
+                fail(f"interrupted: {one_line(e) or 'convert stopped'}", ExitCode.INTERRUPTED)
+        if as_json:
+            typer.echo(json.dumps({
+                "source": path, "output": out, "dry_run": dry_run,
+                "arrays": [_report_json(r) for r in reports],
+            }))
+            return
+        title = f"{path} -> {out}" if not dry_run else f"{path} (dry run)"
+        console.print(_table(reports, title, dry_run))
+        before = sum(r.source_bytes for r in reports)
+        after = sum(r.output_bytes for r in reports)
+        console.print(f"{before:,} -> {after:,} bytes of chunks ({size_change(before, after)})")

@@ -1,0 +1,745 @@
+"""Converting an array or a group into the encoding the user names (``zarrext convert``).
+
+:func:`convert` copies any array or group zarr-python opens (Zarr format 3 or 2)
+into Zarr format 3 arrays encoded as asked, and publishes the copy as ``quantize``
+publishes its own (:func:`zarrext.jobs.outputs.staged_output`: built under a
+temporary name, published last, the groups holding it consolidated again). Three
+steps, in this order, so that what cannot be converted is refused before anything
+is written:
+
+1. :func:`plan_targets`: each selected array's target, the keyword arguments of
+   :func:`zarrext.create_array` (chunks, shards, codecs, fill value, attributes,
+   dimension names, decision, shard layout), checked by creating the array's
+   metadata in a scratch directory (zarrext's own checks: a dtype a codec refuses,
+   a chunk grid a layout refuses, a fill value the filters lose);
+2. the output's groups and the arrays not selected, copied as they are (format 2
+   ones migrated to format 3 metadata by zarr's own ``migrate_to_v3``);
+3. each selected array, one output write unit (shard, or chunk) at a time, read
+   from the source as a region: memory is about a write unit per thread.
+
+Quantization (``max_abs_error``) needs :mod:`zarrext.quantize`'s planner, a layer
+above this one: :func:`zarrext.quantize.converting.convert` passes it in as a
+:data:`Quantizer`.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+
+from zarrext.jobs import cluster
+
+__all__ = [
+    "ConversionError",
+    "ConvertReport",
+    "Encoding",
+    "Quantized",
+    "Quantizer",
+    "Target",
+    "convert",
+    "default_compressors",
+    "plan_targets",
+    "write_units",
+]
+
+ConvertProgress = Callable[[str, int, int], None]
+"""``progress(array_path, done, total)`` as write units finish."""
+
+Layout = Literal["fixed-slot", "append"] | None
+
+_V2_METADATA = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
+
+
+class ConversionError(ValueError):
+    """An array cannot be converted as asked; nothing was written."""
+
+
+@dataclass(frozen=True)
+class Quantized:
+    """What a :data:`Quantizer` plans for one float array: the filters storing it as
+    integers, the attributes recording the plan, and the bound to check on writing."""
+
+    filters: tuple[Any, ...]
+    attributes: dict[str, Any]
+    max_abs_error: float
+    stored_dtype: str
+
+
+Quantizer = Callable[[Any, float, str], Quantized]
+"""``quantizer(source_array, max_abs_error, label)``: scans and plans one float array."""
+
+
+@dataclass(frozen=True)
+class Encoding:
+    """What a converted array becomes; every field left ``None`` keeps zarrext's default.
+
+    Attributes
+    ----------
+    codecs : sequence of dict, optional
+        The codec chain inside a chunk (inside the shard's inner chunks when
+        sharded) as zarr's codec JSON (``[{"name": "bytes"}, {"name": "zstd"}]``).
+        Default: the source's array->bytes codec, then ``conditional([shuffle,
+        zstd])`` with the decision ``compress_if_smaller`` (:func:`default_compressors`).
+    chunks : tuple of int, optional
+        The chunk shape (the inner chunks when sharded). Default: the source's.
+    shards : tuple of int or False, optional
+        The shard shape, or ``False`` for no shards. Default: the source's shards.
+    shard_layout : {"fixed-slot", "append"}, optional
+        How the shards' inner chunks are laid out; ``None``: dense.
+    like : array, path or URL, optional
+        Take chunks, shards, codecs, decision and layout from this array (each
+        field given here still wins).
+    max_abs_error : float, optional
+        Quantize float arrays within this bound (scale_offset + cast_value).
+    """
+
+    codecs: Sequence[Mapping[str, Any]] | None = None
+    chunks: tuple[int, ...] | None = None
+    shards: tuple[int, ...] | Literal[False] | None = None
+    shard_layout: Layout = None
+    like: Any = None
+    max_abs_error: float | None = None
+
+
+@dataclass(frozen=True)
+class Target:
+    """A selected array's plan: its path in the group and the keyword arguments of
+    :func:`zarrext.create_array` that make its copy, checked."""
+
+    path: str
+    source: Any
+    kwargs: dict[str, Any]
+    quantized: Quantized | None = None
+    chain: str = ""
+    """The codecs inside a chunk as the checked metadata names them."""
+
+    @property
+    def write_unit(self) -> tuple[int, ...]:
+        shards = self.kwargs.get("shards")
+        return tuple(shards if shards is not None else self.kwargs["chunks"])
+
+    def describe(self) -> str:
+        """What the array becomes, in one line (``--dry-run``, reports)."""
+        layout = self.kwargs.get("shard_layout")
+        grid = f"chunks {_shape(self.kwargs['chunks'])}"
+        if self.kwargs.get("shards") is not None:
+            grid += f" in shards {_shape(self.kwargs['shards'])} ({layout or 'dense'})"
+        quantized = (
+            f"; quantized to {self.quantized.stored_dtype} within "
+            f"{self.quantized.max_abs_error:g}" if self.quantized else ""
+        )
+        return f"{grid}; {self.chain}{quantized}"
+
+
+@dataclass(frozen=True)
+class ConvertReport:
+    """What :func:`convert` did (or, with ``dry_run``, expects to do) to one array.
+
+    Attributes
+    ----------
+    path : str
+        The array's path in the group converted ("" for a lone array).
+    becomes : str
+        Its new encoding (:meth:`Target.describe`), or ``"copied as it is"``.
+    source_bytes, output_bytes : int
+        Stored bytes of chunks (:func:`zarrext.jobs.inspection.inventory`'s
+        ``stored_bytes``; for a format 2 source, its chunk objects' sizes). With
+        ``dry_run``, ``output_bytes`` is the sample's bytes scaled to the array.
+    seconds : float
+        Time spent on the array's write units (on the sample's, with ``dry_run``).
+    units : int
+        Write units written (sampled, with ``dry_run``) out of ``total_units``.
+    worst_error : float, optional
+        For a quantized array, the largest ``|output - source|`` read back.
+    """
+
+    path: str
+    becomes: str
+    source_bytes: int
+    output_bytes: int
+    seconds: float
+    units: int
+    total_units: int
+    converted: bool = True
+    dry_run: bool = False
+    worst_error: float | None = None
+    extra: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @property
+    def size_ratio(self) -> float:
+        """``source_bytes / output_bytes`` (how many times smaller the output is)."""
+        return self.source_bytes / self.output_bytes if self.output_bytes else math.inf
+
+
+def _shape(shape: Iterable[int]) -> str:
+    return "x".join(str(n) for n in shape)
+
+
+def default_compressors(itemsize: int) -> list[Any]:
+    """zarrext's default: ``conditional([shuffle, zstd])`` (decision ``compress_if_smaller``)."""
+    from zarr.codecs import ZstdCodec
+
+    from zarrext.codecs.conditional import ConditionalCodec
+    from zarrext.codecs.shuffle import ShuffleCodec
+
+    return [ConditionalCodec([ShuffleCodec(element_size=itemsize), ZstdCodec()])]
+
+
+def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
+    """A codec chain (JSON dicts or codec objects) as ``filters``/``serializer``/``compressors``."""
+    from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
+    from zarr.codecs.sharding import ShardingCodec
+    from zarr.registry import get_codec_class
+
+    codecs = []
+    for each in chain:
+        if isinstance(each, Mapping):
+            if "name" not in each:
+                raise ConversionError(f"cannot convert {label}: codec {dict(each)!r} has no name")
+            try:
+                cls = get_codec_class(str(each["name"]))
+                # zarr wants a configuration even where every field has a default
+                codecs.append(cls.from_dict({"configuration": {}, **each}))
+            except (KeyError, TypeError, ValueError) as e:
+                raise ConversionError(
+                    f"cannot convert {label}: codec {dict(each)!r}: {e}"
+                ) from None
+        else:
+            codecs.append(each)
+    filters = [c for c in codecs if isinstance(c, ArrayArrayCodec)]
+    serializers = [c for c in codecs if isinstance(c, ArrayBytesCodec)]
+    compressors = [c for c in codecs if isinstance(c, BytesBytesCodec)]
+    if any(isinstance(c, ShardingCodec) for c in serializers):
+        raise ConversionError(
+            f"cannot convert {label}: give shards with shards= (--shards), not as a "
+            "sharding_indexed codec; the codecs are those inside a chunk"
+        )
+    if len(serializers) > 1:
+        raise ConversionError(f"cannot convert {label}: the codecs hold more than one "
+                              "array->bytes codec")
+    return {
+        "filters": filters,
+        "serializer": serializers[0] if serializers else "auto",
+        "compressors": compressors,
+    }
+
+
+def _chunk_codecs(metadata: Any) -> tuple[list[Any], Any, Any]:
+    """(codecs inside a chunk, the sharding codec or None, its shard layout) of v3 metadata."""
+    from zarr.codecs.sharding import ShardingCodec
+
+    for codec in metadata.codecs:
+        if isinstance(codec, ShardingCodec):
+            return list(codec.codecs), codec, getattr(codec, "shard_layout", None)
+    return list(metadata.codecs), None, None
+
+
+def _opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
+    from zarrext.stores import open_store
+
+    if isinstance(location, str | os.PathLike):
+        return open_store(os.fspath(location), mode="r", storage_options=storage_options)
+    return location
+
+
+def _readable(array: Any) -> Any:
+    """A v3 array read through zarrext's pipeline (decode errors name the chunk)."""
+    from zarrext.api import with_runtime
+
+    return with_runtime(array) if array.metadata.zarr_format == 3 else array
+
+
+def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
+    import zarr
+
+    from zarrext.codecs.decisions import recorded_decision
+
+    array = like if isinstance(like, zarr.Array) else zarr.open_array(
+        _opened(like, storage_options), mode="r"
+    )
+    if array.metadata.zarr_format != 3:
+        raise ConversionError(f"like={like}: a Zarr format 2 array has no format 3 encoding")
+    inner, sharding, layout = _chunk_codecs(_readable(array).metadata)
+    return {
+        "chunks": tuple(array.chunks),
+        "shards": tuple(array.shards or ()) if sharding is not None else False,
+        "codecs": inner,
+        "shard_layout": layout,
+        "decision": recorded_decision(array.attrs.asdict(), f"array {like}"),
+    }
+
+
+def _source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, ...] | None]:
+    """(filters, serializer, attributes, dimension names) the source gives its copy."""
+    from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
+
+    from zarrext.codecs.decisions import without_decision_record
+
+    attributes = without_decision_record(src.attrs.asdict())
+    if src.metadata.zarr_format == 2:
+        # xarray's dimension names in format 2 become format 3's own
+        dims = attributes.pop("_ARRAY_DIMENSIONS", None)
+        return [], "auto", attributes, tuple(dims) if dims is not None else None
+    inner, _, _ = _chunk_codecs(src.metadata)
+    outer = [c for c in src.metadata.codecs if isinstance(c, ArrayArrayCodec)]
+    filters = outer + [c for c in inner if isinstance(c, ArrayArrayCodec)]
+    serializer = next((c for c in inner if isinstance(c, ArrayBytesCodec)), "auto")
+    dims = getattr(src.metadata, "dimension_names", None)
+    return filters, serializer, attributes, tuple(dims) if dims is not None else None
+
+
+def _target(
+    src: Any,
+    path: str,
+    encoding: Encoding,
+    quantizer: Quantizer | None,
+    storage_options: Mapping[str, Any] | None,
+) -> Target:
+    """The keyword arguments of :func:`zarrext.create_array` for one array's copy."""
+    from zarrext.codecs.conditional import ConditionalCodec
+
+    label = path or "/"
+    filters, serializer, attributes, dims = _source_parts(src)
+    like = _like_encoding(encoding.like, storage_options) if encoding.like is not None else {}
+    chunks = encoding.chunks or like.get("chunks") or tuple(src.chunks)
+    shards: Any = encoding.shards if encoding.shards is not None else like.get("shards")
+    if shards is None:
+        shards = tuple(src.shards) if getattr(src, "shards", None) else False
+    layout = encoding.shard_layout or like.get("shard_layout")
+    codecs: dict[str, Any] = {"filters": filters, "serializer": serializer,
+                              "compressors": default_compressors(src.dtype.itemsize)}
+    chain = encoding.codecs if encoding.codecs is not None else like.get("codecs")
+    if chain is not None:
+        codecs = _parsed_codecs(chain, label)
+    quantized = None
+    if encoding.max_abs_error is not None:
+        if src.dtype.kind != "f":
+            raise ConversionError(
+                f"cannot convert {label}: max_abs_error quantizes floating-point arrays, "
+                f"and it holds {src.dtype}"
+            )
+        if quantizer is None:
+            raise ConversionError("max_abs_error needs zarrext.convert (the quantize planner)")
+        quantized = quantizer(src, encoding.max_abs_error, label)
+        codecs["filters"] = list(quantized.filters)
+        attributes = quantized.attributes | {
+            k: v for k, v in attributes.items() if k != "zarrext"
+        }
+    decision = like.get("decision") or "compress_if_smaller"
+    kwargs: dict[str, Any] = {
+        "shape": tuple(src.shape),
+        "dtype": src.dtype,
+        "chunks": tuple(chunks),
+        "shards": tuple(shards) if shards is not False else None,
+        "fill_value": src.fill_value,
+        "attributes": attributes,
+        "dimension_names": dims,
+        "zarr_format": 3,
+        **codecs,
+    }
+    if any(isinstance(c, ConditionalCodec) for c in codecs["compressors"]):
+        kwargs["decision"] = decision
+    if layout is not None:
+        kwargs["shard_layout"] = layout
+    return Target(path, src, kwargs, quantized)
+
+
+def _check(target: Target, scratch: str, output_in_place: bool) -> Target:
+    """Create the target's metadata in ``scratch`` (a local directory): zarrext's checks.
+
+    Returns the target with its chain named as the metadata made has it."""
+    import dataclasses
+
+    from zarr.storage import LocalStore
+
+    from zarrext.api import create_array
+    from zarrext.jobs.inspection import codec_chain
+
+    label = target.path or "/"
+    layout = target.kwargs.get("shard_layout")
+    if layout is not None and target.kwargs.get("shards") is None:
+        raise ConversionError(
+            f"cannot convert {label}: shard_layout={layout!r} lays out shards, and the "
+            "copy has none (give shards)"
+        )
+    if layout is not None and not output_in_place:
+        raise ConversionError(
+            f"cannot convert {label}: shard_layout={layout!r} writes inner chunks in place, "
+            "which only a local directory can (not a .zip or an object store); convert "
+            "with the dense layout, or to a local directory"
+        )
+    try:
+        probe = create_array(LocalStore(scratch), name="probe", overwrite=True,
+                             **target.kwargs)
+    except (ValueError, TypeError, NotImplementedError) as e:
+        raise ConversionError(f"cannot convert {label}: {e}") from None
+    inner, _, _ = _chunk_codecs(probe.metadata)
+    codecs = getattr(probe.metadata, "codecs", ())
+    outer = [c for c in codecs if c not in inner and not hasattr(c, "codecs")]
+    return dataclasses.replace(target, chain=" -> ".join(codec_chain([*outer, *inner])))
+
+
+def plan_targets(
+    arrays: Mapping[str, Any],
+    encodings: Mapping[str, Encoding] | Encoding,
+    *,
+    quantizer: Quantizer | None = None,
+    output_in_place: bool = True,
+    storage_options: Mapping[str, Any] | None = None,
+) -> list[Target]:
+    """Each array's :class:`Target`, checked; refuses the first that cannot be made.
+
+    ``arrays`` maps paths to source arrays; ``encodings`` is one encoding for all or
+    one per path (a path without one gets ``Encoding()``).
+    """
+    targets = []
+    with tempfile.TemporaryDirectory(prefix="zarrext-convert-") as scratch:
+        for path, src in arrays.items():
+            encoding = encodings if isinstance(encodings, Encoding) else encodings.get(
+                path, Encoding()
+            )
+            target = _target(src, path, encoding, quantizer, storage_options)
+            targets.append(_check(target, scratch, output_in_place))
+    return targets
+
+
+def unit_slices(shape: Sequence[int], unit: Sequence[int]) -> list[tuple[slice, ...]]:
+    """The regions of an array's write units (shards, or chunks), in C order."""
+    import itertools
+
+    starts = itertools.product(*(range(0, n, u) for n, u in zip(shape, unit, strict=True)))
+    return [
+        tuple(slice(s, min(s + u, n)) for s, u, n in zip(start, unit, shape, strict=True))
+        for start in starts
+    ]
+
+
+def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool) -> float:
+    from zarrext.codecs.filter_roundtrip import measured_error
+
+    data = np.asarray(src[region])
+    dst[region] = data
+    return measured_error(data, np.asarray(dst[region])) if measure else 0.0
+
+
+def write_units(
+    src: Any,
+    dst: Any,
+    regions: Sequence[tuple[slice, ...]],
+    *,
+    measure: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+) -> float:
+    """Copy ``regions`` of ``src`` into ``dst``, zarr's ``async.concurrency`` at once.
+
+    Each region is one of ``dst``'s write units, written whole by one thread: memory
+    is about a unit's values per thread. Returns the worst error read back (with
+    ``measure``; else 0). An error or Ctrl-C cancels the units not started.
+    """
+    total = len(regions)
+    done = 0
+    worst = 0.0
+    running = cluster.on_threads(
+        lambda region: _copy_unit(src, dst, region, measure), regions,
+        max(1, min(cluster.concurrency(), total)),
+    )
+    try:
+        for each in running:
+            worst = max(worst, each)
+            done += 1
+            if progress is not None:
+                progress(done, total)
+    except BaseException as e:
+        e.add_note(f"convert stopped after {done} of {total} write units")
+        raise
+    finally:
+        running.close()  # type: ignore[attr-defined]
+    return worst
+
+
+def _stored_bytes(array: Any) -> int:
+    """Stored bytes of chunks, as ``zarrext info`` counts them (format 2: object sizes)."""
+    from zarr.core.sync import sync
+
+    from zarrext.jobs.inspection import inventory
+
+    if array.metadata.zarr_format == 3:
+        return inventory(array, read_masks=False).stored_bytes
+    store, prefix = array.store_path.store, array.store_path.path
+    inside = f"{prefix}/" if prefix else ""
+
+    async def total() -> int:
+        n = 0
+        async for key in store.list_dir(prefix):
+            if key in _V2_METADATA or key.endswith("/"):
+                continue
+            n += await store.getsize(f"{inside}{key}")
+        return n
+
+    return sync(total())
+
+
+def _sampled(target: Target, sample: int) -> ConvertReport:
+    """A dry run: encode up to ``sample`` write units in memory; the size scaled up."""
+    import dataclasses
+
+    from zarr.storage import MemoryStore
+
+    from zarrext.api import create_array
+
+    kwargs = {k: v for k, v in target.kwargs.items() if k != "shard_layout"}
+    dst = create_array(MemoryStore(), **kwargs)
+    regions = unit_slices(target.kwargs["shape"], target.write_unit)
+    picked = _spread(regions, sample)
+    started = time.perf_counter()
+    write_units(_readable(target.source), dst, picked, measure=target.quantized is not None)
+    seconds = time.perf_counter() - started
+    from zarrext.jobs.inspection import inventory
+
+    written = inventory(dst, read_masks=False).stored_bytes
+    size = sum(_region_size(r) for r in regions)
+    sampled = sum(_region_size(r) for r in picked)
+    expected = round(written * size / sampled) if sampled else 0
+    report = ConvertReport(
+        target.path, target.describe(), _stored_bytes(target.source), expected, seconds,
+        len(picked), len(regions), dry_run=True,
+    )
+    return dataclasses.replace(report)
+
+
+def _region_size(region: tuple[slice, ...]) -> int:
+    return math.prod(s.stop - s.start for s in region)
+
+
+def _spread[T](items: Sequence[T], n: int) -> list[T]:
+    """Up to ``n`` items spread over ``items`` (first and last included)."""
+    if len(items) <= n:
+        return list(items)
+    step = (len(items) - 1) / (n - 1) if n > 1 else 0
+    return [items[round(i * step)] for i in range(n)]
+
+
+def _members(group: Any) -> dict[str, Any]:
+    import zarr
+
+    from zarrext.errors import naming_codec_holder
+    from zarrext.jobs.group_metadata import is_staging
+
+    with naming_codec_holder(group=group):
+        members = group.members(max_depth=None)
+    return {
+        name: member for name, member in members
+        if isinstance(member, zarr.Array | zarr.Group) and not is_staging(name)
+    }
+
+
+def _chosen(members: Mapping[str, Any], names: Sequence[str] | None, where: str) -> list[str]:
+    import zarr
+
+    arrays = sorted(n for n, m in members.items() if isinstance(m, zarr.Array))
+    if names is None:
+        return arrays
+    chosen = []
+    for name in dict.fromkeys(n.strip("/") for n in names):
+        if name not in arrays:
+            known = ", ".join(arrays) or "none"
+            raise ConversionError(f"no array {name!r} in group {where} (its arrays: {known})")
+        chosen.append(name)
+    return chosen
+
+
+def _copy_keys(source: Any, prefix: str, store: Any, into: str, keys: Sequence[str]) -> None:
+    """Copy objects ``prefix + key`` of ``source`` to ``into + key`` of ``store``."""
+    import asyncio
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    prototype = default_buffer_prototype()
+
+    async def copy_all() -> None:
+        limit = asyncio.Semaphore(cluster.concurrency())
+
+        async def copy(key: str) -> None:
+            async with limit:
+                value = await source.get(f"{prefix}{key}", prototype)
+                if value is not None:
+                    await store.set(f"{into}{key}", value)
+
+        await asyncio.gather(*(copy(k) for k in keys))
+
+    sync(copy_all())
+
+
+def _listed(store: Any, prefix: str) -> list[str]:
+    from zarr.core.sync import sync
+
+    from zarrext.jobs.group_metadata import STAGING_MARKER
+
+    async def keys() -> list[str]:
+        return [k[len(prefix):] async for k in store.list_prefix(prefix)]
+
+    return [k for k in sync(keys()) if STAGING_MARKER not in k]
+
+
+def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
+                converted: Sequence[str]) -> None:
+    """Copy the group's objects but the converted arrays'. A format 3 group is
+    copied object for object (consolidated metadata written again later); a format 2
+    one gets format 3 groups and arrays (zarr's ``migrate_to_v3``), chunks as they are."""
+    import zarr
+    from zarr.metadata.migrate_v3 import migrate_to_v3
+    from zarr.storage import StorePath
+
+    prefix = f"{group.path}/" if group.path else ""
+    into = f"{base}/" if base else ""
+    skipped = tuple(f"{name}/" for name in converted)
+    keys = [k for k in _listed(group.store, prefix) if not k.startswith(skipped)]
+    if group.metadata.zarr_format == 3:
+        _copy_keys(group.store, prefix, store, into, keys)
+        return
+    # groups first (creating one clears what is under it), then chunks, then metadata
+    zarr.create_group(store, path=base or None, attributes=group.attrs.asdict(),
+                      zarr_format=3, overwrite=True)
+    groups = sorted((n for n, m in members.items() if isinstance(m, zarr.Group)),
+                    key=lambda n: n.count("/"))
+    for name in groups:
+        zarr.create_group(store, path=f"{into}{name}", zarr_format=3, overwrite=True,
+                          attributes=members[name].attrs.asdict())
+    keys = [k for k in keys if k.rsplit("/", 1)[-1] not in _V2_METADATA]
+    _copy_keys(group.store, prefix, store, into, keys)
+    for name, member in members.items():
+        if name not in converted and isinstance(member, zarr.Array):
+            migrate_to_v3(member, StorePath(store, f"{into}{name}"))
+
+
+def _v2_consolidated(group: Any) -> bool:
+    """Whether a format 2 group holds consolidated metadata (``.zmetadata``)."""
+    from zarr.core.sync import sync
+
+    path = group.store_path.path
+    return bool(sync(group.store.exists(f"{path}/.zmetadata" if path else ".zmetadata")))
+
+
+def _in_place(output: Any) -> bool:
+    """Whether shard layouts can write at ``output``: a local directory (not a .zip)."""
+    from zarr.storage import StorePath
+
+    from zarrext.jobs.outputs import in_session, local_path
+
+    if in_session(output) is not None:
+        return False
+    if isinstance(output, StorePath):
+        output = output.store
+    path = local_path(output)
+    return path is not None and path.suffix != ".zip"
+
+
+def convert(
+    source: Any,
+    output: Any,
+    *,
+    encoding: Encoding | None = None,
+    encodings: Mapping[str, Encoding] | None = None,
+    arrays: Sequence[str] | None = None,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    sample: int = 3,
+    progress: ConvertProgress | None = None,
+    quantizer: Quantizer | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    output_storage_options: Mapping[str, Any] | None = None,
+) -> list[ConvertReport]:
+    """Copy an array or group into the encoding named, as zarrext's engine does.
+
+    :func:`zarrext.convert` is the public form (with quantization); see it for the
+    parameters. ``encoding`` applies to every selected array, ``encodings`` (by path
+    in the group) override it per array.
+    """
+    import zarr
+
+    from zarrext.jobs.outputs import check_disjoint, staged_output
+    from zarrext.stores import refuse_read_only
+
+    if not dry_run:
+        refuse_read_only(output, "convert")
+        check_disjoint(source, output)
+    store = _opened(source, storage_options)
+    node = zarr.open(store, mode="r")
+    if isinstance(node, zarr.Group):  # its members as stored, not as consolidated
+        node = zarr.open_group(store, mode="r", use_consolidated=False)
+    base_encoding = encoding or Encoding()
+    per_array: dict[str, Encoding] = {}
+    if isinstance(node, zarr.Array):
+        if arrays:
+            raise ConversionError(f"arrays= names arrays of a group, and {source} is an array")
+        selected = {"": node}
+        members: dict[str, Any] = {}
+    else:
+        members = _members(node)
+        chosen = _chosen(members, arrays, node.path or str(source))
+        selected = {name: members[name] for name in chosen}
+    for name in selected:
+        per_array[name] = (encodings or {}).get(name, base_encoding)
+    out_options = storage_options if output_storage_options is None else output_storage_options
+    targets = plan_targets(
+        {name: _readable(a) for name, a in selected.items()}, per_array,
+        quantizer=quantizer, output_in_place=dry_run or _in_place(output),
+        storage_options=storage_options,
+    )
+    if dry_run:
+        return [_sampled(t, sample) for t in targets]
+
+    def job(target_store: Any) -> list[ConvertReport]:
+        from zarrext.api import create_array
+        from zarrext.jobs.group_metadata import consolidate_within
+
+        if isinstance(node, zarr.Array):
+            store, base = target_store, None
+        else:
+            made = zarr.open_group(target_store, mode="w", zarr_format=3)
+            store, base = made.store, made.path
+            _copy_as_is(node, members, store, base, list(selected))
+        reports = []
+        for t in targets:
+            name = (f"{base}/{t.path}" if base else t.path) if t.path else None
+            started = time.perf_counter()
+            dst = create_array(store, name=name, overwrite=True, **t.kwargs)
+            regions = unit_slices(t.kwargs["shape"], t.write_unit)
+            each = None
+            if progress is not None:
+                each = (lambda p: lambda done, total: progress(p, done, total))(t.path)
+            worst = write_units(t.source, dst, regions, measure=t.quantized is not None,
+                                progress=each)
+            if t.quantized is not None and worst > t.quantized.max_abs_error:
+                raise ConversionError(
+                    f"converted {t.path or '/'} exceeds max_abs_error="
+                    f"{t.quantized.max_abs_error!r}: worst error read back is {worst!r}"
+                )
+            seconds = time.perf_counter() - started
+            reports.append(ConvertReport(
+                t.path, t.describe(), _stored_bytes(t.source), _stored_bytes(dst), seconds,
+                len(regions), len(regions),
+                worst_error=worst if t.quantized is not None else None,
+            ))
+        if not isinstance(node, zarr.Array):
+            consolidate_within(store, base or "")
+            if node.metadata.zarr_format == 2 and _v2_consolidated(node):
+                from zarrext.jobs.group_metadata import consolidate
+
+                consolidate(store, base or "")
+        return reports
+
+    with staged_output(output, overwrite=overwrite, storage_options=out_options) as target:
+        try:
+            return job(target)
+        except BaseException as e:
+            e.add_note(f"nothing was written at {output}")
+            raise

@@ -1,0 +1,135 @@
+"""``zarrext.convert``: the conversion job with quantization (``max_abs_error``).
+
+The engine is :mod:`zarrext.jobs.convert`; the planner it needs to quantize lives
+here, a layer above it, so the public function is assembled here: the engine given
+:func:`quantizer`, which scans a float array (:func:`zarrext.quantize.blocks.scan`)
+and plans its filters (:func:`~zarrext.quantize.planning.plan_quantization`), as
+``zarrext quantize`` does. ``zarrext quantize`` itself is left as it is.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
+
+from zarrext.codecs.decisions import without_decision_record
+from zarrext.jobs.convert import ConvertProgress, ConvertReport, Encoding, Quantized
+from zarrext.jobs.convert import convert as _convert
+from zarrext.quantize.blocks import block_slices, scan
+from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quantization
+
+__all__ = ["convert", "quantizer"]
+
+
+def quantizer(src: Any, max_abs_error: float, label: str) -> Quantized:
+    """Scan ``src`` (by its shards, or chunks) and plan its quantizing filters."""
+    ftype = float_dtype(src.dtype)
+    fill = float(src.fill_value)
+    planned_fill = None if math.isnan(fill) else fill
+    try:
+        found = scan(src, block_slices(tuple(src.shape), tuple(src.shards or src.chunks)),
+                     None, None, None)
+        planned = plan_quantization(
+            max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
+            **found.plan_arguments(),
+        )
+    except QuantizationError as e:
+        raise QuantizationError(f"cannot convert {label}: {e}") from None
+    attributes = planned.planned.recorded_in(without_decision_record(src.attrs.asdict()))
+    return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
+                     str(planned.stored_dtype))
+
+
+def _shape(value: Sequence[int] | None) -> tuple[int, ...] | None:
+    return None if value is None else tuple(int(n) for n in value)
+
+
+def convert(
+    source: Any,
+    output: Any,
+    *,
+    codecs: Sequence[Mapping[str, Any]] | None = None,
+    chunks: Sequence[int] | None = None,
+    shards: Sequence[int] | Literal[False] | None = None,
+    shard_layout: Literal["fixed-slot", "append"] | None = None,
+    like: Any = None,
+    max_abs_error: float | None = None,
+    arrays: Sequence[str] | None = None,
+    encodings: Mapping[str, Encoding] | None = None,
+    overwrite: bool = False,
+    dry_run: bool = False,
+    progress: ConvertProgress | None = None,
+    storage_options: Mapping[str, Any] | None = None,
+    output_storage_options: Mapping[str, Any] | None = None,
+) -> list[ConvertReport]:
+    """Copy an array or a group into zarrext's encodings (Zarr format 3).
+
+    Any array or group zarr-python opens, Zarr format 3 or 2, is copied to
+    ``output``: the arrays selected (``arrays``; default every one) re-encoded, each
+    output write unit (shard, or chunk) read from the source as a region; the rest
+    (groups, their attributes, other arrays' chunks) copied as it is, format 2
+    metadata migrated to format 3 by zarr's ``migrate_to_v3``. Attributes (OME-Zarr's
+    ``ome``/``multiscales``, CF's), dimension names (format 2: xarray's
+    ``_ARRAY_DIMENSIONS``) and fill values are kept; consolidated metadata is
+    written again. The output is published as ``zarrext quantize`` publishes its copy
+    (:func:`zarrext.jobs.outputs.staged_output`).
+
+    Parameters
+    ----------
+    source, output : str, path or store
+        Paths (a ``.zip`` too), URLs or stores.
+    codecs : list of dict, optional
+        The codec chain inside a chunk (the shard's inner chunks when sharded) as
+        zarr's codec JSON. Default: the source's array->bytes codec, then
+        ``conditional([shuffle, zstd])`` deciding ``compress_if_smaller`` (recorded
+        in the attributes, as :func:`zarrext.create_array` records it).
+    chunks, shards : tuple of int, optional
+        The chunk and shard shapes (``shards=False``: no shards). Default: the
+        source's.
+    shard_layout : {"fixed-slot", "append"}, optional
+        The shards' layout (a local directory only); ``None``: dense.
+    like : array, path or URL, optional
+        Take chunks, shards, codecs, decision and layout from this array.
+    max_abs_error : float, optional
+        Quantize the selected arrays (floating-point) within this bound, as
+        ``zarrext quantize`` plans it (scale_offset + cast_value), then encode
+        them as asked; every value is read back and checked.
+    arrays : list of str, optional
+        With a group: the arrays to convert (paths in the group).
+    encodings : mapping of str to Encoding, optional
+        Per array (by path), an encoding instead of the one the options above give.
+    overwrite : bool
+        Replace an existing output (locally, in one step; never on an object store).
+    dry_run : bool
+        Write nothing: encode a few write units of each array in memory and report
+        the expected size and what each array becomes.
+    progress : callable, optional
+        ``progress(array_path, done, total)`` as write units finish.
+    storage_options, output_storage_options : mapping, optional
+        For URLs: the source's (and the output's, unless ``output_storage_options``).
+
+    Returns
+    -------
+    list of ConvertReport
+        One per array converted: bytes before and after, ratio, time.
+
+    Raises
+    ------
+    ConversionError
+        An array cannot be converted as asked (a dtype a codec refuses, a chunk grid
+        a layout refuses...), named with the reason; nothing is written.
+    OutputConflictError
+        As ``zarrext quantize``: the output exists (without ``overwrite``, or on an
+        object store), or is the source, inside it or around it.
+    """
+    encoding = Encoding(
+        codecs=codecs, chunks=_shape(chunks),
+        shards=shards if shards is False else _shape(shards),
+        shard_layout=shard_layout, like=like, max_abs_error=max_abs_error,
+    )
+    return _convert(
+        source, output, encoding=encoding, encodings=encodings, arrays=arrays,
+        overwrite=overwrite, dry_run=dry_run, progress=progress, quantizer=quantizer,
+        storage_options=storage_options, output_storage_options=output_storage_options,
+    )

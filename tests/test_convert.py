@@ -1,0 +1,293 @@
+"""zarrext.convert: any array or group zarr-python opens, into the encoding named (issue 37)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import zarr
+from zarr.codecs import ZstdCodec
+
+import zarrext
+from tests.conftest import Where
+from zarrext.jobs.convert import ConversionError
+from zarrext.jobs.outputs import OutputConflictError
+
+SHAPE = (40, 30)
+
+
+def _values(dtype: str) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    if np.dtype(dtype).kind == "f":
+        return rng.normal(size=SHAPE).astype(dtype)
+    return (rng.integers(0, 50, size=SHAPE)).astype(dtype)
+
+
+def _source(where: Where, name: str, form: str, dtype: str = "f4") -> np.ndarray:
+    """A source array: format 2, format 3, or format 3 sharded; partial edge chunks."""
+    data = _values(dtype)
+    if form == "v2":
+        array = zarr.create_array(where.location(name), storage_options=where.options,
+                                  shape=SHAPE, chunks=(16, 16), dtype=dtype, zarr_format=2,
+                                  fill_value=3, attributes={"_ARRAY_DIMENSIONS": ["y", "x"],
+                                                            "units": "K"})
+    else:
+        array = zarr.create_array(where.location(name), storage_options=where.options,
+                                  shape=SHAPE, chunks=(8, 8), dtype=dtype, fill_value=3,
+                                  shards=(16, 16) if form == "v3-sharded" else None,
+                                  dimension_names=("y", "x"), attributes={"units": "K"})
+    array[:] = data
+    return data
+
+
+def _opened(where: Where, name: str) -> Any:
+    return zarr.open(where.location(name), mode="r", storage_options=where.options)
+
+
+TARGETS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "codecs-json": {"codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                      {"name": "gzip", "configuration":
+                                                   {"level": 1}}]},
+    "rechunked": {"chunks": (4, 8)},
+    "resharded": {"chunks": (5, 6), "shards": (20, 30)},
+    "unsharded": {"shards": False, "chunks": (7, 9)},
+    "fixed-slot": {"chunks": (4, 5), "shards": (20, 10), "shard_layout": "fixed-slot"},
+    "append": {"chunks": (4, 5), "shards": (20, 10), "shard_layout": "append"},
+}
+
+
+@pytest.mark.parametrize("target", sorted(TARGETS))
+@pytest.mark.parametrize("form", ["v2", "v3", "v3-sharded"])
+def test_array_converts_exactly(where: Where, form: str, target: str) -> None:
+    options = TARGETS[target]
+    if "shard_layout" in options and not where.local:
+        pytest.skip("shard layouts write in place: local directories only (refusal tested)")
+    data = _source(where, "src.zarr", form)
+    before = {k: v for k, v in where.stored("src.zarr").items()}
+    reports = zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                              storage_options=where.options, **options)
+    out = _opened(where, "out.zarr")
+    np.testing.assert_array_equal(out[:], data)
+    assert out.metadata.zarr_format == 3
+    assert out.metadata.dimension_names == ("y", "x")
+    assert out.attrs["units"] == "K"
+    assert "_ARRAY_DIMENSIONS" not in out.attrs
+    assert out.fill_value == 3
+    if "chunks" in options:
+        assert out.chunks == options["chunks"]
+    if options.get("shards"):
+        assert out.shards == options["shards"]
+    names = [c["name"] for c in json.loads(where.stored("out.zarr")["zarr.json"])["codecs"]]
+    if target == "default":
+        assert names[-1] == "conditional" or "sharding_indexed" in names
+        assert out.attrs["zarrext"] == {"decision": "compress_if_smaller"}
+    if target == "codecs-json":
+        assert "gzip" in json.dumps(out.metadata.to_dict()["codecs"])
+    assert where.stored("src.zarr") == before  # the source is never written
+    [report] = reports
+    assert report.source_bytes == sum(
+        len(v) for k, v in before.items() if k not in ("zarr.json", ".zarray", ".zattrs")
+    ) or form == "v3-sharded"  # a shard's index is not counted
+    assert report.output_bytes > 0
+    assert report.total_units == report.units
+
+
+@pytest.mark.parametrize("form", ["v2", "v3", "v3-sharded"])
+def test_quantized_conversion_within_bound(where: Where, form: str) -> None:
+    data = _source(where, "src.zarr", form)
+    [report] = zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                               storage_options=where.options, max_abs_error=0.01)
+    out = _opened(where, "out.zarr")
+    assert np.max(np.abs(out[:] - data)) <= 0.01
+    assert report.worst_error is not None
+    assert report.worst_error <= 0.01
+    names = [c["name"] for c in out.metadata.to_dict()["codecs"]]
+    assert "scale_offset" in json.dumps(out.metadata.to_dict())
+    assert names  # planned filters, then zarrext's default chain
+    assert "conditional" in json.dumps(out.metadata.to_dict())
+
+
+def test_like_takes_another_arrays_encoding(tmp_path: Path) -> None:
+    model = zarrext.create_array(
+        tmp_path / "model.zarr", shape=(8, 8), chunks=(2, 2), shards=(4, 4), dtype="u2",
+        compressors=[zarrext.ConditionalCodec([ZstdCodec()])], decision="always_apply",
+    )
+    data = _source(Where("local", str(tmp_path)), "src.zarr", "v3", dtype="u2")
+    zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", like=model)
+    out = zarr.open_array(tmp_path / "out.zarr")
+    np.testing.assert_array_equal(out[:], data)
+    assert (out.chunks, out.shards) == ((2, 2), (4, 4))
+    assert out.attrs["zarrext"] == {"decision": "always_apply"}
+    assert "zstd" in json.dumps(out.metadata.to_dict())
+
+
+@pytest.mark.parametrize("fmt", [2, 3])
+def test_group_converts_whole(where: Where, fmt: int) -> None:
+    root = zarr.open_group(where.location("g.zarr"), mode="w", zarr_format=fmt,
+                           storage_options=where.options)
+    root.attrs["multiscales"] = [{"version": "0.4", "datasets": [{"path": "0"}]}]
+    level = root.create_array("0", shape=(20, 20), chunks=(8, 8), dtype="u2")
+    level[:] = np.arange(400, dtype="u2").reshape(20, 20)
+    sub = root.create_group("labels")
+    sub.attrs["cf"] = {"standard_name": "x"}
+    deeper = sub.create_group("deeper")
+    kept = deeper.create_array("kept", shape=(9,), chunks=(4,), dtype="f8", fill_value=-1.0)
+    kept[:] = np.linspace(0, 1, 9)
+    zarr.consolidate_metadata(root.store, zarr_format=fmt)
+    source_objects = where.stored("g.zarr")
+    reports = zarrext.convert(where.location("g.zarr"), where.location("out.zarr"),
+                              arrays=["0"], storage_options=where.options)
+    assert [r.path for r in reports] == ["0"]
+    assert where.stored("g.zarr") == source_objects
+    out = zarr.open_group(where.location("out.zarr"), mode="r", storage_options=where.options)
+    assert out.metadata.zarr_format == 3
+    assert out.metadata.consolidated_metadata is not None  # written again
+    assert sorted(out.metadata.consolidated_metadata.flattened_metadata) == [
+        "0", "labels", "labels/deeper", "labels/deeper/kept"]
+    assert out.attrs["multiscales"] == root.attrs["multiscales"]
+    assert out["labels"].attrs["cf"] == {"standard_name": "x"}
+    np.testing.assert_array_equal(out["0"][:], level[:])
+    np.testing.assert_array_equal(out["labels/deeper/kept"][:], kept[:])
+    assert out["labels/deeper/kept"].fill_value == -1.0
+    assert "conditional" in json.dumps(out["0"].metadata.to_dict())
+    assert "conditional" not in json.dumps(out["labels/deeper/kept"].metadata.to_dict())
+    if fmt == 3:  # not selected: copied object for object
+        stored = where.stored("out.zarr")
+        assert stored["labels/deeper/kept/zarr.json"] == source_objects[
+            "labels/deeper/kept/zarr.json"]
+    # a reader trusting the consolidated metadata sees the new array
+    trusted = zarr.open_group(where.location("out.zarr"), mode="r", use_consolidated=True,
+                              storage_options=where.options)
+    assert "conditional" in json.dumps(trusted["0"].metadata.to_dict())
+
+
+def test_refusal_names_the_array_before_writing(where: Where) -> None:
+    root = zarr.open_group(where.location("g.zarr"), mode="w", storage_options=where.options)
+    root.create_array("a", shape=(10,), chunks=(5,), dtype="f4")[:] = 1
+    root.create_array("b", shape=(10,), chunks=(5,), dtype="i4")[:] = 1
+    with pytest.raises(ConversionError, match="cannot convert b: max_abs_error"):
+        zarrext.convert(where.location("g.zarr"), where.location("out.zarr"),
+                        max_abs_error=0.1, storage_options=where.options)
+    with pytest.raises(ConversionError, match=r"cannot convert a: .*divisible"):
+        zarrext.convert(where.location("g.zarr"), where.location("out.zarr"),
+                        chunks=(3,), shards=(4,), storage_options=where.options)
+    with pytest.raises(ConversionError, match=r"cannot convert a: .*no name"):
+        zarrext.convert(where.location("g.zarr"), where.location("out.zarr"),
+                        codecs=[{"configuration": {}}], storage_options=where.options)
+    assert where.stored("out.zarr") == {}
+    if where.local:
+        assert not list(Path(where.root).glob(".out.zarr*"))
+    else:
+        with pytest.raises(ConversionError, match="only a local directory"):
+            zarrext.convert(where.location("g.zarr"), where.location("out.zarr"),
+                            chunks=(5,), shards=(10,), shard_layout="append",
+                            storage_options=where.options)
+
+
+def test_existing_output_refused_and_overwrite_replaces(where: Where) -> None:
+    _source(where, "src.zarr", "v3")
+    zarr.create_array(where.location("out.zarr"), shape=(3,), dtype="i1",
+                      storage_options=where.options)
+    old = where.stored("out.zarr")
+    with pytest.raises(OutputConflictError, match=r"exists"):
+        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                        storage_options=where.options)
+    assert where.stored("out.zarr") == old
+    if where.local:
+        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                        overwrite=True)
+        assert zarr.open_array(where.location("out.zarr")).shape == SHAPE
+    else:  # never replaced on an object store
+        with pytest.raises(OutputConflictError):
+            zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                            overwrite=True, storage_options=where.options)
+        assert where.stored("out.zarr") == old
+
+
+def test_dry_run_writes_nothing_and_expects_a_size(tmp_path: Path) -> None:
+    _source(Where("local", str(tmp_path)), "src.zarr", "v3")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    [report] = zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", dry_run=True,
+                               chunks=(4, 4))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+    assert report.dry_run
+    assert report.units < report.total_units == 80
+    assert report.output_bytes > 0
+    assert "conditional" in report.becomes
+    assert "chunks 4x4" in report.becomes
+
+
+def test_zip_output(tmp_path: Path) -> None:
+    data = _source(Where("local", str(tmp_path)), "src.zarr", "v3-sharded")
+    zarrext.convert(tmp_path / "src.zarr", str(tmp_path / "out.zip"))
+    from zarr.storage import ZipStore
+
+    np.testing.assert_array_equal(
+        zarr.open_array(ZipStore(tmp_path / "out.zip", mode="r"), mode="r")[:], data)
+
+
+def test_ome_zarr_pyramid_read_back_by_ome_zarr_py(tmp_path: Path) -> None:
+    pytest.importorskip("ome_zarr")
+    from ome_zarr.io import parse_url
+    from ome_zarr.reader import Reader
+    from ome_zarr.writer import write_image
+
+    image = (np.arange(4 * 64 * 64, dtype="u2").reshape(4, 64, 64) % 1000).astype("u2")
+    root = zarr.open_group(tmp_path / "image.zarr", mode="w")
+    write_image(image, root, axes="zyx", scale_factors=[{"y": 2, "x": 2}, {"y": 4, "x": 4}])
+    zarrext.convert(tmp_path / "image.zarr", tmp_path / "out.zarr", shards=False)
+
+    def levels(path: Path) -> list[np.ndarray]:
+        [node] = list(Reader(parse_url(str(path)))())[:1]
+        return [np.asarray(level) for level in node.data]
+
+    source_levels, converted = levels(tmp_path / "image.zarr"), levels(tmp_path / "out.zarr")
+    assert len(converted) == len(source_levels) > 1
+    for a, b in zip(source_levels, converted, strict=True):
+        np.testing.assert_array_equal(a, b)
+    out = zarr.open_group(tmp_path / "out.zarr", mode="r")
+    assert out.attrs.asdict().keys() == root.attrs.asdict().keys()
+    assert all("conditional" in json.dumps(a.metadata.to_dict()) for _, a in out.arrays())
+
+
+@pytest.mark.slow
+def test_killed_conversion_leaves_old_or_nothing_and_rerun_completes(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    data = np.arange(256 * 256, dtype="f8").reshape(256, 256)
+    zarr.create_array(tmp_path / "src.zarr", shape=data.shape, chunks=(8, 8),
+                      dtype="f8")[:] = data
+    script = (
+        "import sys, time, zarrext\n"
+        "zarrext.convert(sys.argv[1], sys.argv[2], chunks=(8, 8), overwrite=True,\n"
+        "                progress=lambda p, d, t: time.sleep(0.005))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(zarrext.__file__).parents[1])}
+    for delay, old in ((0.5, False), (1.5, True)):
+        if old:  # an old output to replace: the kill leaves it whole
+            zarr.create_array(tmp_path / "out.zarr", shape=(2,), dtype="i1", overwrite=True)
+        process = subprocess.Popen(
+            [sys.executable, "-c", script, str(tmp_path / "src.zarr"), str(tmp_path / "out.zarr")],
+            env=env,
+        )
+        time.sleep(delay)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+        if old:
+            assert zarr.open_array(tmp_path / "out.zarr").shape == (2,)
+        else:
+            assert not (tmp_path / "out.zarr").exists()
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", overwrite=True)
+        np.testing.assert_array_equal(zarr.open_array(tmp_path / "out.zarr")[:], data)
+        if not old:
+            import shutil
+
+            shutil.rmtree(tmp_path / "out.zarr")
