@@ -71,8 +71,9 @@ from zarrext.jobs.shards.diagnosis import (
     check_stored_shard,
 )
 from zarrext.jobs.shards.leftovers import STALE_AFTER, leftover
+from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
+from zarrext.sharding.layout import recover_array
 from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
@@ -105,7 +106,7 @@ def unverifiable(array: Any) -> str | None:
     """
     metadata = array.metadata
     try:
-        shards: ArrayShards | None = shards_of(array)
+        shards: ArrayShards | None = ArrayShards.of(array)
     except ShardLayoutError:
         shards = None
     codecs = shards.codec.codecs if shards is not None else metadata.codecs
@@ -237,7 +238,7 @@ def check(
         store_path.store.root
     )
     try:
-        shards: ArrayShards | None = shards_of(array)
+        shards: ArrayShards | None = ArrayShards.of(array)
     except ShardLayoutError:
         shards = None
     found: dict[str, ShardCheck] = {}
@@ -299,7 +300,7 @@ def _check_objects(
     metadata = array.metadata
     store_path = async_array_of(array).store_path
     try:
-        shards: ArrayShards | None = shards_of(array)
+        shards: ArrayShards | None = ArrayShards.of(array)
     except ShardLayoutError:
         shards = None
     per_object = _object_shape(metadata, shards)
@@ -370,7 +371,7 @@ def _check_on_worker(
     """One Dask task: check the objects ``items`` of the array ``ref`` describes."""
     array = ref.open()
     try:
-        shards: ArrayShards | None = shards_of(array)
+        shards: ArrayShards | None = ArrayShards.of(array)
     except ShardLayoutError:
         shards = None
     checker = _ObjectChecker(array, shards, deep)
