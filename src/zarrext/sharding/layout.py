@@ -143,15 +143,9 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         raise self._whole_shard_refusal()
 
     def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
-        cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)
-        if cache is None:
-            cache = {}
-            object.__setattr__(self, "_zarrext_geometry", cache)
-        geometry = cache.get(shard_spec)
-        if geometry is None:
-            geometry = geometry_of(self, shard_spec)
-            cache[shard_spec] = geometry
-        return geometry
+        return self.per_shard_spec(
+            "geometry", shard_spec, lambda spec: geometry_of(self, spec)
+        )
 
     def _sync_inner_transform(self, shard_spec: ArraySpec) -> Any:
         """zarr-python's synchronous transform of the inner codecs, if they have one."""
