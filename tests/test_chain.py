@@ -117,9 +117,9 @@ def test_stored_objects_decode_through_the_codecs_after_sharding(outer) -> None:
                           serializer=ShardingCodec(chunk_shape=(8, 8)), compressors=outer)
     z[...] = np.arange(256, dtype="uint16").reshape(16, 16)
     chain = CodecChain.from_metadata(z.metadata)
-    from zarrext.sharding.layout import shard_spec_of
+    from zarrext.sharding.array_shards import stored_spec_of
 
-    spec = shard_spec_of(z.metadata)
+    spec = stored_spec_of(z.metadata)
     stored = z.store_path.store._store_dict["c/0/0"].to_bytes()  # type: ignore[attr-defined]
     shard = chain.decode_stored(stored, spec)
     assert shard != stored

@@ -193,7 +193,7 @@ def test_no_codec_keeps_a_setting_in_a_plain_attribute() -> None:
                     cls.__name__, attribute
                 )
     assert ("LayoutShardingCodec", "shard_layout") in seen  # the check sees the calls
-    assert ("RuntimeShardingCodec", "_zarrext_inner_pipelines") in seen
+    assert ("RuntimeShardingCodec", "_zarrext_per_shard_spec") in seen
 
 
 def test_a_pickled_no_decision_marker_still_names_its_array_and_stores_raw() -> None:

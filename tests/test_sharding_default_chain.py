@@ -15,8 +15,8 @@ import zarr
 
 import zarrext
 from zarrext.jobs.shards.inspect import shard_report
+from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.bounds import SLOT_BLOCK, zstd_bound
-from zarrext.sharding.layout import shards_of
 
 ROOT = Path(__file__).resolve().parents[1]
 SHAPE = (1024, 1024)
@@ -64,7 +64,7 @@ def assert_all_in_slots(path: Path, rounds: int) -> None:
 
 def test_default_chain_takes_fixed_slot(tmp_path: Path) -> None:
     array = create(tmp_path / "a")
-    shards = shards_of(array)
+    shards = ArrayShards.of(array)
     assert [c.to_dict()["name"] for c in shards.codec.codecs] == ["bytes", "zstd"]
     slot = shards.geometry.slot_size
     assert slot is not None

@@ -636,6 +636,19 @@ def describe(array: Any) -> str:
     return str(array.path or "/")
 
 
+def is_sharded(array: Any) -> bool:
+    """Whether ``array`` is a Zarr format 3 array whose stored objects are shards."""
+    from zarr.core.metadata import ArrayV3Metadata
+
+    from zarrext.codecs.chain import CodecChain
+
+    metadata = array.metadata
+    return (
+        isinstance(metadata, ArrayV3Metadata)
+        and CodecChain.from_metadata(metadata).sharding is not None
+    )
+
+
 def run_each[R](
     arrays: Sequence[Any],
     job: Callable[[Any], R],

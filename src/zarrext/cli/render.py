@@ -180,11 +180,6 @@ def render_shard_table(
 
 def sharded_report(array: Any) -> list[ShardInfo] | None:
     """:func:`~zarrext.sharding.shard_report` of a sharded Zarr format 3 array, else None."""
-    from zarr.core.metadata import ArrayV3Metadata
+    from zarrext.cli._common import is_sharded
 
-    from zarrext.sharding.layout import sharding_codec_of
-
-    metadata = array.metadata
-    if isinstance(metadata, ArrayV3Metadata) and sharding_codec_of(metadata) is not None:
-        return shard_report(array)
-    return None
+    return shard_report(array) if is_sharded(array) else None

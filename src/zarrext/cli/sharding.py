@@ -27,15 +27,10 @@ from zarrext.cli._common import (
 
 
 def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[zarr.Array]:
-    from zarr.core.metadata import ArrayV3Metadata
-
-    from zarrext.cli._common import iter_arrays
-    from zarrext.sharding.layout import sharding_codec_of
+    from zarrext.cli._common import is_sharded, iter_arrays
 
     return [
-        a
-        for a in iter_arrays(path, mode=mode, storage_options=storage_options)
-        if isinstance(a.metadata, ArrayV3Metadata) and sharding_codec_of(a.metadata) is not None
+        a for a in iter_arrays(path, mode=mode, storage_options=storage_options) if is_sharded(a)
     ]
 
 
@@ -164,7 +159,7 @@ def register(app: typer.Typer) -> None:
         from zarrext.jobs.shards.compact import compact as run_compact
         from zarrext.jobs.shards.compact import expand as run_expand
         from zarrext.jobs.shards.inspect import format_bytes
-        from zarrext.sharding.layout import shards_of
+        from zarrext.sharding.array_shards import ArrayShards
 
         console = Console(quiet=quiet)
         if dry_run:
@@ -186,7 +181,7 @@ def register(app: typer.Typer) -> None:
         arrays = []
         left = 0
         for array in _sharded_arrays(path, "r+", storage_options):
-            refusal = rewrite_refusal(shards_of(array), "fixed-slot" if expand else "dense")
+            refusal = rewrite_refusal(ArrayShards.of(array), "fixed-slot" if expand else "dense")
             if refusal is not None and not expand:  # nothing to compact there: no error
                 left += 1
                 console.print(f"{array.path or '/'}: left as it is: {refusal}",
@@ -272,12 +267,11 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Validate every chunk and shard (indexes, bounds, overlaps, interrupted writes)
         and that the fill value survives the filters."""
-        from zarrext.cli._common import iter_arrays
+        from zarrext.cli._common import is_sharded, iter_arrays
         from zarrext.cli.render import progress_bar
         from zarrext.jobs.inspection import inventory
         from zarrext.jobs.shards.check import check as run_check
         from zarrext.jobs.shards.check import unverifiable
-        from zarrext.sharding.layout import sharding_codec_of
 
         if repair:
             require_writable(path, "check --repair")
@@ -310,7 +304,7 @@ def register(app: typer.Typer) -> None:
             report.append(entry)
             unrepaired += sum(1 for f in findings if not f.ok or not repair)
             if not as_json:
-                sharded = sharding_codec_of(array.metadata) is not None  # type: ignore[arg-type]
+                sharded = is_sharded(array)  # run_check refused arrays not in format 3
                 checked = "" if findings or unverified is not None else checked_text(
                     array, sharded=sharded, deep=deep, sizes=sizes)
                 _print_findings(name, findings, sharded=sharded, unverified=unverified,

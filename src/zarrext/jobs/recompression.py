@@ -67,7 +67,7 @@ from zarrext.jobs.progress import ProgressLike, progress_callback
 from zarrext.jobs.shards.compact import packed_shard
 from zarrext.jobs.store_refs import ArrayRef, array_ref
 from zarrext.sharding import writer
-from zarrext.sharding.layout import geometry_of, shard_spec_of
+from zarrext.sharding.array_shards import geometry_of, stored_spec_of
 from zarrext.sharding.state import ShardCorruptError, state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
 
@@ -185,7 +185,7 @@ class _Rewriter:
         self.placement: ConditionalPlacement | None = chain.conditional()
         self.block, self.sharding = storage_block(metadata)
         self.directory = _local_directory(runtime)
-        self.spec = shard_spec_of(metadata)  # one stored object (chunk or shard)
+        self.spec = stored_spec_of(metadata)  # one stored object (chunk or shard)
         self.mode = "zarr"
         if self.sharding is None:
             transform = getattr(async_array_of(runtime).codec_pipeline, "transform", None)

@@ -7,7 +7,9 @@ where a writer puts inner chunks (:mod:`~zarrext.sharding.layout`, with
 (:mod:`~zarrext.sharding.writer`, :mod:`~zarrext.sharding.journal`), reads them
 (:mod:`~zarrext.sharding.reader`, :mod:`~zarrext.sharding.state`) and rewrites one
 shard (:mod:`~zarrext.sharding.transcode`); :mod:`~zarrext.sharding.codec` is the
-runtime sharding codec the pipeline drives.
+runtime sharding codec the pipeline drives. What a job knows of an array's shards
+(codecs, specs, geometry, keys) is read from its metadata in one place,
+:class:`~zarrext.sharding.array_shards.ArrayShards`.
 
 Layer: above :mod:`zarrext.pipeline` and what lies below it; below
 :mod:`zarrext.api` and the jobs. The jobs on shards (check, compact, inspect, Dask

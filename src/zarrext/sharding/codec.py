@@ -92,19 +92,29 @@ class RuntimeShardingCodec(ShardingCodec):
     def codec_pipeline(self) -> ZarrextCodecPipeline:
         return ZarrextCodecPipeline.from_codecs(self.codecs)
 
-    def _get_inner_pipeline(self, shard_spec: ArraySpec) -> ZarrextCodecPipeline:
-        cache: dict[ArraySpec, ZarrextCodecPipeline] | None = getattr(
-            self, "_zarrext_inner_pipelines", None
+    def per_shard_spec[T](
+        self, what: str, shard_spec: ArraySpec, build: Callable[[ArraySpec], T]
+    ) -> T:
+        """``build(shard_spec)``, built once per ``what`` and shard spec for this codec
+        object (kept past the frozen dataclass's ``__setattr__``; a copy by
+        ``dataclasses.replace`` starts afresh)."""
+        cache: dict[tuple[str, ArraySpec], Any] | None = getattr(
+            self, "_zarrext_per_shard_spec", None
         )
         if cache is None:
             cache = {}
-            object.__setattr__(self, "_zarrext_inner_pipelines", cache)
-        pipeline = cache.get(shard_spec)
-        if pipeline is None:
-            spec = inner_chunk_spec(self, shard_spec)
-            pipeline = self.codec_pipeline.evolve_from_array_spec(spec)
-            cache[shard_spec] = pipeline
-        return pipeline
+            object.__setattr__(self, "_zarrext_per_shard_spec", cache)
+        key = (what, shard_spec)
+        if key not in cache:
+            cache[key] = build(shard_spec)
+        return cast("T", cache[key])
+
+    def _get_inner_pipeline(self, shard_spec: ArraySpec) -> ZarrextCodecPipeline:
+        return self.per_shard_spec(
+            "inner pipeline",
+            shard_spec,
+            lambda spec: self.codec_pipeline.evolve_from_array_spec(inner_chunk_spec(self, spec)),
+        )
 
     @property
     def _sync_capable(self) -> bool:

@@ -44,19 +44,16 @@ from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import (
     ShardingByteSetter,
-    async_array_of,
-    chunks_per_shard,
     codec_supports_sync,
     inner_chunk_spec,
     inner_chunk_transform,
-    shard_index_size,
     shard_indexer_and_value,
     sharding_codec_fields,
 )
 from zarrext.codecs.chain import CodecChain
-from zarrext.codecs.specs import array_spec, regular_chunk_shape
 from zarrext.sharding import writer
-from zarrext.sharding.bounds import slot_bound, slot_sizes
+from zarrext.sharding.array_shards import ArrayShards, geometry_of, stored_spec_of
+from zarrext.sharding.bounds import slot_bound
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 
@@ -73,7 +70,6 @@ __all__ = [
     "ShardGeometry",
     "ShardLayoutError",
     "bind_layout",
-    "geometry_of",
     "local_path",
     "recover_array",
     "slot_bound",
@@ -81,43 +77,6 @@ __all__ = [
 
 ShardLayout = Literal["fixed-slot", "append"]
 LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
-
-
-def _shard_shape(metadata: ArrayV3Metadata) -> tuple[int, ...]:
-    shape = regular_chunk_shape(metadata)
-    if shape is None:
-        raise ShardLayoutError("shard layouts need a regular chunk grid")
-    return shape
-
-
-def sharding_codec_of(metadata: ArrayV3Metadata) -> ShardingCodec | None:
-    """The array's ``sharding_indexed`` codec, if it is its array->bytes codec."""
-    return CodecChain.from_metadata(metadata).sharding
-
-
-def shard_spec_of(metadata: ArrayV3Metadata) -> ArraySpec:
-    """The ``ArraySpec`` of one (whole) shard of the array."""
-    return array_spec(metadata, _shard_shape(metadata))
-
-
-def geometry_of(codec: ShardingCodec, shard_spec: ArraySpec) -> ShardGeometry:
-    """The geometry of a shard encoded by ``codec``; ``slot_size`` is None when unbounded.
-
-    Its ``earlier_slot_sizes`` are the other slot sizes of
-    :data:`zarrext.sharding.bounds.SLOT_RULES` for these codecs: shards written by
-    earlier versions of zarrext keep theirs (:meth:`ShardGeometry.for_shard`).
-    """
-    per_shard = chunks_per_shard(codec, shard_spec)
-    slot, *earlier = slot_sizes(codec.codecs, inner_chunk_spec(codec, shard_spec))
-    return ShardGeometry(
-        chunks_per_shard=per_shard,
-        index_size=shard_index_size(codec, per_shard),
-        index_location=codec.index_location,
-        slot_size=slot,
-        earlier_slot_sizes=tuple(dict.fromkeys(
-            s for s in earlier if s is not None and s != slot
-        )),
-    )
 
 
 def local_path(byte_setter: object) -> Path | None:
@@ -184,15 +143,9 @@ class LayoutShardingCodec(RuntimeShardingCodec):
         raise self._whole_shard_refusal()
 
     def geometry(self, shard_spec: ArraySpec) -> ShardGeometry:
-        cache: dict[ArraySpec, ShardGeometry] | None = getattr(self, "_zarrext_geometry", None)
-        if cache is None:
-            cache = {}
-            object.__setattr__(self, "_zarrext_geometry", cache)
-        geometry = cache.get(shard_spec)
-        if geometry is None:
-            geometry = geometry_of(self, shard_spec)
-            cache[shard_spec] = geometry
-        return geometry
+        return self.per_shard_spec(
+            "geometry", shard_spec, lambda spec: geometry_of(self, spec)
+        )
 
     def _sync_inner_transform(self, shard_spec: ArraySpec) -> Any:
         """zarr-python's synchronous transform of the inner codecs, if they have one."""
@@ -321,7 +274,7 @@ def bind_layout(
     assert chain.sharding is not None
     bound = LayoutShardingCodec.from_codec(chain.sharding, shard_layout)
     if shard_layout == "fixed-slot":
-        spec = chain.filtered_spec(shard_spec_of(metadata))
+        spec = chain.filtered_spec(stored_spec_of(metadata))
         slot_bound(bound.codecs, inner_chunk_spec(bound, spec))
     return (*chain.array_array, bound, *chain.bytes_bytes)
 
@@ -349,86 +302,6 @@ def layout_refusal(chain: CodecChain, shard_layout: str) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
-class ArrayShards:
-    """The shards of a sharded array and what is needed to parse them.
-
-    Attributes
-    ----------
-    codec : ShardingCodec
-        The array's sharding codec.
-    geometry : ShardGeometry
-        Layout facts shared by every shard of the array.
-    directory : Path or None
-        The array's directory when it lives in a ``LocalStore``.
-    keys : list of str
-        Store keys of every shard in the grid, present or not.
-    chain : CodecChain
-        The array's codec chain (filters, sharding, codecs after it).
-    stored_spec : ArraySpec
-        The spec of one stored object as the array gives it (``shard_spec`` is the
-        one the sharding codec sees, after the filters).
-    """
-
-    codec: ShardingCodec
-    geometry: ShardGeometry
-    shard_spec: ArraySpec
-    directory: Path | None
-    keys: list[str]
-    chain: CodecChain
-    stored_spec: ArraySpec
-
-    @property
-    def bare(self) -> bool:
-        """Whether each stored object is a bare shard (no codecs after sharding)."""
-        return self.chain.stores_bare_shards
-
-    def shard_bytes(self, stored: bytes) -> bytes:
-        """A shard's bytes from its stored object (codecs after sharding undone)."""
-        return self.chain.decode_stored(stored, self.stored_spec)
-
-    def stored_bytes(self, shard: bytes) -> bytes:
-        """The stored object for a shard's bytes (codecs after sharding applied)."""
-        return self.chain.encode_stored(shard, self.stored_spec)
-
-    def path(self, key: str) -> Path:
-        if self.directory is None:
-            raise ShardLayoutError("the array is not in a local store")
-        return self.directory / key
-
-
-def shards_of(array: Any) -> ArrayShards:
-    """Enumerate the shards of a zarr (or zarrext) array.
-
-    Raises
-    ------
-    ShardLayoutError
-        When the array is not a sharded Zarr format 3 array.
-    """
-    import itertools
-
-    metadata = array.metadata
-    if not isinstance(metadata, ArrayV3Metadata):
-        raise ShardLayoutError("shard layouts need a Zarr format 3 array")
-    chain = CodecChain.from_metadata(metadata)
-    codec = chain.sharding
-    if codec is None:
-        raise ShardLayoutError(f"array {array.path!r} is not sharded")
-    stored_spec = shard_spec_of(metadata)
-    spec = chain.filtered_spec(stored_spec)
-    store_path = async_array_of(array).store_path
-    directory = None
-    if isinstance(store_path.store, LocalStore):
-        directory = store_path.store.root / store_path.path if store_path.path else (
-            store_path.store.root
-        )
-    grid = tuple(-(-s // c) for s, c in zip(metadata.shape, stored_spec.shape, strict=True))
-    keys = [metadata.encode_chunk_key(c) for c in itertools.product(*(range(g) for g in grid))]
-    return ArrayShards(
-        codec, geometry_of(codec, spec), spec, directory, keys, chain, stored_spec
-    )
-
-
 def recover_array(array: Any) -> int:
     """Roll back interrupted shard writes of ``array``; returns how many were.
 
@@ -438,7 +311,7 @@ def recover_array(array: Any) -> int:
     store. Safe while other writers run: each shard is recovered under its lock.
     """
     try:
-        shards = shards_of(array)
+        shards = ArrayShards.of(array)
     except ShardLayoutError:
         return 0
     if shards.directory is None or not shards.directory.is_dir():

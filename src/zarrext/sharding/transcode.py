@@ -23,7 +23,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 from zarr.core.buffer import default_buffer_prototype
@@ -41,26 +41,13 @@ __all__ = ["TranscodeResult", "transcode_shard"]
 Reencode = Callable[[int, "Buffer"], "Buffer"]
 
 
-class TranscodeResult(tuple[int, int, int, str]):
+class TranscodeResult(NamedTuple):
     """``(bytes before, bytes after, inner chunks, layout kept)`` of one shard."""
 
-    __slots__ = ()
-
-    @property
-    def bytes_before(self) -> int:
-        return self[0]
-
-    @property
-    def bytes_after(self) -> int:
-        return self[1]
-
-    @property
-    def chunks(self) -> int:
-        return self[2]
-
-    @property
-    def layout(self) -> str:
-        return self[3]
+    bytes_before: int
+    bytes_after: int
+    chunks: int
+    layout: str
 
 
 def transcode_shard(
@@ -117,4 +104,4 @@ def transcode_shard(
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
-        return TranscodeResult((state.size, size_after, len(datas), layout))
+        return TranscodeResult(state.size, size_after, len(datas), layout)

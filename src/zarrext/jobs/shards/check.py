@@ -71,8 +71,9 @@ from zarrext.jobs.shards.diagnosis import (
     check_stored_shard,
 )
 from zarrext.jobs.shards.leftovers import STALE_AFTER, leftover
+from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.sharding.layout import ArrayShards, recover_array, shards_of
+from zarrext.sharding.layout import recover_array
 from zarrext.stores import open_job_array
 
 __all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
@@ -93,6 +94,15 @@ def _verifies(codecs: Any) -> bool:
     return False
 
 
+def _shards_or_none(array: Any) -> ArrayShards | None:
+    """The array's shards, or None when its stored objects are not shards (they are
+    then its chunks, checked whole)."""
+    try:
+        return ArrayShards.of(array)
+    except ShardLayoutError:
+        return None
+
+
 def unverifiable(array: Any) -> str | None:
     """Why a ``deep`` check of ``array`` cannot tell a damaged chunk that still
     decodes from a good one, or None when its chunks carry a check.
@@ -104,10 +114,7 @@ def unverifiable(array: Any) -> str | None:
     checksum).
     """
     metadata = array.metadata
-    try:
-        shards: ArrayShards | None = shards_of(array)
-    except ShardLayoutError:
-        shards = None
+    shards = _shards_or_none(array)
     codecs = shards.codec.codecs if shards is not None else metadata.codecs
     if _verifies(codecs):
         return None
@@ -236,10 +243,7 @@ def check(
     directory = store_path.store.root / store_path.path if store_path.path else (
         store_path.store.root
     )
-    try:
-        shards: ArrayShards | None = shards_of(array)
-    except ShardLayoutError:
-        shards = None
+    shards = _shards_or_none(array)
     found: dict[str, ShardCheck] = {}
     if fill_finding is not None:
         found[fill_finding.key] = fill_finding
@@ -298,10 +302,7 @@ def _check_objects(
 
     metadata = array.metadata
     store_path = async_array_of(array).store_path
-    try:
-        shards: ArrayShards | None = shards_of(array)
-    except ShardLayoutError:
-        shards = None
+    shards = _shards_or_none(array)
     per_object = _object_shape(metadata, shards)
     if shards is None and not deep:
         return []  # nothing to parse in a plain chunk without decoding it
@@ -369,10 +370,7 @@ def _check_on_worker(
 ) -> tuple[int, list[ShardCheck]]:
     """One Dask task: check the objects ``items`` of the array ``ref`` describes."""
     array = ref.open()
-    try:
-        shards: ArrayShards | None = shards_of(array)
-    except ShardLayoutError:
-        shards = None
+    shards = _shards_or_none(array)
     checker = _ObjectChecker(array, shards, deep)
     results = on_threads(checker.check, items, min(threads, len(items)))
     return len(items), [r for r in results if r is not None]

@@ -37,8 +37,8 @@ from zarrext.jobs.progress import ProgressCallback
 from zarrext.jobs.store_refs import ArrayRef, array_ref
 from zarrext.sharding import faults, writer
 from zarrext.sharding.allocator import occupied
+from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
-from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import state_of_bytes
 from zarrext.stores import open_job_array
 
@@ -312,7 +312,7 @@ def _run(
 ) -> RewriteReport:
     array = open_job_array(array, writes="compact" if mode == "dense" else "expand",
                            storage_options=storage_options)
-    shards = shards_of(array)
+    shards = ArrayShards.of(array)
     refusal = rewrite_refusal(shards, mode)
     if refusal is not None:
         raise ShardLayoutError(f"array {array.path or '/'!r}: {refusal}")
@@ -388,7 +388,7 @@ def _compact_on_worker(
     its worker died finishes the job.
     """
     array = ref.open()
-    shards = shards_of(array)
+    shards = ArrayShards.of(array)
     return list(on_threads(
         lambda k: _rewrite_one(array, shards, k, mode), keys, min(threads, len(keys))
     ))

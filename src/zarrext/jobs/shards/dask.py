@@ -32,7 +32,8 @@ from zarrext.codecs.chain import CodecChain
 from zarrext.codecs.decisions import Decision
 from zarrext.codecs.quantized_writes import StorableValues, array_label
 from zarrext.jobs.store_refs import ArrayRef, store_ref
-from zarrext.sharding.layout import ArrayShards, LayoutShardingCodec, ShardLayoutError, shards_of
+from zarrext.sharding.array_shards import ArrayShards
+from zarrext.sharding.layout import LayoutShardingCodec, ShardLayoutError
 from zarrext.stores import open_job_array
 
 __all__ = ["write_dask"]
@@ -194,7 +195,7 @@ def write_dask(
         import dask.array as da
 
     array = open_job_array(array, writes="write_dask", storage_options=storage_options)
-    shards = shards_of(array)
+    shards = ArrayShards.of(array)
     in_memory = None
     if not isinstance(source, da.Array):
         source = in_memory = np.asarray(source)

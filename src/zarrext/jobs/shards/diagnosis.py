@@ -32,9 +32,9 @@ from zarrext.errors import (
 )
 from zarrext.jobs.shards.check_report import OBJECT_ADVICE, RESTORE, REWRITE, ShardCheck
 from zarrext.sharding import writer
+from zarrext.sharding.array_shards import ArrayShards, stored_spec_of
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
-from zarrext.sharding.layout import ArrayShards
 from zarrext.sharding.state import decode_table
 
 
@@ -166,7 +166,6 @@ class Decoder:
 
     def __init__(self, array: Any, shards: ArrayShards | None) -> None:
         from zarrext.pipeline.codec_pipeline import build_pipeline
-        from zarrext.sharding.layout import shard_spec_of
 
         metadata = array.metadata
         self.shards = shards
@@ -174,7 +173,7 @@ class Decoder:
             self.spec = inner_chunk_spec(shards.codec, shards.shard_spec)
             self.transform = inner_chunk_transform(_stock(shards.codec), shards.shard_spec)
         else:
-            self.spec = shard_spec_of(metadata)
+            self.spec = stored_spec_of(metadata)
             pipeline = build_pipeline(metadata, array.path)
             self.transform = pipeline.transform
 

@@ -20,8 +20,8 @@ from zarrext._zarr_compat import async_array_of
 from zarrext.errors import DECODE_ERRORS, is_decode_error
 from zarrext.jobs.inspection import inner_chunks_inside
 from zarrext.sharding import writer
+from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import guess_layout
-from zarrext.sharding.layout import ArrayShards, shards_of
 from zarrext.sharding.state import decode_table
 
 __all__ = [
@@ -170,7 +170,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
     ShardLayoutError
         When the array is not sharded.
     """
-    shards = shards_of(array)
+    shards = ArrayShards.of(array)
     geometry = shards.geometry
     local = shards.directory is not None
     metadata = array.metadata
