@@ -171,7 +171,8 @@ _KELVIN = np.linspace(250, 320, 64 * 64).reshape(64, 64)
     strict=True,
     reason="zarr 3.4.2's ShardingCodec validates its inner codecs with the dtype's default "
     "fill value (0.0) instead of the array's (NaN): cast_value cannot encode 0 K for a plan "
-    "over [250, 320], so create_array(filters=..., shards=...) raises",
+    "over [250, 320], so create_array(filters=..., shards=...) raises (plan(..., "
+    "cover_zero=True) avoids it: see the next test)",
 )
 def test_plan_inside_shards_argument() -> None:
     arr = zarr.create_array(
