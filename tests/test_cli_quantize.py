@@ -47,9 +47,9 @@ def test_cli_quantize_copies_within_bound_and_prints_ratio_and_error(tmp_path: P
     worst = float(np.max(np.abs(back[finite] - data[finite])))
     assert worst <= 0.02
     assert np.isnan(back[~finite]).all()
-    # the filters sit outside the sharding codec (see copy_quantized), shards stay 64x128
-    assert out.chunks == (64, 128)
-    assert out.metadata.codecs[-1].chunk_shape == (32, 64)
+    # the source's 32x64 chunks in 64x128 shards, the filters inside the sharding codec
+    assert (out.chunks, out.shards) == ((32, 64), (64, 128))
+    assert [c.to_dict()["name"] for c in out.metadata.codecs] == ["sharding_indexed"]
     m = re.search(r"size ratio ([0-9.]+); worst error seen ([0-9.e-]+)", result.output)
     assert m is not None, result.output
     src_bytes = chunk_bytes(zarr.open_array(str(tmp_path / "src.zarr")))

@@ -171,7 +171,8 @@ _KELVIN = np.linspace(250, 320, 64 * 64).reshape(64, 64)
     strict=True,
     reason="zarr 3.4.2's ShardingCodec validates its inner codecs with the dtype's default "
     "fill value (0.0) instead of the array's (NaN): cast_value cannot encode 0 K for a plan "
-    "over [250, 320], so create_array(filters=..., shards=...) raises",
+    "over [250, 320], so create_array(filters=..., shards=...) raises (plan(..., "
+    "cover_zero=True) avoids it: see the next test)",
 )
 def test_plan_inside_shards_argument() -> None:
     arr = zarr.create_array(
@@ -197,6 +198,79 @@ def test_plan_outside_sharding_codec() -> None:
     assert np.isnan(back[20:]).all()
     names = [c.to_dict()["name"] for c in arr.metadata.codecs]
     assert names == ["scale_offset", "cast_value", "sharding_indexed"]
+
+
+def _no_partial_reads_warning(caught: list[warnings.WarningMessage]) -> None:
+    messages = [str(w.message) for w in caught]
+    assert not [m for m in messages if "partial reads" in m], messages
+
+
+def test_plan_cover_zero_inside_shards_argument() -> None:
+    # The way round the expected failure above: 0.0 has a code, so zarr-python's
+    # check of the inner codecs (with fill 0.0) passes; the array's own fill is NaN.
+    filters = quantize.plan(_KELVIN, max_abs_error=0.01, cover_zero=True)
+    store = zarr.storage.MemoryStore()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        arr = zarr.create_array(
+            store, shape=_KELVIN.shape, chunks=(16, 16), shards=(32, 32), dtype="float64",
+            fill_value=np.nan, filters=filters,
+        )
+        arr[:20, :] = _KELVIN[:20, :]  # partial shards: the rest reads as the NaN fill
+        reopened = zarr.open_array(store)
+        back = np.asarray(reopened[:])
+    _no_partial_reads_warning(caught)
+    assert (reopened.chunks, reopened.shards) == ((16, 16), (32, 32))
+    assert [c.to_dict()["name"] for c in reopened.metadata.codecs] == ["sharding_indexed"]
+    _check_bound(_KELVIN[:20], back[:20], 0.01)
+    assert np.isnan(back[20:]).all()
+    plain = quantize.plan(_KELVIN, max_abs_error=0.01)
+    assert filters.planned.value_range == plain.planned.value_range == (250.0, 320.0)
+
+
+def _sharded_through(data: np.ndarray, filters: list[Any], fill: float) -> np.ndarray:
+    """``data`` written to an array whose shards hold ``filters`` in their inner chain."""
+    from zarr.codecs import BytesCodec, ShardingCodec
+
+    arr = zarr.create_array(
+        zarr.storage.MemoryStore(), shape=data.shape, chunks=(8,), dtype=data.dtype,
+        fill_value=fill, compressors=None,
+        serializer=ShardingCodec(chunk_shape=(4,), codecs=[*filters, BytesCodec()]),
+    )
+    arr[:] = data
+    return np.asarray(arr[:])
+
+
+@settings(max_examples=30)
+@given(
+    lo=st.floats(-1e5, 1e5), width=st.floats(0, 1e4), rel=st.floats(-6, -1),
+    dtype=st.sampled_from([np.float32, np.float64]),
+    fill_kind=st.sampled_from(["nan", "lo", "hi"]),
+)
+def test_property_cover_zero_gives_zero_a_code_and_changes_nothing_else(
+    lo: float, width: float, rel: float, dtype: Any, fill_kind: str
+) -> None:
+    # + 0: no -0.0, a fill value no filters give back (the planner refuses it)
+    lo_d, hi_d = dtype(lo) + dtype(0), dtype(lo + width) + dtype(0)
+    ulp = float(np.spacing(max(abs(lo_d), abs(hi_d), dtype(1))))
+    bound = max(float(width) * 10**rel, 64 * ulp)
+    fill = {"nan": None, "lo": float(lo_d), "hi": float(hi_d)}[fill_kind]
+    kwargs: dict[str, Any] = {"value_range": (float(lo_d), float(hi_d)),
+                              "max_abs_error": bound, "dtype": dtype, "fill_value": fill}
+    plain = quantize.plan_quantization(**kwargs)
+    p = quantize.plan_quantization(**kwargs, cover_zero=True)
+    assert (p.value_range, p.max_abs_error, p.reserved.keys()) == (
+        plain.value_range, plain.max_abs_error, plain.reserved.keys())
+    assert p.stored_dtype.itemsize >= plain.stored_dtype.itemsize
+    below, above = plain.headroom
+    if fill == 0.0 or lo_d - 0.9 * below <= 0 <= hi_d + 0.9 * above:
+        assert p.filters == plain.filters  # 0 already has a code there: the same plan
+    # zarr-python checks the inner codecs with 0.0: it takes these (not always plain's),
+    # and 0.0 itself, as any value of the range, comes back within the bound
+    data = np.linspace(float(lo_d), float(hi_d), 64).astype(dtype)
+    data[:3] = (lo_d, hi_d, 0.0)
+    back = _sharded_through(data, list(p.filters), math.nan if fill is None else fill)
+    _check_bound(data, back, bound)
 
 
 # ---------------------------------------------------------------------------
@@ -465,6 +539,179 @@ def test_copy_quantized_reports_ratio_and_worst_error(where: Where) -> None:
     assert calls[-1] == ("copy", report.blocks, report.blocks)
     assert report.blocks == 4 * 5
     assert report.plan.reserved.keys() == {"NaN", "+Infinity"}
+
+
+# ---------------------------------------------------------------------------
+# copy_quantized keeps the source's chunks and shards, partial reads working
+# ---------------------------------------------------------------------------
+
+# How users make sharded (and unsharded) sources: zarr's shards= (with or without
+# filters, which zarr puts inside the shards); a ShardingCodec as the serializer, alone,
+# with a bytes->bytes codec after it, or with filters before it; plain chunks.
+_SOURCE_KINDS = ("shards", "shards-filters", "serializer", "serializer-crc32c",
+                 "serializer-filters", "unsharded")
+_SOURCES = itertools.count()
+
+
+def _create_source(where: Where, name: str, kind: str, data: np.ndarray,
+                   inner: tuple[int, int], shard: tuple[int, int], index: str) -> None:
+    from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, TransposeCodec
+
+    layout: dict[str, Any]
+    if kind.startswith("shards"):
+        layout = {"chunks": inner, "shards": {"shape": shard, "index_location": index},
+                  "filters": [TransposeCodec(order=(1, 0))] if kind.endswith("filters") else None}
+    elif kind.startswith("serializer"):
+        # not a transpose outside the shards: zarr-python 3.4.2 then loses values (the
+        # sharding codec splits the transposed shard with the untransposed inner shape)
+        layout = {
+            "chunks": shard, "compressors": [Crc32cCodec()] if kind.endswith("crc32c") else None,
+            "filters": [ScaleOffset(offset=0, scale=2)] if kind.endswith("filters") else None,
+            "serializer": ShardingCodec(chunk_shape=inner, index_location=index,
+                                        codecs=[BytesCodec(), GzipCodec(level=1)]),
+        }
+    else:
+        layout = {"chunks": inner}
+    zarr.create_array(where.location(name), storage_options=where.options, shape=data.shape,
+                      dtype=data.dtype, fill_value=np.nan, **layout)[:] = data
+
+
+def _counting_store(where: Where, name: str) -> Any:
+    from tests.byte_counting import ByteCountingStore
+
+    if where.local:
+        store: Any = zarr.storage.LocalStore(where.location(name), read_only=True)
+    else:
+        store = zarr.storage.FsspecStore.from_url(
+            where.location(name), storage_options=where.options, read_only=True)
+    return ByteCountingStore(store)
+
+
+@settings(max_examples=8)
+@given(
+    kind=st.sampled_from(_SOURCE_KINDS), dtype=st.sampled_from(["float32", "float64"]),
+    inner=st.tuples(st.sampled_from([4, 8]), st.sampled_from([4, 8])),
+    per_shard=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    shards_across=st.tuples(st.floats(0.3, 2.5), st.floats(0.3, 2.5)),
+    index=st.sampled_from(["start", "end"]), lo=st.floats(-1e3, 1e3),
+    width=st.floats(1, 1e3), steps=st.sampled_from([50, 5000]), pick=st.integers(0, 10**6),
+)
+def test_property_copy_keeps_chunks_and_shards_and_reads_one_inner_chunk(
+    where: Where, kind: str, dtype: str, inner: tuple[int, int],
+    per_shard: tuple[int, int], shards_across: tuple[float, float], index: str, lo: float,
+    width: float, steps: int, pick: int,
+) -> None:
+    from zarr.codecs import ShardingCodec
+
+    from tests.shard_bytes import EMPTY, decode_index, index_size
+
+    shard = (inner[0] * per_shard[0], inner[1] * per_shard[1])
+    shape = tuple(max(1, round(s * k)) for s, k in zip(shard, shards_across, strict=True))
+    rng = np.random.default_rng(pick)
+    data = rng.uniform(lo, lo + width, shape).astype(dtype)
+    data[: shape[0] // 2, : shape[1] // 3] = np.nan  # whole inner chunks of the fill, often
+    bound = width / steps
+    name = f"s{next(_SOURCES)}"
+    _create_source(where, f"{name}.zarr", kind, data, inner, shard, index)
+    report = quantize.copy_quantized(
+        where.location(f"{name}.zarr"), where.location(f"{name}-q.zarr"), max_abs_error=bound,
+        storage_options=where.options, allow_larger=True)
+
+    counting = _counting_store(where, f"{name}-q.zarr")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        out = zarr.open_array(counting, mode="r")
+        sharded = kind != "unsharded"
+        assert out.chunks == inner
+        assert out.shards == (shard if sharded else None)
+        assert math.isnan(out.fill_value)
+        assert out.attrs["zarrext"]["quantize"] == report.plan.planned.to_json()
+        # one inner chunk, anywhere (edge shards and chunks of the fill included)
+        grid = tuple(-(-n // c) for n, c in zip(shape, inner, strict=True))
+        at = np.unravel_index(pick % math.prod(grid), grid)
+        region = tuple(slice(i * c, min((i + 1) * c, n))
+                       for i, c, n in zip(at, inner, shape, strict=True))
+        counting.reset()
+        one = np.asarray(out[region])
+        fetched = counting.chunk_bytes()
+        back = np.asarray(out[:])
+    _no_partial_reads_warning(caught)
+    _check_bound(data, back, bound)
+    np.testing.assert_array_equal(one, back[region])
+    stored = where.stored(f"{name}-q.zarr")
+    if not sharded:
+        key = "c/" + "/".join(map(str, at))
+        assert fetched == ({key: len(stored[key])} if key in stored else {})
+        return
+    (codec,) = out.metadata.codecs
+    assert isinstance(codec, ShardingCodec)
+    assert codec.index_location == index
+    assert [c.to_dict()["name"] for c in codec.codecs] == [
+        "scale_offset", "cast_value", "bytes", "zstd"]
+    shard_at = tuple(i // k for i, k in zip(at, per_shard, strict=True))
+    key = "c/" + "/".join(map(str, shard_at))
+    if key not in stored:  # a shard of the fill only: not stored, nothing but the miss
+        assert sum(fetched.values()) == 0
+        return
+    n = math.prod(per_shard)
+    table = decode_index(stored[key], n, index)
+    flat = int(np.ravel_multi_index(tuple(i % k for i, k in zip(at, per_shard, strict=True)),
+                                    per_shard))
+    chunk = 0 if table[flat, 0] == EMPTY else int(table[flat, 1])
+    assert set(fetched) == {key}
+    # the shard's index and that inner chunk's bytes, not the shard
+    assert fetched[key] <= index_size(n) + chunk
+    if n > 1 and chunk < len(stored[key]) - index_size(n):
+        assert fetched[key] < len(stored[key])
+
+
+def test_copy_of_nested_shards_quantizes_the_innermost_chunks(tmp_path: Any) -> None:
+    from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
+
+    data = _smooth((32, 32))
+    src = zarr.create_array(
+        str(tmp_path / "src.zarr"), shape=data.shape, chunks=(16, 16), dtype="float32",
+        fill_value=np.nan, compressors=None, serializer=ShardingCodec(
+            chunk_shape=(8, 8), index_location="start",
+            codecs=[ShardingCodec(chunk_shape=(4, 4), codecs=[BytesCodec(), ZstdCodec()])]),
+    )
+    src[:] = data
+    quantize.copy_quantized(str(tmp_path / "src.zarr"), str(tmp_path / "q.zarr"),
+                            max_abs_error=0.05)
+    out = zarr.open_array(str(tmp_path / "q.zarr"))
+    (outer,) = out.metadata.codecs
+    (middle,) = outer.codecs
+    assert (outer.chunk_shape, outer.index_location, middle.chunk_shape) == (
+        (8, 8), "start", (4, 4))
+    assert [c.to_dict()["name"] for c in middle.codecs] == [
+        "scale_offset", "cast_value", "bytes", "zstd"]
+    _check_bound(data, np.asarray(out[:]), 0.05)
+
+
+def test_a_sharded_copy_refuses_what_its_plan_does_not_cover(where: Where) -> None:
+    # zarrext's writers find the quantizing filters inside the sharding codec
+    import zarrext
+    from zarrext.codecs.quantized_writes import StorableValues
+    from zarrext.errors import UnstorableValueError
+
+    data = _smooth((32, 32))
+    _create_source(where, "src.zarr", "shards", data, (8, 8), (16, 16), "end")
+    report = quantize.copy_quantized(where.location("src.zarr"), where.location("q.zarr"),
+                                     max_abs_error=0.01, storage_options=where.options)
+    out = zarrext.open_array(where.location("q.zarr"), mode="r+",
+                             storage_options=where.options)
+    storable = StorableValues.of_metadata(out.metadata)
+    assert storable is not None
+    assert storable.planned == report.plan.planned
+    stored = where.stored("q.zarr")
+    lo, hi = storable.storable_range
+    for value in (hi + 10 * (hi - lo), lo - 10 * (hi - lo)):
+        with pytest.raises(UnstorableValueError, match="cannot store"):
+            out[3, 4] = value
+        assert where.stored("q.zarr") == stored
+    out[3, 4] = 281.25  # within the plan: stored, read back within the bound
+    assert abs(float(zarr.open_array(where.location("q.zarr"),
+                                     storage_options=where.options)[3, 4]) - 281.25) <= 0.01
 
 
 # ---------------------------------------------------------------------------

@@ -149,6 +149,13 @@ CASES: dict[str, Case] = {
         "float32", _floats("float32"), BytesCodec, fill_value=np.nan,
         filters=lambda: quantize.plan(_expected("scale_offset-cast_value"), max_abs_error=0.01),
         fails=_lacks("scale_offset", "zarrs", "tensorstore")),
+    # zarrext quantize's layout for a sharded source: the filters inside the shards
+    "scale_offset-cast_value-in-shard": Case(
+        "float32", _floats("float32"), fill_value=np.nan,
+        serializer=lambda: ShardingCodec(chunk_shape=(2, 5), codecs=[
+            *quantize.plan(_expected("scale_offset-cast_value-in-shard"), max_abs_error=0.01,
+                           cover_zero=True), BytesCodec()]),
+        fails=_lacks("scale_offset", "zarrs", "tensorstore")),
     "cast_value": Case(
         "float64", lambda rng: _ints("int16", 16)(rng).astype("float64"), BytesCodec,
         filters=lambda: [CastValue(data_type="int16")],

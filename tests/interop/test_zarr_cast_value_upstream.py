@@ -1,6 +1,6 @@
 """Clauses of spec 002 (``scale_offset``, ``cast_value``) that zarr-python 3.4.2 breaks.
 
-The three failures are inside zarr-python's codecs (``cast_value`` runs on the
+The failures are inside zarr-python's codecs (``cast_value`` runs on the
 ``cast-value-rs`` package), not in zarrext: each test asserts what the spec says as a
 strict expected failure, so that a release that fixes one fails here (XPASS) and the
 README's interoperability section gets updated.
@@ -69,6 +69,43 @@ def hex_nan_key(position: str) -> list[float]:
     return [float(v) for v in z[:]]
 
 
+# scale_offset + cast_value(uint8) for values from 250 to 262.7, NaN <-> 255: 0.0 has no code
+_NO_ZERO = [
+    {"name": "scale_offset", "configuration": {"offset": 250, "scale": 20}},
+    {"name": "cast_value", "configuration": {
+        "data_type": "uint8", "scalar_map": {"encode": [["NaN", 255]], "decode": [[255, "NaN"]]}}},
+]
+
+
+def inner_filters_without_zero(how: str) -> list[float]:
+    """Write ``[255, NaN]`` to a NaN-filled float64 array whose shards hold ``_NO_ZERO``
+    in their inner chain: made with ``shards=`` (``"create"``), or opened from a
+    ``zarr.json`` written by hand (``"open"``, as another implementation writes it)."""
+    from zarr.core.buffer import cpu
+
+    if how == "create":
+        z = zarr.create_array(
+            MemoryStore(), shape=(2,), chunks=(1,), shards=(2,), dtype="float64",
+            fill_value=np.nan, filters=[ScaleOffset.from_dict(c) if c["name"] == "scale_offset"
+                                        else CastValue.from_dict(c) for c in _NO_ZERO])
+    else:
+        document = {
+            "zarr_format": 3, "node_type": "array", "shape": [2], "data_type": "float64",
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "fill_value": "NaN", "attributes": {},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [1], "codecs": [*_NO_ZERO, {"name": "bytes"}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}],
+                "index_location": "end"}}],
+        }
+        store = MemoryStore({"zarr.json": cpu.Buffer.from_bytes(json.dumps(document).encode())})
+        z = zarr.open_array(store, mode="r+")
+    z[:] = [255.0, np.nan]
+    return [float(v) for v in z[:]]
+
+
 # --- what the spec says --------------------------------------------------------------
 
 
@@ -94,6 +131,20 @@ def test_scale_offset_float32_overflow_is_an_error() -> None:
 )
 def test_cast_value_clamp_to_float32_gives_its_largest_value() -> None:
     assert clamp_to_float32() == [FLOAT32_MAX, -FLOAT32_MAX]
+
+
+@pytest.mark.parametrize("how", ["create", "open"])
+@pytest.mark.xfail(
+    strict=True, raises=ValueError,
+    reason="zarr 3.4.2's ShardingCodec checks its inner codecs with the data type's default "
+    "fill value (0.0), not the array's (spec 001: inner chunks are the array's, an empty "
+    "one filled with its fill value): cast_value refuses 0.0, which has no code in a plan "
+    "for values far from 0, so such an array can be neither made nor opened",
+)
+def test_sharding_checks_inner_codecs_with_the_arrays_fill_value(how: str) -> None:
+    back = inner_filters_without_zero(how)
+    assert back[0] == 255.0
+    assert np.isnan(back[1])
 
 
 @pytest.mark.parametrize("position", ["encode", "decode"])
@@ -132,6 +183,8 @@ REPRODUCTIONS: dict[str, Callable[[], Any]] = {
     "clamp_to_float32": clamp_to_float32,
     "hex_nan_key:encode": lambda: hex_nan_key("encode"),
     "hex_nan_key:decode": lambda: hex_nan_key("decode"),
+    "inner_filters_without_zero:create": lambda: inner_filters_without_zero("create"),
+    "inner_filters_without_zero:open": lambda: inner_filters_without_zero("open"),
 }
 
 

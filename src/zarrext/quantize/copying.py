@@ -12,7 +12,7 @@ and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantize_array`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +38,8 @@ __all__ = [
     "CopyReport",
     "LargerOutputError",
     "copy_quantized",
+    "quantized_codecs",
+    "source_sharding",
     "stored_bytes",
 ]
 
@@ -84,19 +86,61 @@ def stored_bytes(array: Any) -> int:
     return inventory(array, read_masks=False).stored_bytes
 
 
-def _layout(src: Any) -> dict[str, Any]:
-    if src.shards is None:
-        return {"chunks": src.chunks}
+def source_sharding(codecs: Sequence[Any]) -> Any:
+    """The ``sharding_indexed`` codec that serializes an array's chunks (its array->bytes
+    codec), or None: with ``shards=`` or ``serializer=ShardingCodec(...)``, whatever
+    codecs come before or after it."""
+    from zarr.abc.codec import ArrayBytesCodec
+    from zarr.codecs import ShardingCodec
+
+    for codec in codecs:
+        if isinstance(codec, ArrayBytesCodec):
+            return codec if isinstance(codec, ShardingCodec) else None
+    return None
+
+
+def quantized_codecs(
+    sharding: Any,
+    filters: Sequence[Any],
+    compressors: Sequence[Any] | None = None,
+) -> list[Any]:
+    """The codec list of a quantized copy of an array sharded by ``sharding`` (None: not
+    sharded): ``filters``, ``bytes`` and ``compressors`` (default zstd) encode each
+    (innermost) chunk; each sharding codec keeps its inner chunk shape, index codecs
+    and index location, and is the only codec of its level.
+
+    Inside the sharding codec, the filters work on one inner chunk at a time: zarr-python
+    reads and writes the inner chunks a selection touches (filters outside it would make
+    zarr-python read and write whole shards, and warn so), and so can every reader that
+    knows the codecs. Codecs the source has after its sharding codec (which disable
+    partial reads as well) are not kept. Such filters need 0.0 encodable with
+    zarr-python 3.4.2 (:func:`~zarrext.quantize.plan_quantization`'s ``cover_zero``).
+    """
     from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
-    # The filters go before (outside) the sharding codec: zarr-python 3.4.2
-    # validates inner codecs with fill value 0, which a plan for a range that
-    # excludes 0 cannot encode; outside, they see the real fill value.
-    return {
-        "chunks": src.shards,
-        "serializer": ShardingCodec(chunk_shape=src.chunks, codecs=[BytesCodec(), ZstdCodec()]),
-        "compressors": None,
-    }
+    if sharding is None:
+        chosen = [ZstdCodec()] if compressors is None else list(compressors)
+        return [*filters, BytesCodec(), *chosen]
+    inner = quantized_codecs(source_sharding(sharding.codecs), filters, compressors)
+    return [ShardingCodec(
+        chunk_shape=sharding.chunk_shape,
+        codecs=inner,
+        index_codecs=sharding.index_codecs,
+        index_location=sharding.index_location,
+    )]
+
+
+def _layout(
+    src: Any, filters: Sequence[Any], compressors: Sequence[Any] | None
+) -> dict[str, Any]:
+    """``zarr.create_array``'s arguments for the codecs of ``src``'s quantized copy."""
+    sharding = source_sharding(src.metadata.codecs)
+    codecs = quantized_codecs(sharding, filters, compressors)
+    if sharding is not None:  # chunks: the shard shape, the source's chunk grid's
+        return {"chunks": src.metadata.chunk_grid.chunk_shape, "filters": None,
+                "serializer": codecs[0], "compressors": None}
+    return {"chunks": src.chunks, "filters": codecs[: len(filters)],
+            "serializer": codecs[len(filters)], "compressors": codecs[len(filters) + 1:]}
 
 
 def quantize_array(
@@ -109,8 +153,13 @@ def quantize_array(
     progress: Progress | None,
     client: Any = None,
     report_path: str | None = None,
+    compressors: Sequence[Any] | None = None,
 ) -> CopyReport:
     """Scan ``src``, plan, write it quantized at ``name`` in ``store``, verify it.
+
+    The copy keeps ``src``'s chunks and shards: the filters go inside its sharding
+    codec, ahead of ``compressors`` (default zstd) on each inner chunk
+    (:func:`quantized_codecs`), planned with 0.0 encodable (``cover_zero``) there.
 
     Both passes read the blocks (shards, or chunks) many at a time: zarr's
     ``async.concurrency`` blocks in flight, on threads here or in each task on a
@@ -141,6 +190,7 @@ def quantize_array(
         max_abs_error=max_abs_error,
         dtype=ftype,
         fill_value=planned_fill,
+        cover_zero=source_sharding(src.metadata.codecs) is not None,
         **found.plan_arguments(),
     )
     dst = zarr.create_array(
@@ -149,14 +199,13 @@ def quantize_array(
         shape=src.shape,
         dtype=ftype,
         fill_value=fill,
-        filters=list(planned.filters),
         # no conditional codec in the copy: a decision recorded for one would be untrue;
         # the plan recorded instead, for later writers to check (zarrext.codecs.quantized_writes)
         attributes=planned.planned.recorded_in(without_decision_record(src.attrs)),
         dimension_names=getattr(src.metadata, "dimension_names", None),
         zarr_format=3,
         overwrite=True,
-        **_layout(src),
+        **_layout(src, planned.filters, compressors),
     )
     output_ref = None
     if client is not None:

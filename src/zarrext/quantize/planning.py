@@ -17,7 +17,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.codecs.cast_value import CastValue
 from zarr.codecs.scale_offset import ScaleOffset
 
-from zarrext.codecs.filter_roundtrip import fill_value_change, worst_error
+from zarrext.codecs.filter_roundtrip import fill_value_change, fill_value_read_back, worst_error
 from zarrext.codecs.quantized_writes import PlannedFilters, PlannedRange
 
 __all__ = [
@@ -135,14 +135,16 @@ def _fits(lowest: int, highest: int, data: tuple[int, int], cover: tuple[int, in
             and max(data[1] + headroom, cover[1]) <= highest)
 
 
-def _shift(lowest: int, highest: int, data: tuple[int, int], headroom: int) -> int | None:
-    """The shift of the codes closest to 0 that fits the data and its headroom within
-    ``[lowest, highest]`` (a free offset moves by ``-shift / scale``), with a code of
-    slack each side for the rounding of the moved offset; None if none does."""
-    if _fits(lowest, highest, data, data, headroom):
+def _shift(lowest: int, highest: int, data: tuple[int, int], cover: tuple[int, int],
+           headroom: int) -> int | None:
+    """The shift of the codes closest to 0 that fits the data and its headroom, and the
+    codes ``cover``, within ``[lowest, highest]`` (a free offset moves by ``-shift /
+    scale``), with a code of slack each side for the rounding of the moved offset; None
+    if none does."""
+    if _fits(lowest, highest, data, cover, headroom):
         return 0
-    least = lowest - (data[0] - headroom) + 1
-    most = highest - (data[1] + headroom) - 1
+    least = lowest - min(data[0] - headroom, cover[0]) + 1
+    most = highest - max(data[1] + headroom, cover[1]) - 1
     if least > most:
         return None
     return least if least > 0 else most
@@ -161,10 +163,10 @@ def _place(
     fill's code and ``n_reserved`` reserved codes.
 
     ``ranges`` is ``((lo, hi), (lo_cov, hi_cov))``: the data's range and the range
-    covering the data and a finite fill. Reserved codes go at the far end of the
-    type, after the headroom. With ``free_offset`` (a NaN fill) the offset moves
-    the codes where they fit, as little as it can (a moved offset adds float
-    rounding). Returns ``(type, reserved codes, offset, data codes, headroom)``.
+    covering the data, a finite fill and (``cover_zero``) 0. Reserved codes go at the
+    far end of the type, after the headroom. With ``free_offset`` (a NaN fill) the
+    offset moves the codes where they fit, as little as it can (a moved offset adds
+    float rounding). Returns ``(type, reserved codes, offset, data codes, headroom)``.
     """
     (lo, hi), (lo_cov, hi_cov) = ranges
     data = _code_bounds(ftype, lo, hi, offset, scale)
@@ -177,15 +179,16 @@ def _place(
                 return int_type, reserved, offset, data, headroom
             if not free_offset:
                 continue
-            shift = _shift(lowest, highest, data, headroom)
+            shift = _shift(lowest, highest, data, cover, headroom)
             if shift is None:
                 continue
             moved = float(ftype.type(offset - shift / scale))
             try:
                 moved_data = _code_bounds(ftype, lo, hi, moved, scale)
+                moved_cover = _code_bounds(ftype, lo_cov, hi_cov, moved, scale)
             except OverflowError:
                 continue
-            if _fits(lowest, highest, moved_data, moved_data, headroom):
+            if _fits(lowest, highest, moved_data, moved_cover, headroom):
                 return int_type, reserved, moved, moved_data, headroom
     return None
 
@@ -280,6 +283,7 @@ def plan_quantization(
     nan: bool = True,
     posinf: bool | None = None,
     neginf: bool | None = None,
+    cover_zero: bool = False,
 ) -> QuantizationPlan:
     """Plan ``scale_offset`` + ``cast_value`` for the smallest integer storage type.
 
@@ -325,6 +329,18 @@ def plan_quantization(
         Reserve a code for NaN (default True; needed for a NaN fill value).
     posinf, neginf : bool, optional
         Reserve codes for +Inf / -Inf. Default: if ``data`` contains them.
+    cover_zero : bool
+        Also give 0.0 a code of the integer type, outside the reserved ones (the
+        planned range, its headroom and the bound are unchanged). Needed for filters
+        inside a sharding codec (``shards=``, or ``ShardingCodec(codecs=[*filters,
+        ...])``): zarr-python 3.4.2 checks a sharding codec's inner codecs with fill
+        value 0.0, whatever the array's, each time it creates or opens the array, and
+        ``cast_value`` refuses a 0.0 whose code lies outside its type. For a range far
+        from 0 (measured in steps of ``2 * max_abs_error``) the codes then need a wider
+        integer type. A writer without zarrext storing a value between 0 and the range
+        gets a free code (within about half a step); zarrext's writers still refuse
+        values beyond the planned range's headroom that do not come back within the
+        bound.
 
     Returns
     -------
@@ -382,6 +398,8 @@ def plan_quantization(
     else:
         offset = lo
         lo_cov, hi_cov = lo, hi
+    if cover_zero:
+        lo_cov, hi_cov = min(lo_cov, 0.0), max(hi_cov, 0.0)
 
     probe_fill: Any = fill if not math.isnan(fill) else np.nan
     extra = np.array(
@@ -418,6 +436,8 @@ def plan_quantization(
         except ValueError:
             return math.inf
 
+    # cover_zero adds about max|value| / (2 * bound) codes at most: for a bound above
+    # the float rounding of the largest value, fewer than 2**53, within 64 bits
     planned = _search(
         ftype, (lo_cov, hi_cov), (lo, hi), offset, math.isnan(fill), float(max_abs_error),
         special, fill, measure,
@@ -425,9 +445,25 @@ def plan_quantization(
     # Spec 002: the fill value must survive the filters. A finite fill is the offset
     # (code 0) and a special one has a reserved code: -0.0 is what gets lost (to 0.0).
     problem = fill_value_change(planned.filters, ftype, fill)
+    if problem is None and cover_zero:
+        problem = _zero_problem(planned.filters, ftype)
     if problem is not None:
         raise QuantizationError(problem)
     return planned
+
+
+def _zero_problem(filters: tuple[ArrayArrayCodec, ...], ftype: np.dtype[Any]) -> str | None:
+    """Why ``filters`` cannot take 0.0 as zarr-python validates a sharding codec's inner
+    codecs (the fill value 0.0 through each codec's ``resolve_metadata``, which
+    ``fill_value_read_back`` runs too), or why it would read back as NaN or an
+    infinity; None when it reads back finite."""
+    try:
+        back = fill_value_read_back(filters, ftype, 0.0)
+    except (ValueError, TypeError, ArithmeticError) as e:  # pragma: no cover - planned away
+        return f"the planned filters cannot encode 0.0 (cover_zero): {e}"
+    if not np.isfinite(back).all():  # pragma: no cover - the cover excludes reserved codes
+        return f"the planned filters store 0.0 on a reserved code (cover_zero): it reads {back}"
+    return None
 
 
 def _search(
@@ -511,6 +547,7 @@ def plan(
     nan: bool = True,
     posinf: bool | None = None,
     neginf: bool | None = None,
+    cover_zero: bool = False,
 ) -> PlannedFilters:
     """The filter list that quantizes ``data`` (or ``value_range``) within a bound.
 
@@ -524,10 +561,12 @@ def plan(
     ``zarr.create_array`` takes it as well, and records nothing (add
     ``attributes=plan_quantization(...).planned.recorded_in({})`` to record it).
 
-    With sharding, put the filters outside the sharding codec
-    (``serializer=ShardingCodec(chunk_shape=..., codecs=[...])``, ``chunks=<shard
-    shape>``): zarr-python 3.4.2's ``shards=`` places them inside, and validates the
-    inner codecs with fill value 0, which a plan for a range excluding 0 rejects.
+    With sharding, pass ``cover_zero=True`` and ``shards=`` (zarr-python puts the
+    filters inside the sharding codec, where they belong: each inner chunk is read on
+    its own). Without it, zarr-python 3.4.2 refuses to create (or open) the array for
+    a plan whose range excludes 0 (:func:`plan_quantization`'s ``cover_zero``).
+    Filters outside the sharding codec work without it, but then zarr-python warns
+    that partial reads are disabled, and reads and writes whole shards.
     """
     planned = plan_quantization(
         data,
@@ -538,5 +577,6 @@ def plan(
         nan=nan,
         posinf=posinf,
         neginf=neginf,
+        cover_zero=cover_zero,
     )
     return PlannedFilters(planned.filters, planned.planned, planned.fill_value)
