@@ -24,6 +24,7 @@ above this one: :func:`zarrext.quantize.converting.convert` passes it in as a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
@@ -286,18 +287,27 @@ def _source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, 
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 
     from zarrext.codecs.decisions import without_decision_record
+    from zarrext.formats.n5 import written_by_n5
 
     attributes = without_decision_record(src.attrs.asdict())
     if src.metadata.zarr_format == 2:
         # xarray's dimension names in format 2 become format 3's own
         dims = attributes.pop("_ARRAY_DIMENSIONS", None)
         return [], "auto", attributes, tuple(dims) if dims is not None else None
-    inner, _, _ = _chunk_codecs(src.metadata)
-    outer = [c for c in src.metadata.codecs if isinstance(c, ArrayArrayCodec)]
+    dims = getattr(src.metadata, "dimension_names", None)
+    dims = tuple(dims) if dims is not None else None
+    if written_by_n5(json.loads(json.dumps(src.metadata.to_dict(), default=str))):
+        # N5's block format (F order, big-endian, its header) is how the container
+        # stores blocks, not an encoding chosen: the copy is plain Zarr
+        return [], "auto", attributes, dims
+    inner, sharding, _ = _chunk_codecs(src.metadata)
+    outer = (
+        [c for c in src.metadata.codecs if isinstance(c, ArrayArrayCodec)]
+        if sharding is not None else []  # without shards, the inner codecs are these
+    )
     filters = outer + [c for c in inner if isinstance(c, ArrayArrayCodec)]
     serializer = next((c for c in inner if isinstance(c, ArrayBytesCodec)), "auto")
-    dims = getattr(src.metadata, "dimension_names", None)
-    return filters, serializer, attributes, tuple(dims) if dims is not None else None
+    return filters, serializer, attributes, dims
 
 
 def _target(
