@@ -291,3 +291,16 @@ def test_killed_conversion_leaves_old_or_nothing_and_rerun_completes(tmp_path: P
             import shutil
 
             shutil.rmtree(tmp_path / "out.zarr")
+
+
+def test_filters_of_an_unsharded_source_are_kept_once(tmp_path: Path) -> None:
+    from zarr.codecs import TransposeCodec
+
+    data = np.arange(6 * 4, dtype="i2").reshape(6, 4)
+    zarr.create_array(tmp_path / "src.zarr", shape=data.shape, chunks=(3, 2), dtype="i2",
+                      filters=[TransposeCodec(order=(1, 0))])[:] = data
+    zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr")
+    out = zarr.open_array(tmp_path / "out.zarr")
+    names = [c["name"] for c in json.loads(json.dumps(out.metadata.to_dict()["codecs"]))]
+    assert names.count("transpose") == 1
+    np.testing.assert_array_equal(out[:], data)

@@ -15,10 +15,15 @@ from rich.table import Table
 
 from zarrext.cli._common import (
     QUIET_HELP,
+    SCHEDULER,
+    SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     ExitCode,
+    SessionPath,
+    dask_client,
     fail,
     failure,
+    in_icechunk,
     named_by_path,
     one_line,
 )
@@ -113,8 +118,48 @@ def _table(reports: list[Any], title: str, dry_run: bool) -> Table:
     return table
 
 
+def _in_repository(path: SessionPath, inside: str | None, out: str | None,
+                   options: str | None) -> tuple[Any, Any, bool]:
+    """(source, output, in place) of a conversion in an icechunk repository.
+
+    The output is a path in the branch's writable session; the source is read from
+    the snapshot that session started from (a read-only session of it): so a
+    conversion in place (--out the source's own path) reads the old arrays while it
+    replaces them, and the commit holds the new ones alone.
+    """
+    import zarr
+    from zarr.errors import NodeNotFoundError
+    from zarr.storage import StorePath
+
+    from zarrext.jobs.transactions import is_session_store, open_repository
+    from zarrext.stores import parse_storage_options
+
+    where = (inside or "").strip("/")
+    session = path.store.session
+    store = path.store
+    if out is not None and is_session_store(store) and not session.read_only:
+        repo = open_repository(str(path), storage_options=parse_storage_options(options))
+        store = repo.readonly_session(snapshot_id=session.snapshot_id).store
+    try:
+        zarr.open(StorePath(store, where), mode="r")
+    except (NodeNotFoundError, FileNotFoundError):
+        fail(f"--icechunk-path {where or '/'}: no Zarr array or group there in {path}",
+             ExitCode.USAGE)
+    if out is None:
+        return StorePath(store, where), None, False
+    target = out.strip("/")
+    return StorePath(store, where), StorePath(path.store, target), target == where
+
+
 def register(app: typer.Typer) -> None:
     @app.command()
+    @in_icechunk(
+        "convert",
+        settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
+                  "max_abs_error", "arrays", "overwrite"),
+        writes=lambda arguments: not arguments["dry_run"],
+        snapshot_help=SNAPSHOT_WITH_DRY_RUN,
+    )
     def convert(
         path: Annotated[
             str,
@@ -177,6 +222,13 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        scheduler: Annotated[str | None, SCHEDULER] = None,
+        icechunk_path: Annotated[
+            str | None,
+            typer.Option("--icechunk-path", metavar="NODE",
+                         help="With --icechunk-branch: convert this group or array of the "
+                         "repository (a path inside it), not its root."),
+        ] = None,
     ) -> None:
         """Copy an array or group into zarrext's encodings (Zarr format 3).
 
@@ -188,7 +240,10 @@ def register(app: typer.Typer) -> None:
         written again. What cannot be converted is named before anything is
         written. The output is published as quantize publishes its copy: nothing
         opens at --out until it is complete; an existing --out is replaced only
-        with --overwrite, and never on an object store.
+        with --overwrite, and never on an object store. With --icechunk-branch,
+        PATH is a repository and --out a path inside it: the conversion is one
+        commit; --out the source's own path (the root: /) converts in place,
+        replacing the arrays in that commit (earlier snapshots keep the old ones).
         """
         from zarrext.jobs.outputs import OutputConflictError
         from zarrext.quantize.converting import convert as run
@@ -201,21 +256,36 @@ def register(app: typer.Typer) -> None:
         if max_abs_error is not None and not (math.isfinite(max_abs_error) and max_abs_error > 0):
             fail(f"--max-abs-error {max_abs_error!r}: give a finite number > 0",
                  ExitCode.USAGE)
-        local = local_path(path)
+        source: Any = path
+        output: Any = out if out is not None else ""
+        in_place = False
+        if icechunk_path is not None and not isinstance(path, SessionPath):
+            fail("--icechunk-path names a group or array in an icechunk repository: "
+                 "add --icechunk-branch (elsewhere, give the group's or array's own path)",
+                 ExitCode.USAGE)
+        if isinstance(path, SessionPath):
+            if scheduler is not None and not dry_run:
+                fail("--scheduler: a conversion into an icechunk repository runs in this "
+                     "process (leave out --scheduler)", ExitCode.USAGE)
+            source, output, in_place = _in_repository(path, icechunk_path, out,
+                                                      storage_options)
+        local = local_path(path) if not isinstance(path, SessionPath) else None
         if local is not None and not local.exists():
             fail(f"{path}: no such file or directory")
         options = parse_storage_options(storage_options)
         console = Console(quiet=as_json or quiet)
         shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
-        with _bars(console) as progress:
+        with dask_client(None if dry_run else scheduler, "convert") as client, \
+                _bars(console) as progress:
             try:
                 reports = run(
-                    path, out if out is not None else "", codecs=_codecs(codecs),
+                    source, output, codecs=_codecs(codecs),
                     chunks=_shape("--chunks", chunks), shards=shard_shape,
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
-                    overwrite=overwrite, dry_run=dry_run, progress=progress,
-                    storage_options=options,
+                    overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
+                    storage_options=None if isinstance(path, SessionPath) else options,
+                    client=client,
                 )
             except OutputConflictError as e:
                 fail(str(e), ExitCode.FAILED)

@@ -24,17 +24,19 @@ above this one: :func:`zarrext.quantize.converting.convert` passes it in as a
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import numpy as np
 
 from zarrext.jobs import cluster
+from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref, store_ref
 
 __all__ = [
     "ConversionError",
@@ -42,10 +44,14 @@ __all__ = [
     "Encoding",
     "Quantized",
     "Quantizer",
+    "OutputUnitsRef",
     "Target",
     "convert",
+    "copy_units_on_worker",
     "default_compressors",
+    "output_ref",
     "plan_targets",
+    "source_ref",
     "write_units",
 ]
 
@@ -281,18 +287,27 @@ def _source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, 
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 
     from zarrext.codecs.decisions import without_decision_record
+    from zarrext.formats.n5 import written_by_n5
 
     attributes = without_decision_record(src.attrs.asdict())
     if src.metadata.zarr_format == 2:
         # xarray's dimension names in format 2 become format 3's own
         dims = attributes.pop("_ARRAY_DIMENSIONS", None)
         return [], "auto", attributes, tuple(dims) if dims is not None else None
-    inner, _, _ = _chunk_codecs(src.metadata)
-    outer = [c for c in src.metadata.codecs if isinstance(c, ArrayArrayCodec)]
+    dims = getattr(src.metadata, "dimension_names", None)
+    dims = tuple(dims) if dims is not None else None
+    if written_by_n5(json.loads(json.dumps(src.metadata.to_dict(), default=str))):
+        # N5's block format (F order, big-endian, its header) is how the container
+        # stores blocks, not an encoding chosen: the copy is plain Zarr
+        return [], "auto", attributes, dims
+    inner, sharding, _ = _chunk_codecs(src.metadata)
+    outer = (
+        [c for c in src.metadata.codecs if isinstance(c, ArrayArrayCodec)]
+        if sharding is not None else []  # without shards, the inner codecs are these
+    )
     filters = outer + [c for c in inner if isinstance(c, ArrayArrayCodec)]
     serializer = next((c for c in inner if isinstance(c, ArrayBytesCodec)), "auto")
-    dims = getattr(src.metadata, "dimension_names", None)
-    return filters, serializer, attributes, tuple(dims) if dims is not None else None
+    return filters, serializer, attributes, dims
 
 
 def _target(
@@ -429,6 +444,117 @@ def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool) -> 
     return measured_error(data, np.asarray(dst[region])) if measure else 0.0
 
 
+@dataclass(frozen=True)
+class OutputUnitsRef:
+    """The output array as a Dask worker reopens it to write write units.
+
+    Its store's description and path, its ``zarr.json`` (on an object store it is
+    not written until the end: :class:`~zarrext.jobs.outputs.MetadataLastStore`),
+    and the runtime settings zarrext writes it with (decision, shard layout).
+    """
+
+    store: StoreRef
+    path: str
+    metadata: bytes
+    decision: Any = None
+    shard_layout: Layout = None
+
+    def open(self) -> Any:
+        import zarr
+        from zarr.core.buffer import default_buffer_prototype
+
+        from zarrext.api import with_runtime
+        from zarrext.jobs.outputs import MetadataLastStore
+
+        key = f"{self.path}/zarr.json" if self.path else "zarr.json"
+        document = default_buffer_prototype().buffer.from_bytes(self.metadata)
+        store = MetadataLastStore(self.store.open("r+"), pending={key: document})
+        array = zarr.open_array(store, path=self.path, mode="r+")
+        return with_runtime(array, decision=self.decision, shard_layout=self.shard_layout)
+
+
+def _described(store: Any, what: str) -> StoreRef:
+    """A store's description for Dask workers; one line when it has none."""
+    from zarr.storage import ZipStore
+
+    from zarrext.jobs.outputs import MetadataLastStore
+    from zarrext.jobs.transactions import is_session_store
+    from zarrext.stores import StoreOpenError
+
+    if isinstance(store, MetadataLastStore):
+        store = store._store
+    if isinstance(store, ZipStore):
+        raise StoreOpenError(
+            f"convert on a Dask cluster: the {what} is a zip archive, which only this "
+            "process can read and write; give a directory or URL, or leave out the client"
+        )
+    if is_session_store(store) and not store.session.read_only:
+        raise StoreOpenError(
+            f"convert on a Dask cluster: the {what} is in a writable icechunk session; "
+            "convert into a repository without the client (or --scheduler)"
+        )
+    try:
+        return store_ref(store)
+    except StoreOpenError as e:
+        raise StoreOpenError(f"convert on a Dask cluster: the {what}: {e}") from None
+
+
+def _refuse_zip_output(output: Any) -> None:
+    from zarr.storage import StorePath, ZipStore
+
+    from zarrext.jobs.outputs import local_path
+    from zarrext.stores import StoreOpenError
+
+    store = output.store if isinstance(output, StorePath) else output
+    path = local_path(output) if not isinstance(store, ZipStore) else None
+    if isinstance(store, ZipStore) or (path is not None and path.suffix == ".zip"):
+        raise StoreOpenError(
+            "convert on a Dask cluster: the output is a zip archive, which only this "
+            "process can write; give a directory or URL, or leave out the client"
+        )
+
+
+def source_ref(src: Any) -> ArrayRef:
+    """The source array as a Dask worker reopens it (read-only; zarrext's pipeline for
+    a format 3 array, with its runtime codecs)."""
+    ref = array_ref(src, "r") if src.metadata.zarr_format == 3 else None
+    store = _described(src.store_path.store, "source")
+    if ref is None:
+        return ArrayRef(store, src.store_path.path, "r")
+    return ArrayRef(store, ref.path, "r", codecs=ref.codecs)
+
+
+def output_ref(dst: Any, target: Target) -> OutputUnitsRef:
+    from zarr.core.buffer import default_buffer_prototype
+
+    document = dst.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"]
+    return OutputUnitsRef(
+        _described(dst.store_path.store, "output"), dst.store_path.path, document.to_bytes(),
+        target.kwargs.get("decision"), target.kwargs.get("shard_layout"),
+    )
+
+
+def copy_units_on_worker(
+    source: ArrayRef,
+    output: OutputUnitsRef,
+    measure: bool,
+    threads: int,
+    batch: list[tuple[slice, ...]],
+) -> tuple[int, float]:
+    """One Dask task: copy ``batch``'s write units; the worst error read back.
+
+    Idempotent (each region is whole write units of the output): a task rerun after
+    its worker died writes the same bytes again.
+    """
+    src = source.open()
+    dst = output.open()
+    worst = 0.0
+    for each in cluster.on_threads(lambda r: _copy_unit(src, dst, r, measure), batch,
+                                   threads):
+        worst = max(worst, each)
+    return len(batch), worst
+
+
 def write_units(
     src: Any,
     dst: Any,
@@ -436,31 +562,51 @@ def write_units(
     *,
     measure: bool = False,
     progress: Callable[[int, int], None] | None = None,
+    client: Any = None,
+    on_workers: tuple[ArrayRef, OutputUnitsRef] | None = None,
 ) -> float:
     """Copy ``regions`` of ``src`` into ``dst``, zarr's ``async.concurrency`` at once.
 
     Each region is one of ``dst``'s write units, written whole by one thread: memory
-    is about a unit's values per thread. Returns the worst error read back (with
-    ``measure``; else 0). An error or Ctrl-C cancels the units not started.
+    is about a unit's values per thread (per process). With a Dask ``client``, the
+    regions run in batches (:func:`zarrext.jobs.cluster.batches`), one task each,
+    on the workers, which reopen the arrays from ``on_workers`` (:func:`source_ref`,
+    :func:`output_ref`): memory is then about ``async.concurrency`` units per
+    worker. Returns the worst error read back (with ``measure``; else 0). An error
+    or Ctrl-C cancels the units not started.
     """
     total = len(regions)
     done = 0
     worst = 0.0
-    running = cluster.on_threads(
-        lambda region: _copy_unit(src, dst, region, measure), regions,
-        max(1, min(cluster.concurrency(), total)),
-    )
+    running: Iterator[tuple[int, float]]
+    closers: list[Iterator[Any]] = []
+    if client is not None:
+        assert on_workers is not None
+        running = cluster.on_client(
+            client, copy_units_on_worker, cluster.batches(list(regions)), *on_workers,
+            measure, cluster.concurrency(), what="convert on a Dask cluster",
+        )
+    else:
+        threads = cluster.on_threads(
+            lambda region: _copy_unit(src, dst, region, measure), regions,
+            max(1, min(cluster.concurrency(), total)),
+        )
+        closers.append(threads)
+        running = ((1, each) for each in threads)
     try:
-        for each in running:
+        for n, each in running:
             worst = max(worst, each)
-            done += 1
+            done += n
             if progress is not None:
                 progress(done, total)
     except BaseException as e:
         e.add_note(f"convert stopped after {done} of {total} write units")
         raise
     finally:
-        running.close()  # type: ignore[attr-defined]
+        for generator in (running, *closers):  # units not started are cancelled
+            close = getattr(generator, "close", None)
+            if close is not None:
+                close()
     return worst
 
 
@@ -603,7 +749,15 @@ def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
     skipped = tuple(f"{name}/" for name in converted)
     keys = [k for k in _listed(group.store, prefix) if not k.startswith(skipped)]
     if group.metadata.zarr_format == 3:
-        _copy_keys(group.store, prefix, store, into, keys)
+        # metadata first, outer groups before inner nodes: an icechunk session takes
+        # a chunk only for an array it already holds
+        documents = sorted((k for k in keys if k.rsplit("/", 1)[-1] == "zarr.json"),
+                           key=lambda k: k.count("/"))
+        for depth in sorted({k.count("/") for k in documents}):
+            _copy_keys(group.store, prefix, store, into,
+                       [k for k in documents if k.count("/") == depth])
+        _copy_keys(group.store, prefix, store, into,
+                   [k for k in keys if k.rsplit("/", 1)[-1] != "zarr.json"])
         return
     # groups first (creating one clears what is under it), then chunks, then metadata
     zarr.create_group(store, path=base or None, attributes=group.attrs.asdict(),
@@ -656,12 +810,14 @@ def convert(
     quantizer: Quantizer | None = None,
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
+    client: Any = None,
 ) -> list[ConvertReport]:
     """Copy an array or group into the encoding named, as zarrext's engine does.
 
     :func:`zarrext.convert` is the public form (with quantization); see it for the
     parameters. ``encoding`` applies to every selected array, ``encodings`` (by path
-    in the group) override it per array.
+    in the group) override it per array. With a Dask ``client``, each array's write
+    units run on its workers (:func:`write_units`); a dry run stays here.
     """
     import zarr
 
@@ -696,6 +852,9 @@ def convert(
     )
     if dry_run:
         return [_sampled(t, sample) for t in targets]
+    sources = {t.path: source_ref(t.source) for t in targets} if client is not None else {}
+    if client is not None:  # refused before anything is written, as the source is
+        _refuse_zip_output(output)
 
     def job(target_store: Any) -> list[ConvertReport]:
         from zarrext.api import create_array
@@ -716,8 +875,11 @@ def convert(
             each = None
             if progress is not None:
                 each = (lambda p: lambda done, total: progress(p, done, total))(t.path)
-            worst = write_units(t.source, dst, regions, measure=t.quantized is not None,
-                                progress=each)
+            worst = write_units(
+                t.source, dst, regions, measure=t.quantized is not None, progress=each,
+                client=client,
+                on_workers=(sources[t.path], output_ref(dst, t)) if client is not None else None,
+            )
             if t.quantized is not None and worst > t.quantized.max_abs_error:
                 raise ConversionError(
                     f"converted {t.path or '/'} exceeds max_abs_error="

@@ -14,22 +14,33 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from zarrext.codecs.decisions import without_decision_record
-from zarrext.jobs.convert import ConvertProgress, ConvertReport, Encoding, Quantized
+from zarrext.jobs.convert import (
+    ConvertProgress,
+    ConvertReport,
+    Encoding,
+    Quantized,
+    Quantizer,
+    source_ref,
+)
 from zarrext.jobs.convert import convert as _convert
 from zarrext.quantize.blocks import block_slices, scan
 from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quantization
 
-__all__ = ["convert", "quantizer"]
+__all__ = ["convert", "quantizer", "quantizer_on"]
 
 
-def quantizer(src: Any, max_abs_error: float, label: str) -> Quantized:
-    """Scan ``src`` (by its shards, or chunks) and plan its quantizing filters."""
+def quantizer(src: Any, max_abs_error: float, label: str, client: Any = None) -> Quantized:
+    """Scan ``src`` (by its shards, or chunks; on a Dask ``client``'s workers when
+    given) and plan its quantizing filters."""
     ftype = float_dtype(src.dtype)
     fill = float(src.fill_value)
     planned_fill = None if math.isnan(fill) else fill
+    if src.metadata.zarr_format != 3:  # the scan's tasks read through zarrext's pipeline
+        client = None
+    ref = source_ref(src) if client is not None else None
     try:
         found = scan(src, block_slices(tuple(src.shape), tuple(src.shards or src.chunks)),
-                     None, None, None)
+                     None, client, ref)
         planned = plan_quantization(
             max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
             **found.plan_arguments(),
@@ -39,6 +50,11 @@ def quantizer(src: Any, max_abs_error: float, label: str) -> Quantized:
     attributes = planned.planned.recorded_in(without_decision_record(src.attrs.asdict()))
     return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
                      str(planned.stored_dtype))
+
+
+def quantizer_on(client: Any) -> Quantizer:
+    """:func:`quantizer` scanning on ``client``'s workers."""
+    return lambda src, max_abs_error, label: quantizer(src, max_abs_error, label, client)
 
 
 def _shape(value: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -62,6 +78,7 @@ def convert(
     progress: ConvertProgress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
+    client: Any = None,
 ) -> list[ConvertReport]:
     """Copy an array or a group into zarrext's encodings (Zarr format 3).
 
@@ -108,6 +125,15 @@ def convert(
         ``progress(array_path, done, total)`` as write units finish.
     storage_options, output_storage_options : mapping, optional
         For URLs: the source's (and the output's, unless ``output_storage_options``).
+    client : dask.distributed.Client, optional
+        Write each array's write units on this Dask cluster: one task per batch of
+        them (at most :data:`zarrext.jobs.cluster.TASKS` per array), each reopening
+        the source and the output from their descriptions
+        (:mod:`zarrext.jobs.store_refs`: a local directory the workers reach, or a
+        URL and its options; not a ``.zip``). Memory per worker: about zarr's
+        ``async.concurrency`` write units. Tasks are idempotent, so a task rerun
+        after its worker died writes the same bytes. A quantized array's scan runs
+        on the cluster too.
 
     Returns
     -------
@@ -130,6 +156,8 @@ def convert(
     )
     return _convert(
         source, output, encoding=encoding, encodings=encodings, arrays=arrays,
-        overwrite=overwrite, dry_run=dry_run, progress=progress, quantizer=quantizer,
+        overwrite=overwrite, dry_run=dry_run, progress=progress,
+        quantizer=quantizer if client is None else quantizer_on(client),
         storage_options=storage_options, output_storage_options=output_storage_options,
+        client=client,
     )
