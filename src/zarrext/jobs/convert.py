@@ -36,7 +36,7 @@ from typing import Any, Literal
 import numpy as np
 
 from zarrext.jobs import cluster
-from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref, store_ref
+from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref
 
 __all__ = [
     "ConversionError",
@@ -474,29 +474,20 @@ class OutputUnitsRef:
 
 
 def _described(store: Any, what: str) -> StoreRef:
-    """A store's description for Dask workers; one line when it has none."""
-    from zarr.storage import ZipStore
-
+    """A store's description for Dask workers; one line when it has none, or when it
+    is a writable icechunk session (whose commits only this process makes)."""
     from zarrext.jobs.outputs import MetadataLastStore
+    from zarrext.jobs.store_refs import worker_ref
     from zarrext.jobs.transactions import is_session_store
     from zarrext.stores import StoreOpenError
 
-    if isinstance(store, MetadataLastStore):
-        store = store._store
-    if isinstance(store, ZipStore):
-        raise StoreOpenError(
-            f"convert on a Dask cluster: the {what} is a zip archive, which only this "
-            "process can read and write; give a directory or URL, or leave out the client"
-        )
-    if is_session_store(store) and not store.session.read_only:
+    inner: Any = store.wrapped if isinstance(store, MetadataLastStore) else store
+    if is_session_store(inner) and not inner.session.read_only:
         raise StoreOpenError(
             f"convert on a Dask cluster: the {what} is in a writable icechunk session; "
             "convert into a repository without the client (or --scheduler)"
         )
-    try:
-        return store_ref(store)
-    except StoreOpenError as e:
-        raise StoreOpenError(f"convert on a Dask cluster: the {what}: {e}") from None
+    return worker_ref(store, "convert", what)
 
 
 def _refuse_zip_output(output: Any) -> None:
@@ -821,7 +812,7 @@ def convert(
     """
     import zarr
 
-    from zarrext.jobs.outputs import check_disjoint, staged_output
+    from zarrext.jobs.outputs import check_disjoint, run_staged
     from zarrext.stores import refuse_read_only
 
     if not dry_run:
@@ -899,9 +890,4 @@ def convert(
                 consolidate(store, base or "")
         return reports
 
-    with staged_output(output, overwrite=overwrite, storage_options=out_options) as target:
-        try:
-            return job(target)
-        except BaseException as e:
-            e.add_note(f"nothing was written at {output}")
-            raise
+    return run_staged(output, overwrite, out_options, job)

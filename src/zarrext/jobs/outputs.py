@@ -56,7 +56,7 @@ import sys
 import uuid
 import warnings
 import zipfile
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Iterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -90,6 +90,7 @@ __all__ = [
     "OutputLeftoverWarning",
     "check_disjoint",
     "find_leftovers",
+    "run_staged",
     "local_path",
     "remove_leftover",
     "staged_output",
@@ -154,6 +155,11 @@ class MetadataLastStore(WrapperStore[Store]):
         super().__init__(store)
         self.pending: dict[str, Buffer] = {} if pending is None else pending
         self.keep: Mapping[str, Buffer] = dict(keep or {})
+
+    @property
+    def wrapped(self) -> Store:
+        """The store chunks go to (and, once published, the metadata)."""
+        return self._store
 
     def _with_store(self, store: Store) -> MetadataLastStore:
         return type(self)(store, self.pending, self.keep)
@@ -840,3 +846,18 @@ def _written_in_place(output: Store) -> Iterator[Store]:
     sync(target.publish())
     _consolidate_again(_consolidated_above(output))
     sync(output.delete(UNFINISHED))
+
+
+def run_staged[T](
+    output: Any, overwrite: bool, storage_options: Mapping[str, Any] | None,
+    job: Callable[[Any], T],
+) -> T:
+    """``job(target)`` inside :func:`staged_output`; a failure notes that nothing was
+    written at ``output``. staged_output refuses an existing (or non-Zarr) output
+    before yielding, so that refusal comes before the job reads anything."""
+    with staged_output(output, overwrite=overwrite, storage_options=storage_options) as target:
+        try:
+            return job(target)
+        except BaseException as e:
+            e.add_note(f"nothing was written at {output}")
+            raise

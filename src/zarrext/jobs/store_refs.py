@@ -43,7 +43,9 @@ from zarrext._zarr_compat import async_array_of, set_codec_pipeline, with_codecs
 from zarrext.jobs.transactions import is_session_store
 from zarrext.stores import RemoteObjectStore, StoreOpenError, open_store, refuse_read_only
 
-__all__ = ["ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "writable_session_of"]
+__all__ = [
+    "ArrayRef", "StoreRef", "array_ref", "forked", "store_ref", "worker_ref", "writable_session_of",
+]
 
 # fsspec keeps these in ``storage_options``; they belong to the opening process.
 _PROCESS_OPTIONS = ("asynchronous", "loop", "skip_instance_cache")
@@ -268,3 +270,28 @@ def _opened(ref: ArrayRef) -> zarr.Array:
     runtime = AsyncArray(metadata=bound, store_path=array.store_path, config=array.config)
     set_codec_pipeline(runtime, build_pipeline(bound, array.store_path.path))
     return zarr.Array(runtime)
+
+
+def worker_ref(store: Any, job: str, what: str) -> StoreRef:
+    """``store`` described for ``job``'s Dask workers (``what``: the source or the
+    output, as messages name it). A zip archive, which only this process can read
+    and write, and a store with no description are refused in one line.
+
+    A :class:`~zarrext.jobs.outputs.MetadataLastStore` is described by the store it
+    wraps: workers write chunks only; this process publishes the metadata.
+    """
+    from zarr.storage import ZipStore
+
+    from zarrext.jobs.outputs import MetadataLastStore
+
+    if isinstance(store, MetadataLastStore):
+        store = store.wrapped
+    if isinstance(store, ZipStore):
+        raise StoreOpenError(
+            f"{job} on a Dask cluster: the {what} is a zip archive, which only this "
+            "process can read and write; give a directory or URL, or leave out the client"
+        )
+    try:
+        return store_ref(store)
+    except StoreOpenError as e:
+        raise StoreOpenError(f"{job} on a Dask cluster: the {what}: {e}") from None

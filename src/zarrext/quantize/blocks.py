@@ -113,24 +113,10 @@ class OutputRef:
 
 
 def described(array: Any, what: str) -> StoreRef:
-    from zarr.storage import ZipStore
+    """``array``'s store described for quantize's Dask workers."""
+    from zarrext.jobs.store_refs import worker_ref
 
-    from zarrext.jobs.outputs import MetadataLastStore
-    from zarrext.jobs.store_refs import store_ref
-    from zarrext.stores import StoreOpenError
-
-    store = array.store_path.store
-    if isinstance(store, MetadataLastStore):
-        store = store._store
-    if isinstance(store, ZipStore):
-        raise StoreOpenError(
-            f"quantize on a Dask cluster: the {what} is a zip archive, which only this "
-            "process can write; give a directory or URL, or leave out the client"
-        )
-    try:
-        return store_ref(store)
-    except StoreOpenError as e:
-        raise StoreOpenError(f"quantize on a Dask cluster: the {what}: {e}") from None
+    return worker_ref(array.store_path.store, "quantize", what)
 
 
 def _scan_on_worker(

@@ -12,7 +12,7 @@ and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantize_array`
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -246,25 +246,6 @@ def quantize_array(
     return report
 
 
-def staged(
-    output: Any,
-    overwrite: bool,
-    storage_options: Mapping[str, Any] | None,
-    job: Callable[[Any], Any],
-) -> Any:
-    """Run ``job(target)`` inside :func:`zarrext.jobs.outputs.staged_output`, noting failures."""
-    from zarrext.jobs.outputs import staged_output
-
-    # staged_output refuses an existing (or non-Zarr) output before yielding, so
-    # that refusal comes before any block is read.
-    with staged_output(output, overwrite=overwrite, storage_options=storage_options) as target:
-        try:
-            return job(target)
-        except BaseException as e:
-            e.add_note(f"nothing was written at {output}")
-            raise
-
-
 def opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
     """A path or URL as a read-only store (with ``storage_options``); other store-likes as given."""
     import os
@@ -346,7 +327,7 @@ def copy_quantized(
         ``overwrite``, or on an object store).
     """
     from zarrext.api import open_array
-    from zarrext.jobs.outputs import check_disjoint
+    from zarrext.jobs.outputs import check_disjoint, run_staged
     from zarrext.stores import refuse_read_only
 
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only
@@ -356,7 +337,7 @@ def copy_quantized(
     src = open_array(opened(source, storage_options), mode="r")
     float_dtype(src.dtype)
     out_options = storage_options if output_storage_options is None else output_storage_options
-    report: CopyReport = staged(
+    report: CopyReport = run_staged(
         output,
         overwrite,
         out_options,

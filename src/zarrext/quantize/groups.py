@@ -14,7 +14,7 @@ from typing import Any
 from zarrext.errors import naming_codec_holder
 from zarrext.jobs import cluster
 from zarrext.quantize.blocks import Progress
-from zarrext.quantize.copying import CopyReport, opened, quantize_array, staged
+from zarrext.quantize.copying import CopyReport, opened, quantize_array
 from zarrext.quantize.planning import float_dtype
 
 __all__ = ["copy_group_quantized", "floating_arrays"]
@@ -175,7 +175,9 @@ def copy_group_quantized(
         return reports
 
     out_options = storage_options if output_storage_options is None else output_storage_options
-    reports: list[CopyReport] = staged(output, overwrite, out_options, job)
+    from zarrext.jobs.outputs import run_staged
+
+    reports: list[CopyReport] = run_staged(output, overwrite, out_options, job)
     return reports
 
 
