@@ -494,6 +494,47 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         )
         return None if stored is None else planned[0]
 
+    def write_shard_here(self, item: Any, value: NDBuffer) -> bool:
+        """Write one whole shard (``item`` as in :meth:`write`'s batch, ``value`` its
+        values) in the calling thread: encoded and laid out as the whole-shard
+        path for object stores does it (:meth:`_plan_shard`, the inner chunks in
+        turn), then stored with the store's synchronous IO. False, with nothing
+        done, where that path does not apply (a part of a shard, a shard layout,
+        codecs around the sharding codec, a store without synchronous IO): the
+        caller then writes through :meth:`write`.
+
+        For a caller that keeps a thread per shard busy already (``convert``): no
+        round trip to the event loop and the codec threads per shard.
+        """
+        if not (
+            isinstance(self.array_bytes_codec, ShardWriting)
+            and not self.array_array_codecs
+            and not self.bytes_bytes_codecs
+            and item[4]
+            and sync_io(item[0], write=True)
+            and self.array_bytes_codec.writes_sync(item[1])
+        ):
+            return False
+        if self.storable is not None:
+            self.storable.refuse(value.as_numpy_array(), self._written_array([item]))
+
+        def write() -> None:
+            planned = self._plan_shard(item, value=value, drop_axes=(), groups=1)
+            if planned is None:
+                item[0].delete_sync()
+                return
+            jobs, assemble = planned
+            for job in jobs:
+                job()
+            shard = assemble()
+            if shard is None:
+                item[0].delete_sync()
+            else:
+                item[0].set_sync(shard)
+
+        self._in_context(item).run(write)
+        return True
+
     def _shard_reader(self, batch: Batch) -> ShardReading | None:
         """The runtime sharding codec, when ``batch`` reads its shards with no other
         codec around it (the case the whole-shard read paths take); else None."""
