@@ -49,6 +49,20 @@ def test_convert_codecs_and_quantized(run: Run, tmp_path: Path) -> None:
     assert np.max(np.abs(zarr.open_array(tmp_path / "q.zarr")[:] - data)) <= 0.05
 
 
+def test_codecs_named_alone_take_their_defaults_at_any_depth(run: Run, tmp_path: Path) -> None:
+    data = _source(tmp_path / "src.zarr")
+    chain = ('[{"name": "bytes", "configuration": {"endian": "little"}}, {"name": '
+             '"conditional", "configuration": {"codecs": [{"name": "zstd"}]}}]')
+    code, _, err = run("convert", tmp_path / "src.zarr", "--out", tmp_path / "c.zarr",
+                       "--codecs", chain, "-q")
+    assert (code, err) == (0, "")
+    copy = zarr.open_array(tmp_path / "c.zarr")
+    conditional = copy.metadata.to_dict()["codecs"][-1]
+    assert conditional["name"] == "conditional"
+    assert [c["name"] for c in conditional["configuration"]["codecs"]] == ["zstd"]
+    np.testing.assert_array_equal(copy[:], data)
+
+
 def test_convert_errors_are_one_line_and_write_nothing(run: Run, tmp_path: Path) -> None:
     _source(tmp_path / "src.zarr")
     code, _, err = run("convert", tmp_path / "src.zarr", "--out", tmp_path / "o.zarr",

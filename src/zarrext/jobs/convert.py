@@ -198,6 +198,20 @@ def default_compressors(itemsize: int) -> list[Any]:
     return [ConditionalCodec([ShuffleCodec(element_size=itemsize), ZstdCodec()])]
 
 
+def _configured(value: Any) -> Any:
+    """Codec JSON with ``"configuration": {}`` given to every codec named alone, nested
+    ones too (a conditional's codecs): zarr wants a configuration even where every
+    field has a default."""
+    if isinstance(value, Mapping):
+        out = {k: _configured(v) for k, v in value.items()}
+        if "name" in out and "configuration" not in out:
+            out["configuration"] = {}
+        return out
+    if isinstance(value, list):
+        return [_configured(v) for v in value]
+    return value
+
+
 def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
     """A codec chain (JSON dicts or codec objects) as ``filters``/``serializer``/``compressors``."""
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
@@ -211,8 +225,7 @@ def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
                 raise ConversionError(f"cannot convert {label}: codec {dict(each)!r} has no name")
             try:
                 cls = get_codec_class(str(each["name"]))
-                # zarr wants a configuration even where every field has a default
-                codecs.append(cls.from_dict({"configuration": {}, **each}))
+                codecs.append(cls.from_dict(_configured(each)))
             except (KeyError, TypeError, ValueError) as e:
                 raise ConversionError(
                     f"cannot convert {label}: codec {dict(each)!r}: {e}"
