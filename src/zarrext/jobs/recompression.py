@@ -46,7 +46,6 @@ import zarr
 from zarr.core.buffer import Buffer, default_buffer_prototype
 from zarr.core.metadata import ArrayV3Metadata
 from zarr.core.sync import sync
-from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import async_array_of, inner_chunk_spec, inner_chunk_transform
 from zarrext.api import with_runtime
@@ -66,6 +65,7 @@ from zarrext.jobs.inspection import (
 from zarrext.jobs.progress import ProgressLike, progress_callback
 from zarrext.jobs.shards.compact import packed_shard
 from zarrext.jobs.store_refs import ArrayRef, array_ref
+from zarrext.pipeline.chunk_io import local_file
 from zarrext.sharding import writer
 from zarrext.sharding.array_shards import geometry_of, stored_spec_of
 from zarrext.sharding.state import ShardCorruptError, state_of_bytes
@@ -141,14 +141,6 @@ def _runtime_array(
     )
 
 
-def _local_directory(array: zarr.Array) -> Path | None:
-    store = array.store_path.store
-    if not isinstance(store, LocalStore):
-        return None
-    path = array.store_path.path
-    return store.root / path if path else store.root
-
-
 @dataclass
 class _Stats:
     """Sizes and masks of the chunks one batch re-encoded, before and after."""
@@ -184,7 +176,7 @@ class _Rewriter:
         chain = CodecChain.from_metadata(metadata)
         self.placement: ConditionalPlacement | None = chain.conditional()
         self.block, self.sharding = storage_block(metadata)
-        self.directory = _local_directory(runtime)
+        self.directory = local_file(runtime.store_path)
         self.spec = stored_spec_of(metadata)  # one stored object (chunk or shard)
         self.mode = "zarr"
         if self.sharding is None:

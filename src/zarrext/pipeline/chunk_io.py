@@ -60,7 +60,8 @@ def sync_io(holder: object, *, write: bool) -> bool:
 
 
 def local_file(byte_getter: object) -> Path | None:
-    """The file behind a store path in a ``LocalStore`` (read-only or not)."""
+    """The file (or, for an array's store path, the directory) behind a store path in a
+    ``LocalStore``, read-only or not; None in any other store."""
     store = getattr(byte_getter, "store", None)
     path = getattr(byte_getter, "path", None)
     if isinstance(store, LocalStore) and isinstance(path, str):

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from zarr.core.metadata import ArrayV3Metadata
-from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import (
     async_array_of,
@@ -31,6 +30,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.chain import CodecChain
 from zarrext.codecs.specs import array_spec, regular_chunk_shape
+from zarrext.pipeline.chunk_io import local_file
 from zarrext.sharding.bounds import slot_sizes
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
 
@@ -131,9 +131,7 @@ class ArrayShards:
         stored_spec = stored_spec_of(metadata)
         shard_spec = chain.filtered_spec(stored_spec)
         store_path = async_array_of(array).store_path
-        directory = None
-        if isinstance(store_path.store, LocalStore):
-            directory = store_path.store.root / store_path.path
+        directory = local_file(store_path)
         grid = (-(-s // c) for s, c in zip(metadata.shape, stored_spec.shape, strict=True))
         keys = [metadata.encode_chunk_key(c) for c in itertools.product(*map(range, grid))]
         return cls(

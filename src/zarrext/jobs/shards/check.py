@@ -71,6 +71,7 @@ from zarrext.jobs.shards.diagnosis import (
     check_stored_shard,
 )
 from zarrext.jobs.shards.leftovers import STALE_AFTER, leftover
+from zarrext.pipeline.chunk_io import local_file
 from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import recover_array
@@ -240,9 +241,8 @@ def check(
         if fill_finding is not None:
             found_objects.append(fill_finding)
         return sorted(found_objects, key=lambda f: _key_order(f.key))
-    directory = store_path.store.root / store_path.path if store_path.path else (
-        store_path.store.root
-    )
+    directory = local_file(store_path)
+    assert directory is not None  # a LocalStore's
     shards = _shards_or_none(array)
     found: dict[str, ShardCheck] = {}
     if fill_finding is not None:
