@@ -187,3 +187,17 @@ def test_shard_reads_go_through_the_inner_pipeline_and_partial_decode(
     assert got.tolist() == np.arange(256).reshape(16, 16)[0:4, 0:4].tolist()
     assert partial, "zarr no longer calls ShardingCodec._decode_partial_single"
     assert inner, "zarr no longer calls ShardingCodec._get_inner_pipeline"
+
+
+def test_unwrapped_store_reads_through_wrappers_and_fails_loudly_without_one() -> None:
+    from zarr.storage import LoggingStore, MemoryStore
+
+    from zarrext._zarr_compat import ZarrCompatibilityError, unwrapped_store
+
+    inner = MemoryStore()
+    assert unwrapped_store(LoggingStore(LoggingStore(inner))) is inner
+    assert unwrapped_store(inner) is inner
+    wrapper = LoggingStore(inner)
+    del wrapper._store  # as if zarr renamed it
+    with pytest.raises(ZarrCompatibilityError, match=r"WrapperStore\._store"):
+        unwrapped_store(wrapper)

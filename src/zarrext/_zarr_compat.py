@@ -40,12 +40,7 @@ from zarr.core.dtype.wrapper import ZDType
 
 __all__ = [
     "EMPTY_SHARD_INDEX_ENTRY",
-    "NestedDataTypeValidationError",
     "REQUIREMENTS",
-    "Requirement",
-    "ShardIndex",
-    "ShardingByteSetter",
-    "ZarrCompatibilityError",
     "async_array_of",
     "chunk_grid_of",
     "chunks_per_shard",
@@ -65,9 +60,15 @@ __all__ = [
     "sharding_codec_fields",
     "store_is_open",
     "store_supports_sync_io",
+    "unwrapped_store",
     "verify",
     "with_codecs",
     "wrap_core_array",
+    "NestedDataTypeValidationError",
+    "Requirement",
+    "ShardIndex",
+    "ShardingByteSetter",
+    "ZarrCompatibilityError",
 ]
 
 
@@ -236,6 +237,19 @@ ShardIndex: Any = _found["_ShardIndex"]
 ShardingByteSetter: Any = _found["_ShardingByteSetter"]
 # An absent inner chunk's offset and length in a shard index (2**64 - 1).
 EMPTY_SHARD_INDEX_ENTRY: int = _found["MAX_UINT_64"]
+
+
+def unwrapped_store(store: Any) -> Any:
+    """The store inside zarr ``WrapperStore``s (a cache, a counter, a logger...), read
+    from ``WrapperStore._store``: zarr gives it no public name."""
+    from zarr.storage import WrapperStore
+
+    while isinstance(store, WrapperStore):
+        inner = getattr(store, "_store", None)
+        if inner is None:
+            raise _fail("zarr.storage.WrapperStore._store", "does not exist")
+        store = inner
+    return store
 
 
 def store_is_open(store: object) -> bool:

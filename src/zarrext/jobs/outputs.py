@@ -73,6 +73,7 @@ from zarr.core.sync import sync
 from zarr.storage import LocalStore, WrapperStore, ZipStore
 
 from zarrext import stores
+from zarrext._zarr_compat import unwrapped_store
 from zarrext.jobs.group_metadata import (
     STAGING_MARKER,
     consolidate,
@@ -279,17 +280,10 @@ def local_path(store_like: Any) -> Path | None:
     return None
 
 
-def _unwrapped(store: Store) -> Store:
-    """The store inside zarr ``WrapperStore``s (a cache, a counter, a logger...)."""
-    while isinstance(store, WrapperStore):
-        store = store._store
-    return store
-
-
 def _remote(store_like: Any) -> tuple[str, str] | None:
     """(scheme, path) of an object store, fsspec store or URL, to compare two of them."""
     if isinstance(store_like, Store):
-        return stores.remote_location(_unwrapped(store_like))
+        return stores.remote_location(unwrapped_store(store_like))
     if isinstance(store_like, str) and stores.local_path(store_like) is None:
         scheme, _, rest = store_like.partition("://")
         return scheme, rest.strip("/")
@@ -739,7 +733,7 @@ def _replacement_leftovers(output: Store) -> str | None:
     if not parent:
         return None
     with contextlib.suppress(Exception):
-        siblings = stores.remote_store_at(_unwrapped(output), parent)
+        siblings = stores.remote_store_at(unwrapped_store(output), parent)
         for child in sync(_listed_dir(siblings)):
             if child.startswith(f".{name}{STAGING_MARKER}"):
                 return f"{parent}/{child}"
@@ -764,7 +758,7 @@ def _groups_above(output: Any) -> list[tuple[Any, str]]:
             return []
         parts = remote[1].split("/")
         candidates = [
-            (stores.remote_store_at(_unwrapped(output), "/".join(parts[:n])), "")
+            (stores.remote_store_at(unwrapped_store(output), "/".join(parts[:n])), "")
             for n in range(len(parts) - 1, 0, -1)
         ]
     found = []
