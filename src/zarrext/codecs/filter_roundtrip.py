@@ -84,9 +84,28 @@ def roundtrip(
 
 
 def measured_error(data: npt.NDArray[Any], decoded: npt.NDArray[Any]) -> float:
-    """Worst absolute error over finite values; ``inf`` if a special value was lost."""
-    x = np.asarray(data)
-    y = np.asarray(decoded)
+    """Worst absolute error over finite values; ``inf`` if a special value was lost.
+
+    Measured in slabs of :data:`MEASURE_SLAB` elements: the temporaries (float64
+    differences, masks) stay a few MiB whatever the arrays' size, so a job measuring
+    each write unit it writes holds no more than the unit and its read-back.
+    """
+    x = np.asarray(data).reshape(-1)
+    y = np.asarray(decoded).reshape(-1)
+    worst = 0.0
+    for start in range(0, x.size, MEASURE_SLAB):
+        stop = start + MEASURE_SLAB
+        worst = max(worst, _measured_slab(x[start:stop], y[start:stop]))
+        if math.isinf(worst):
+            break
+    return worst
+
+
+MEASURE_SLAB = 1 << 16
+"""Elements :func:`measured_error` compares at once (float64 temporaries of 512 KiB)."""
+
+
+def _measured_slab(x: npt.NDArray[Any], y: npt.NDArray[Any]) -> float:
     nan = np.isnan(x)
     if not np.array_equal(np.isnan(y), nan) and not np.isnan(y[nan]).all():
         return math.inf
