@@ -259,9 +259,8 @@ def test_quantize_group_bad_array_is_refused_as_its_path_is(
     assert not (tmp_path / "q.zarr").exists()
 
 
-# The first pass, patched where quantize.copying looks it up (it is defined in
-# quantize.blocks and imported by name: patching it there would not reach copying).
-SCAN = "zarrext.quantize.copying.scan"
+# The first pass, patched where quantize.scanning.quantized looks it up.
+SCAN = "zarrext.quantize.scanning.scan"
 
 
 def _never(*args: object, **kwargs: object) -> None:

@@ -397,7 +397,7 @@ def test_quantize_on_a_cluster_against_s3(s3: dict[str, Any], client: Any) -> No
         report = copy_quantized(url, out, max_abs_error=0.01, client=client,
                                 storage_options=s3["options"], progress=lambda *a: calls.append(a))
     ran = Counter(str(t["key"]).split("-")[0] for t in stream.data)
-    assert ran["_scan_on_worker"] == ran["copy_on_worker"] == 4  # one task per shard here
+    assert ran["scan_on_worker"] == ran["copy_units_on_worker"] == 4  # one task per shard here
     assert calls[-1] == ("copy", 4, 4)
     back = zarr.open_array(out, mode="r", storage_options=s3["options"])[:]
     worst = float(np.abs(back.astype("f8") - data.astype("f8")).max())
@@ -421,7 +421,7 @@ def test_cli_quantize_a_group_on_a_scheduler_against_s3(
                                  "--storage-options", json.dumps(s3["options"]),
                                  "--scheduler", client.scheduler.address, "--json")
     assert (code, err) == (0, "")
-    assert "copy_on_worker" in {str(t["key"]).split("-")[0] for t in stream.data}
+    assert "copy_units_on_worker" in {str(t["key"]).split("-")[0] for t in stream.data}
     report = json.loads(printed)["arrays"]
     assert [a["path"] for a in report] == ["t"]
     copy = zarr.open_group(out, mode="r", storage_options=s3["options"])

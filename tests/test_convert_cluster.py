@@ -82,7 +82,7 @@ def test_group_converts_on_the_workers(where: Where, client: Any) -> None:  # no
     assert sorted(r.path for r in reports) == ["0", "1", "cf/t"]
     ran = _tasks(stream)
     assert ran["copy_units_on_worker"] >= 3
-    assert ran["_scan_on_worker"] >= 1  # the quantized array's scan, on the cluster too
+    assert ran["scan_on_worker"] >= 1  # the quantized array's scan, on the cluster too
     assert len(_workers(stream)) == 2  # both workers wrote
     out = zarr.open_group(where.location("out.zarr"), mode="r", storage_options=where.options)
     assert out.attrs["multiscales"] == root.attrs["multiscales"]

@@ -1448,13 +1448,13 @@ def test_cli_quantize_refuses_a_block_its_plan_does_not_cover(
     run: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the source changed between the scan and the copy: the copy's own check refuses
-    from zarrext.quantize import blocks, copying
+    from zarrext.quantize import scanning
 
     data = np.linspace(0, 100, 400, dtype=np.float32).reshape(20, 20)
     src = zarr.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(5, 20),
                             dtype="float32", fill_value=np.nan)
     src[:] = data
-    monkeypatch.setattr(copying, "scan", lambda *a, **k: blocks._Range(0.0, 1.0))
+    monkeypatch.setattr(scanning, "scan", lambda *a, **k: scanning.ValueRange(0.0, 1.0))
     code, _, err = run("quantize", str(tmp_path / "src.zarr"), "--max-abs-error", "0.05",
                        "--out", str(tmp_path / "q.zarr"))
     assert code == 1

@@ -22,14 +22,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import zarr
 
 from zarrext._extras import needs
+from zarrext._text import counted
 from zarrext.jobs.store_refs import ArrayRef, forked, writable_session_of
 
-__all__ = ["batches", "concurrency", "on_client", "on_threads"]
+__all__ = ["Pass", "batches", "concurrency", "on_client", "on_threads", "run_pass"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,3 +102,88 @@ def _in_fork[R](fn: Callable[..., R], ref: ArrayRef, *args: Any) -> tuple[Any, R
     """One task in a fork: ``fn(ref, *args)``, then the fork with what it wrote."""
     result = fn(ref, *args)
     return ref.store.session, result
+
+
+@dataclass(frozen=True)
+class Pass[T, R]:
+    """A pass of a whole-store job over regions of an array, as :func:`run_pass` runs it.
+
+    Attributes
+    ----------
+    local : callable
+        ``local(region)`` in a thread of this process: the region's result.
+    remote : tuple, optional
+        ``(fn, args)``: on a Dask client, ``fn(*args, threads, batch)`` as one task
+        per batch of regions, returning ``(regions done, result)``; idempotent.
+    combine : callable
+        Folds two results into one (``max``, ``operator.or_``...).
+    start : object
+        The result of no region.
+    threads : int, optional
+        Threads of the local pass (default zarr's ``async.concurrency``).
+    what : str
+        The job, in the error said when Dask is missing (``"convert on a Dask cluster"``).
+    stopped : str, optional
+        With it, an error or Ctrl-C gets the note ``"{stopped} after {done} of {total}
+        {unit}s"``.
+    unit : str
+        What a region is called in that note (``"block"``, ``"write unit"``).
+    """
+
+    local: Callable[[T], R]
+    combine: Callable[[R, R], R]
+    start: R
+    remote: tuple[Callable[..., tuple[int, R]], tuple[Any, ...]] | None = None
+    threads: int | None = None
+    what: str = "a job on a Dask cluster"
+    stopped: str | None = None
+    unit: str = "region"
+
+
+def run_pass[T, R](
+    job: Pass[T, R],
+    regions: Sequence[T],
+    *,
+    client: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> R:
+    """Run ``job`` over ``regions``: on threads here, or on ``client`` in batches.
+
+    Here, ``job.threads`` regions in flight (default zarr's ``async.concurrency``),
+    the results folded in this thread as they come; on a client, one task per batch
+    (:func:`batches`). ``progress(done, total)`` after each region (here) or batch (on
+    a cluster), in this thread. An error or Ctrl-C cancels the regions not started
+    (and the tasks on the cluster).
+    """
+    total = len(regions)
+    result = job.start
+    done = 0
+    running: Iterator[tuple[int, R]]
+    closers: list[Iterator[Any]] = []
+    if client is not None:
+        if job.remote is None:
+            raise ValueError(f"{job.what}: this pass runs only here, without a client")
+        fn, args = job.remote
+        running = on_client(client, fn, batches(list(regions)), *args, concurrency(),
+                            what=job.what)
+    else:
+        threads = job.threads if job.threads is not None else concurrency()
+        each = on_threads(job.local, regions, max(1, min(threads, total)))
+        closers.append(each)
+        running = ((1, r) for r in each)
+    try:
+        for n, found in running:
+            result = job.combine(result, found)
+            done += n
+            if progress is not None:
+                progress(done, total)
+    except BaseException as e:
+        if job.stopped is not None:
+            e.add_note(f"{job.stopped} after {done} of {counted(total, job.unit)}")
+        raise
+    finally:
+        for generator in (running, *closers):  # regions not started are cancelled
+            close = getattr(generator, "close", None)
+            if close is not None:
+                close()
+    return result

@@ -17,6 +17,10 @@ is written:
 3. each selected array, one output write unit (shard, or chunk) at a time, read
    from the source as a region: memory is about a write unit per thread.
 
+Steps 2 and 3 are :func:`run_conversion`, the one engine of every conversion:
+``zarrext quantize`` is convert's quantizing form, planning its own targets (the
+source's chunks and shards kept, plain zstd) and running them here.
+
 Quantization (``max_abs_error``) needs :mod:`zarrext.quantize`'s planner, a layer
 above this one: :func:`zarrext.quantize.converting.convert` passes it in as a
 :data:`Quantizer`.
@@ -29,7 +33,7 @@ import math
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -49,6 +53,10 @@ __all__ = [
     "convert",
     "copy_units_on_worker",
     "default_compressors",
+    "group_members",
+    "open_source",
+    "opened_store",
+    "run_conversion",
     "output_ref",
     "plan_targets",
     "source_ref",
@@ -76,10 +84,13 @@ class Quantized:
     attributes: dict[str, Any]
     max_abs_error: float
     stored_dtype: str
+    plan: Any = field(default=None, compare=False)
+    """The planner's own record of the plan (quantize's ``QuantizationPlan``)."""
 
 
-Quantizer = Callable[[Any, float, str], Quantized]
-"""``quantizer(source_array, max_abs_error, label)``: scans and plans one float array."""
+Quantizer = Callable[[Any, float, str, bool], Quantized]
+"""``quantizer(source_array, max_abs_error, label, sharded)``: scans and plans one float
+array (``sharded``: its filters go inside a sharding codec)."""
 
 
 @dataclass(frozen=True)
@@ -212,6 +223,17 @@ def _configured(value: Any) -> Any:
     return value
 
 
+def _named_alone(cls: Any, codec: Mapping[str, Any]) -> Any:
+    """A codec named without a configuration, as its class makes it with no argument
+    (``bytes``: the machine's byte order, as zarr's ``BytesCodec()``; its JSON with
+    an empty configuration would leave the order unset, refused for multi-byte
+    types); a codec whose class needs arguments gets an empty configuration."""
+    try:
+        return cls()
+    except TypeError:
+        return cls.from_dict(_configured(codec))
+
+
 def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
     """A codec chain (JSON dicts or codec objects) as ``filters``/``serializer``/``compressors``."""
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
@@ -225,7 +247,8 @@ def _parsed_codecs(chain: Sequence[Any], label: str) -> dict[str, Any]:
                 raise ConversionError(f"cannot convert {label}: codec {dict(each)!r} has no name")
             try:
                 cls = get_codec_class(str(each["name"]))
-                codecs.append(cls.from_dict(_configured(each)))
+                codecs.append(_named_alone(cls, each) if "configuration" not in each
+                              else cls.from_dict(_configured(each)))
             except (KeyError, TypeError, ValueError) as e:
                 raise ConversionError(
                     f"cannot convert {label}: codec {dict(each)!r}: {e}"
@@ -260,7 +283,8 @@ def _chunk_codecs(metadata: Any) -> tuple[list[Any], Any, Any]:
     return list(metadata.codecs), None, None
 
 
-def _opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
+def opened_store(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
+    """A path or URL as a read-only store (with ``storage_options``); a store as given."""
     from zarrext.stores import open_store
 
     if isinstance(location, str | os.PathLike):
@@ -281,7 +305,7 @@ def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict
     from zarrext.codecs.decisions import recorded_decision
 
     array = like if isinstance(like, zarr.Array) else zarr.open_array(
-        _opened(like, storage_options), mode="r"
+        opened_store(like, storage_options), mode="r"
     )
     if array.metadata.zarr_format != 3:
         raise ConversionError(f"like={like}: a Zarr format 2 array has no format 3 encoding")
@@ -355,7 +379,7 @@ def _target(
             )
         if quantizer is None:
             raise ConversionError("max_abs_error needs zarrext.convert (the quantize planner)")
-        quantized = quantizer(src, encoding.max_abs_error, label)
+        quantized = quantizer(src, encoding.max_abs_error, label, shards is not False)
         codecs["filters"] = list(quantized.filters)
         attributes = quantized.attributes | {
             k: v for k, v in attributes.items() if k != "zarrext"
@@ -616,12 +640,23 @@ class ShardWriter:
 
 def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool,
                reader: ChunkObjectReader | None = None,
-               writer: ShardWriter | None = None) -> float:
+               writer: ShardWriter | None = None,
+               storable: Any = None) -> float:
+    """Copy one write unit; the worst error read back from ``dst`` (with ``measure``).
+
+    A value ``dst``'s filters would not give back within their plan (a quantized
+    copy whose source changed since its scan) is refused before anything of the
+    unit is written, naming the source (:class:`~zarrext.errors.UnstorableValueError`).
+    Idempotent: a unit written again gets the same bytes.
+    """
     from zarrext.codecs.filter_roundtrip import measured_error
+    from zarrext.codecs.quantized_writes import array_label
 
     data = reader.read(region) if reader is not None else None
     if data is None:
         data = np.asarray(src[region])
+    if storable is not None:
+        storable.refuse(data, array_label(str(src.store_path)))
     if writer is None or not writer.write(region, data):
         dst[region] = data
     return measured_error(data, np.asarray(dst[region])) if measure else 0.0
@@ -656,7 +691,7 @@ class OutputUnitsRef:
         return with_runtime(array, decision=self.decision, shard_layout=self.shard_layout)
 
 
-def _described(store: Any, what: str) -> StoreRef:
+def _described(store: Any, what: str, job_name: str) -> StoreRef:
     """A store's description for Dask workers; one line when it has none, or when it
     is a writable icechunk session (whose commits only this process makes)."""
     from zarrext.jobs.outputs import MetadataLastStore
@@ -667,13 +702,13 @@ def _described(store: Any, what: str) -> StoreRef:
     inner: Any = store.wrapped if isinstance(store, MetadataLastStore) else store
     if is_session_store(inner) and not inner.session.read_only:
         raise StoreOpenError(
-            f"convert on a Dask cluster: the {what} is in a writable icechunk session; "
-            "convert into a repository without the client (or --scheduler)"
+            f"{job_name} on a Dask cluster: the {what} is in a writable icechunk session; "
+            f"{job_name} into a repository without the client (or --scheduler)"
         )
-    return worker_ref(store, "convert", what)
+    return worker_ref(store, job_name, what)
 
 
-def _refuse_zip_output(output: Any) -> None:
+def _refuse_zip_output(output: Any, job_name: str) -> None:
     from zarr.storage import StorePath, ZipStore
 
     from zarrext.jobs.outputs import local_path
@@ -683,27 +718,28 @@ def _refuse_zip_output(output: Any) -> None:
     path = local_path(output) if not isinstance(store, ZipStore) else None
     if isinstance(store, ZipStore) or (path is not None and path.suffix == ".zip"):
         raise StoreOpenError(
-            "convert on a Dask cluster: the output is a zip archive, which only this "
+            f"{job_name} on a Dask cluster: the output is a zip archive, which only this "
             "process can write; give a directory or URL, or leave out the client"
         )
 
 
-def source_ref(src: Any) -> ArrayRef:
+def source_ref(src: Any, job_name: str = "convert") -> ArrayRef:
     """The source array as a Dask worker reopens it (read-only; zarrext's pipeline for
-    a format 3 array, with its runtime codecs)."""
+    a format 3 array, with its runtime codecs); ``job_name`` names the job in errors."""
     ref = array_ref(src, "r") if src.metadata.zarr_format == 3 else None
-    store = _described(src.store_path.store, "source")
+    store = _described(src.store_path.store, "source", job_name)
     if ref is None:
         return ArrayRef(store, src.store_path.path, "r")
     return ArrayRef(store, ref.path, "r", codecs=ref.codecs)
 
 
-def output_ref(dst: Any, target: Target) -> OutputUnitsRef:
+def output_ref(dst: Any, target: Target, job_name: str = "convert") -> OutputUnitsRef:
     from zarr.core.buffer import default_buffer_prototype
 
     document = dst.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"]
     return OutputUnitsRef(
-        _described(dst.store_path.store, "output"), dst.store_path.path, document.to_bytes(),
+        _described(dst.store_path.store, "output", job_name), dst.store_path.path,
+        document.to_bytes(),
         target.kwargs.get("decision"), target.kwargs.get("shard_layout"),
     )
 
@@ -720,11 +756,15 @@ def copy_units_on_worker(
     Idempotent (each region is whole write units of the output): a task rerun after
     its worker died writes the same bytes again.
     """
+    from zarrext.codecs.quantized_writes import StorableValues
+
     src = source.open()
     dst = output.open()
+    storable = StorableValues.of_metadata(dst.metadata)
     worst = 0.0
-    for each in cluster.on_threads(lambda r: _copy_unit(src, dst, r, measure), batch,
-                                   threads):
+    for each in cluster.on_threads(
+        lambda r: _copy_unit(src, dst, r, measure, storable=storable), batch, threads
+    ):
         worst = max(worst, each)
     return len(batch), worst
 
@@ -742,6 +782,9 @@ def write_units(
     progress: Callable[[int, int], None] | None = None,
     client: Any = None,
     on_workers: tuple[ArrayRef, OutputUnitsRef] | None = None,
+    job_name: str = "convert",
+    where: str = "",
+    unit: str = "write unit",
 ) -> float:
     """Copy ``regions`` of ``src`` into ``dst``, zarr's ``async.concurrency`` at once.
 
@@ -751,48 +794,30 @@ def write_units(
     on the workers, which reopen the arrays from ``on_workers`` (:func:`source_ref`,
     :func:`output_ref`): memory is then about ``async.concurrency`` units per
     worker. Returns the worst error read back (with ``measure``; else 0). An error
-    or Ctrl-C cancels the units not started.
+    or Ctrl-C cancels the units not started, and gets the note ``"{job_name} stopped
+    in {where} after {done} of {total} {unit}s"``.
     """
-    total = len(regions)
-    done = 0
-    worst = 0.0
-    running: Iterator[tuple[int, float]]
-    closers: list[Iterator[Any]] = []
-    if client is not None:
-        assert on_workers is not None
-        running = cluster.on_client(
-            client, copy_units_on_worker, cluster.batches(list(regions)), *on_workers,
-            measure, cluster.concurrency(), what="convert on a Dask cluster",
-        )
-    else:
-        from zarrext.pipeline.codec_threads import codec_workers
+    from zarrext.codecs.quantized_writes import StorableValues
+    from zarrext.pipeline.codec_threads import codec_workers
 
+    reader = writer = None
+    threads = cluster.concurrency()
+    if client is None:
         reader = ChunkObjectReader.of(src, _write_unit(dst))
         writer = ShardWriter.of(dst)
         # A unit's thread that encodes its shard itself keeps a core busy: more of
         # them than codec threads only share the cores (and each holds a shard),
         # 10-25 % slower here than as many as the codec threads.
-        threads = cluster.on_threads(
-            lambda region: _copy_unit(src, dst, region, measure, reader, writer), regions,
-            max(1, min(cluster.concurrency() if writer is None else codec_workers(), total)),
-        )
-        closers.append(threads)
-        running = ((1, each) for each in threads)
-    try:
-        for n, each in running:
-            worst = max(worst, each)
-            done += n
-            if progress is not None:
-                progress(done, total)
-    except BaseException as e:
-        e.add_note(f"convert stopped after {done} of {total} write units")
-        raise
-    finally:
-        for generator in (running, *closers):  # units not started are cancelled
-            close = getattr(generator, "close", None)
-            if close is not None:
-                close()
-    return worst
+        threads = cluster.concurrency() if writer is None else codec_workers()
+    storable = StorableValues.of_metadata(dst.metadata)
+    job: cluster.Pass[tuple[slice, ...], float] = cluster.Pass(
+        local=lambda region: _copy_unit(src, dst, region, measure, reader, writer, storable),
+        remote=(copy_units_on_worker, (*on_workers, measure)) if on_workers else None,
+        combine=max, start=0.0, threads=threads, what=f"{job_name} on a Dask cluster",
+        stopped=f"{job_name} stopped in {where}" if where else f"{job_name} stopped",
+        unit=unit,
+    )
+    return cluster.run_pass(job, regions, client=client, progress=progress)
 
 
 def _stored_bytes(array: Any) -> int:
@@ -802,7 +827,7 @@ def _stored_bytes(array: Any) -> int:
     from zarrext.jobs.inspection import inventory
 
     if array.metadata.zarr_format == 3:
-        return inventory(array, read_masks=False).stored_bytes
+        return inventory(array, read_masks=False, list_chunks=False).stored_bytes
     store, prefix = array.store_path.store, array.store_path.path
     inside = f"{prefix}/" if prefix else ""
 
@@ -834,7 +859,7 @@ def _sampled(target: Target, sample: int) -> ConvertReport:
     seconds = time.perf_counter() - started
     from zarrext.jobs.inspection import inventory
 
-    written = inventory(dst, read_masks=False).stored_bytes
+    written = inventory(dst, read_masks=False, list_chunks=False).stored_bytes
     size = sum(_region_size(r) for r in regions)
     sampled = sum(_region_size(r) for r in picked)
     expected = round(written * size / sampled) if sampled else 0
@@ -857,7 +882,9 @@ def _spread[T](items: Sequence[T], n: int) -> list[T]:
     return [items[round(i * step)] for i in range(n)]
 
 
-def _members(group: Any) -> dict[str, Any]:
+def group_members(group: Any) -> dict[str, Any]:
+    """The arrays and groups under ``group`` by path, at any depth (no staging copy of
+    an earlier job); an unknown codec names the array holding it."""
     import zarr
 
     from zarrext.errors import naming_codec_holder
@@ -1006,16 +1033,16 @@ def convert(
     """
     import zarr
 
-    from zarrext.jobs.outputs import check_disjoint, run_staged
+    from zarrext.jobs.outputs import check_disjoint, refuse_taken
     from zarrext.stores import refuse_read_only
 
+    out_options = storage_options if output_storage_options is None else output_storage_options
     if not dry_run:
         refuse_read_only(output, "convert")
         check_disjoint(source, output)
-    store = _opened(source, storage_options)
-    node = zarr.open(store, mode="r")
-    if isinstance(node, zarr.Group):  # its members as stored, not as consolidated
-        node = zarr.open_group(store, mode="r", use_consolidated=False)
+        # before any value is read: planning a quantized array scans it whole
+        refuse_taken(output, overwrite=overwrite, storage_options=out_options)
+    node = open_source(source, storage_options)
     base_encoding = encoding or Encoding()
     per_array: dict[str, Encoding] = {}
     if isinstance(node, zarr.Array):
@@ -1024,12 +1051,11 @@ def convert(
         selected = {"": node}
         members: dict[str, Any] = {}
     else:
-        members = _members(node)
+        members = group_members(node)
         chosen = _chosen(members, arrays, node.path or str(source))
         selected = {name: members[name] for name in chosen}
     for name in selected:
         per_array[name] = (encodings or {}).get(name, base_encoding)
-    out_options = storage_options if output_storage_options is None else output_storage_options
     targets = plan_targets(
         {name: _readable(a) for name, a in selected.items()}, per_array,
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
@@ -1037,22 +1063,82 @@ def convert(
     )
     if dry_run:
         return [_sampled(t, sample) for t in targets]
-    sources = {t.path: source_ref(t.source) for t in targets} if client is not None else {}
+    return run_conversion(
+        node, targets, output, members=members, overwrite=overwrite,
+        output_storage_options=out_options, progress=progress, client=client,
+    )
+
+
+def open_source(source: Any, storage_options: Mapping[str, Any] | None) -> Any:
+    """The array or group at ``source`` (a path, URL or store), read-only; a group
+    with its members as stored, not as its consolidated metadata says."""
+    import zarr
+
+    store = opened_store(source, storage_options)
+    node = zarr.open(store, mode="r")
+    if isinstance(node, zarr.Group):
+        node = zarr.open_group(store, mode="r", use_consolidated=False)
+    return node
+
+
+def run_conversion(
+    node: Any,
+    targets: Sequence[Target] | Callable[[], Sequence[Target]],
+    output: Any,
+    *,
+    members: Mapping[str, Any],
+    overwrite: bool,
+    output_storage_options: Mapping[str, Any] | None,
+    progress: ConvertProgress | None = None,
+    client: Any = None,
+    excluded: Sequence[str] = (),
+    written: Callable[[Target, ConvertReport], None] | None = None,
+    job_name: str = "convert",
+    unit: str = "write unit",
+) -> list[ConvertReport]:
+    """Write the planned ``targets`` of ``node`` (an array, or a group and its
+    ``members``) at ``output`` and publish it (:func:`zarrext.jobs.outputs.run_staged`).
+
+    ``targets`` may be a function planning them (a quantizing form scans its
+    arrays): it is called once the output is known to be free, so that an existing
+    output is refused before any value is read, and before anything is written.
+
+    A group's objects but the targets' (and the ``excluded`` members': an output
+    inside its source group, in one icechunk session) are copied as they are; each
+    target is created and its write units copied (:func:`write_units`); the
+    consolidated metadata is written again. ``written(target, report)`` is called
+    as each array is done, before anything is published: an error it raises
+    discards the output. ``job_name`` and ``unit`` word the messages: the note on
+    an interrupted array (``"convert stopped in {path} after {done} of {total}
+    write units"``), and a store Dask workers cannot reach.
+    """
+    import zarr
+
+    from zarrext.jobs.outputs import run_staged
+
+    kept = {name: m for name, m in members.items()
+            if not any(name == e or name.startswith(f"{e}/") for e in excluded)}
     if client is not None:  # refused before anything is written, as the source is
-        _refuse_zip_output(output)
+        _refuse_zip_output(output, job_name)
 
     def job(target_store: Any) -> list[ConvertReport]:
         from zarrext.api import create_array
         from zarrext.jobs.group_metadata import consolidate_within
 
+        planned = list(targets() if callable(targets) else targets)
+        skipped = [*(t.path for t in planned), *excluded]
+        sources = (
+            {t.path: source_ref(t.source, job_name) for t in planned} if client is not None
+            else {}
+        )
         if isinstance(node, zarr.Array):
             store, base = target_store, None
         else:
             made = zarr.open_group(target_store, mode="w", zarr_format=3)
             store, base = made.store, made.path
-            _copy_as_is(node, members, store, base, list(selected))
+            _copy_as_is(node, kept, store, base, skipped)
         reports = []
-        for t in targets:
+        for t in planned:
             name = (f"{base}/{t.path}" if base else t.path) if t.path else None
             started = time.perf_counter()
             dst = create_array(store, name=name, overwrite=True, **t.kwargs)
@@ -1063,7 +1149,11 @@ def convert(
             worst = write_units(
                 t.source, dst, regions, measure=t.quantized is not None, progress=each,
                 client=client,
-                on_workers=(sources[t.path], output_ref(dst, t)) if client is not None else None,
+                on_workers=(
+                    (sources[t.path], output_ref(dst, t, job_name)) if client is not None
+                    else None
+                ),
+                job_name=job_name, where=t.path, unit=unit,
             )
             if t.quantized is not None and worst > t.quantized.max_abs_error:
                 raise ConversionError(
@@ -1071,11 +1161,14 @@ def convert(
                     f"{t.quantized.max_abs_error!r}: worst error read back is {worst!r}"
                 )
             seconds = time.perf_counter() - started
-            reports.append(ConvertReport(
+            report = ConvertReport(
                 t.path, t.describe(), _stored_bytes(t.source), _stored_bytes(dst), seconds,
                 len(regions), len(regions),
                 worst_error=worst if t.quantized is not None else None,
-            ))
+            )
+            if written is not None:
+                written(t, report)
+            reports.append(report)
         if not isinstance(node, zarr.Array):
             consolidate_within(store, base or "")
             if node.metadata.zarr_format == 2 and _v2_consolidated(node):
@@ -1084,4 +1177,4 @@ def convert(
                 consolidate(store, base or "")
         return reports
 
-    return run_staged(output, overwrite, out_options, job)
+    return run_staged(output, overwrite, output_storage_options, job)

@@ -93,6 +93,7 @@ __all__ = [
     "find_leftovers",
     "run_staged",
     "local_path",
+    "refuse_taken",
     "remove_leftover",
     "staged_output",
 ]
@@ -399,13 +400,7 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
     """
     path = path.parent.resolve() / path.name  # the groups above are found by path
     _clear_leftovers(path)
-    if os.path.lexists(path):
-        if not overwrite:
-            raise OutputConflictError(f"{output} already exists (pass --overwrite to replace it)")
-        if not _is_zarr_node(path):
-            raise OutputConflictError(
-                f"{output} exists and is not a Zarr array or group; refusing to replace it"
-            )
+    _refuse_existing_local(output, path, overwrite=overwrite)
     staging = _staging_path(path)
     staging.mkdir(parents=True)
     zipped = path.suffix == ".zip"
@@ -426,6 +421,16 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _publish(staging, built, path)
+
+
+def _refuse_existing_local(output: Any, path: Path, *, overwrite: bool) -> None:
+    if os.path.lexists(path):
+        if not overwrite:
+            raise OutputConflictError(f"{output} already exists (pass --overwrite to replace it)")
+        if not _is_zarr_node(path):
+            raise OutputConflictError(
+                f"{output} exists and is not a Zarr array or group; refusing to replace it"
+            )
 
 
 def _staging_path(path: Path) -> Path:
@@ -780,9 +785,6 @@ def _consolidate_again(groups: list[tuple[Any, str]]) -> None:
 
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
-    remote = _remote(output)
-    assert remote is not None
-    where = f"{remote[0]}://{remote[1]}"
     old_keys = set(sync(_keys(output)))
     if UNFINISHED in old_keys:
         if "zarr.json" in old_keys:
@@ -795,8 +797,17 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
             # A killed job's own leftovers (its marker says so): nothing that opens.
             sync(_delete_all(output, last=UNFINISHED))
             old_keys = set()
-    if old_keys:
-        if "zarr.json" not in old_keys:
+    _refuse_existing_remote(output, old_keys, overwrite=overwrite)
+    with _written_in_place(output) as target:
+        yield target
+
+
+def _refuse_existing_remote(output: Store, keys: set[str], *, overwrite: bool) -> None:
+    remote = _remote(output)
+    assert remote is not None
+    where = f"{remote[0]}://{remote[1]}"
+    if keys:
+        if "zarr.json" not in keys:
             leftover = _replacement_leftovers(output)
             raise OutputConflictError(
                 f"{where} exists and is not a Zarr array or group; refusing to replace it"
@@ -812,8 +823,6 @@ def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
             "readable until the new one is complete): write to a new prefix and point "
             f"readers to it, or delete {where} first"
         )
-    with _written_in_place(output) as target:
-        yield target
 
 
 @contextlib.contextmanager
@@ -840,6 +849,33 @@ def _written_in_place(output: Store) -> Iterator[Store]:
     sync(target.publish())
     _consolidate_again(_consolidated_above(output))
     sync(output.delete(UNFINISHED))
+
+
+def refuse_taken(
+    output: Any, *, overwrite: bool, storage_options: Mapping[str, Any] | None = None
+) -> None:
+    """Refuse, reading only, an ``output`` that :func:`staged_output` would refuse.
+
+    For a job that reads its source before it writes (a quantizing conversion
+    scans every value first, which can take hours): the refusal comes before that.
+    :func:`staged_output` checks again when it starts. Leftovers of a killed job of
+    zarrext's own are not refused (staged_output replaces them), nor removed here.
+    """
+    if isinstance(output, str) and local_path(output) is None:
+        output = stores.open_store(output, mode="r", storage_options=storage_options)
+    if isinstance(output, Store) and _remote(output) is not None:
+        keys = set(sync(_keys(output)))
+        if UNFINISHED in keys and "zarr.json" not in keys:
+            return  # a killed job's own leftovers: replaced
+        _refuse_existing_remote(output, keys - {UNFINISHED}, overwrite=overwrite)
+        return
+    session = in_session(output)
+    if session is not None:
+        _refuse_existing_in_session(*session, output=output, overwrite=overwrite)
+        return
+    path = local_path(output)
+    if path is not None:
+        _refuse_existing_local(output, path.parent.resolve() / path.name, overwrite=overwrite)
 
 
 def run_staged[T](

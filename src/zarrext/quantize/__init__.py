@@ -24,11 +24,13 @@ writer; zarrext's writers refuse any value that would not come back within it
 The package follows those steps: :mod:`~zarrext.codecs.filter_roundtrip` runs the
 real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
 configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
-(``zarrext quantize``, the only part doing I/O) builds on them, each module using
-only the ones before it: :mod:`~zarrext.quantize.blocks` runs a pass over an array's
-blocks (in threads, or on Dask workers), :mod:`~zarrext.quantize.copying` copies one
-array and :mod:`~zarrext.quantize.groups` a group; :mod:`zarrext.jobs.outputs` publishes
-the copy and refreshes the consolidated metadata of the groups holding it.
+(``zarrext quantize``, the only part doing I/O) is ``zarrext convert``'s quantizing
+form: one engine (:mod:`zarrext.jobs.convert`) writes, checks and publishes every
+conversion. Each module here uses only the ones before it:
+:mod:`~zarrext.quantize.scanning` finds an array's value range (in threads, or on
+Dask workers), :mod:`~zarrext.quantize.copying` makes one array's quantized target
+and copies it, :mod:`~zarrext.quantize.groups` a group, and
+:mod:`~zarrext.quantize.converting` is the public ``zarrext.convert``.
 
 Layer: above :mod:`zarrext.jobs` (beside :mod:`zarrext.xarray`, neither importing the
 other); may import the jobs, :mod:`zarrext.api` and every layer below.

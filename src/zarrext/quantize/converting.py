@@ -2,59 +2,40 @@
 
 The engine is :mod:`zarrext.jobs.convert`; the planner it needs to quantize lives
 here, a layer above it, so the public function is assembled here: the engine given
-:func:`quantizer`, which scans a float array (:func:`zarrext.quantize.blocks.scan`)
-and plans its filters (:func:`~zarrext.quantize.planning.plan_quantization`), as
-``zarrext quantize`` does. ``zarrext quantize`` itself is left as it is.
+:func:`quantizer`, which scans a float array (:func:`zarrext.quantize.scanning.scan`)
+and plans its filters (:func:`~zarrext.quantize.planning.plan_quantization`).
+``zarrext quantize`` (:mod:`~zarrext.quantize.copying`) is the same engine with
+quantize's defaults: it keeps the source's chunks, shards and plain zstd.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
-from zarrext.codecs.decisions import without_decision_record
 from zarrext.jobs.convert import (
     ConvertProgress,
     ConvertReport,
     Encoding,
     Quantized,
     Quantizer,
-    source_ref,
 )
 from zarrext.jobs.convert import convert as _convert
-from zarrext.quantize.blocks import block_slices, scan
-from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quantization
+from zarrext.quantize.scanning import quantized
 
-__all__ = ["convert", "quantizer", "quantizer_on"]
-
-
-def quantizer(src: Any, max_abs_error: float, label: str, client: Any = None) -> Quantized:
-    """Scan ``src`` (by its shards, or chunks; on a Dask ``client``'s workers when
-    given) and plan its quantizing filters."""
-    ftype = float_dtype(src.dtype)
-    fill = float(src.fill_value)
-    planned_fill = None if math.isnan(fill) else fill
-    if src.metadata.zarr_format != 3:  # the scan's tasks read through zarrext's pipeline
-        client = None
-    ref = source_ref(src) if client is not None else None
-    try:
-        found = scan(src, block_slices(tuple(src.shape), tuple(src.shards or src.chunks)),
-                     None, client, ref)
-        planned = plan_quantization(
-            max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
-            **found.plan_arguments(),
-        )
-    except QuantizationError as e:
-        raise QuantizationError(f"cannot convert {label}: {e}") from None
-    attributes = planned.planned.recorded_in(without_decision_record(src.attrs.asdict()))
-    return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
-                     str(planned.stored_dtype))
+__all__ = ["convert", "quantizer"]
 
 
-def quantizer_on(client: Any) -> Quantizer:
-    """:func:`quantizer` scanning on ``client``'s workers."""
-    return lambda src, max_abs_error, label: quantizer(src, max_abs_error, label, client)
+def quantizer(client: Any = None) -> Quantizer:
+    """The :data:`~zarrext.jobs.convert.Quantizer` of ``convert``: it scans a float array
+    (by its shards, or chunks; on a Dask ``client``'s workers when given) and plans
+    its filters (:func:`zarrext.quantize.scanning.quantized`)."""
+
+    def planned(src: Any, max_abs_error: float, label: str, sharded: bool) -> Quantized:
+        return quantized(src, max_abs_error, label, cover_zero=sharded, client=client,
+                         job_name="convert")
+
+    return planned
 
 
 def _shape(value: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -157,7 +138,7 @@ def convert(
     return _convert(
         source, output, encoding=encoding, encodings=encodings, arrays=arrays,
         overwrite=overwrite, dry_run=dry_run, progress=progress,
-        quantizer=quantizer if client is None else quantizer_on(client),
+        quantizer=quantizer(client),
         storage_options=storage_options, output_storage_options=output_storage_options,
         client=client,
     )

@@ -1,46 +1,40 @@
 """Copying one floating-point array quantized (behind ``zarrext quantize``).
 
+``zarrext quantize`` is ``zarrext convert``'s quantizing form with quantize's own
+defaults: the source's chunks and shards kept, plain zstd, and a copy larger than
+its source refused. :func:`quantized_target` scans an array, plans its filters and
+makes the conversion's :class:`~zarrext.jobs.convert.Target`; the conversion engine
+(:func:`zarrext.jobs.convert.run_conversion`) writes it, reading every block back to
+measure the error, and publishes it.
+
 :func:`copy_quantized` refuses, before scanning any data, an output over its input or
 one that exists (without ``overwrite``); builds the output under a temporary name and
 moves it into place only when it is complete and no larger than its source (unless
 ``allow_larger``), refreshing the consolidated metadata of the groups that hold the
 new output so that readers trusting it (xarray) see it, and never a mix of the old
-and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantize_array`
-(scan, plan, write, verify one array) also serves :mod:`~zarrext.quantize.groups`.
+and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target`
+also serves :mod:`~zarrext.quantize.groups`.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zarrext.codecs.decisions import without_decision_record
-from zarrext.quantize.blocks import (
-    OutputRef,
-    Progress,
-    block_slices,
-    copy_block,
-    copy_on_worker,
-    described,
-    run_blocks,
-    scan,
-)
-from zarrext.quantize.planning import (
-    QuantizationError,
-    QuantizationPlan,
-    float_dtype,
-    plan_quantization,
-)
+from zarrext.jobs.convert import ConvertReport, Target
+from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
+from zarrext.quantize.scanning import Progress, quantized
 
 __all__ = [
     "CopyReport",
     "LargerOutputError",
+    "collecting",
     "copy_quantized",
     "quantized_codecs",
+    "quantized_target",
     "source_sharding",
-    "stored_bytes",
 ]
 
 class LargerOutputError(QuantizationError):
@@ -55,8 +49,8 @@ class CopyReport:
     ----------
     plan : QuantizationPlan
     source_bytes, output_bytes : int
-        Bytes of stored chunks (:func:`stored_bytes`) of the source and the output
-        array: ``zarr.json`` is not counted, nor a shard's index or free space.
+        Bytes of stored chunks (as ``zarrext info`` counts them) of the source and
+        the output array: ``zarr.json`` is not counted, nor a shard's index or free space.
     worst_error : float
         Largest ``|output - source|`` over the finite values, read back from the
         output store block by block.
@@ -77,13 +71,6 @@ class CopyReport:
     def size_ratio(self) -> float:
         """``source_bytes / output_bytes`` (how many times smaller the output is)."""
         return self.source_bytes / self.output_bytes if self.output_bytes else math.inf
-
-
-def stored_bytes(array: Any) -> int:
-    """Bytes of an array's stored chunks, as ``zarrext info`` and ``inspect`` count them."""
-    from zarrext.jobs.inspection import inventory
-
-    return inventory(array, read_masks=False).stored_bytes
 
 
 def source_sharding(codecs: Sequence[Any]) -> Any:
@@ -143,118 +130,75 @@ def _layout(
             "serializer": codecs[len(filters)], "compressors": codecs[len(filters) + 1:]}
 
 
-def quantize_array(
+def quantized_target(
     src: Any,
-    store: Any,
-    name: str | None,
+    path: str,
     *,
     max_abs_error: float,
-    allow_larger: bool,
-    progress: Progress | None,
+    progress: Callable[[int, int], None] | None = None,
     client: Any = None,
-    report_path: str | None = None,
     compressors: Sequence[Any] | None = None,
-) -> CopyReport:
-    """Scan ``src``, plan, write it quantized at ``name`` in ``store``, verify it.
+) -> Target:
+    """Scan ``src``, plan its filters, and the conversion target that stores it quantized.
 
     The copy keeps ``src``'s chunks and shards: the filters go inside its sharding
     codec, ahead of ``compressors`` (default zstd) on each inner chunk
     (:func:`quantized_codecs`), planned with 0.0 encodable (``cover_zero``) there.
+    ``progress(done, total)`` as the scan's blocks finish; with a Dask ``client``
+    the scan runs on its workers.
 
-    Both passes read the blocks (shards, or chunks) many at a time: zarr's
-    ``async.concurrency`` blocks in flight, on threads here or in each task on a
-    Dask ``client``. Memory per process (per worker thread on a cluster): about
-    ``concurrency x 2 x`` a decoded block (the source's values and the ones read
-    back), plus the encoded bytes in flight.
+    Raises
+    ------
+    QuantizationError
+        A fill value the filters would not give back (before any value is read), or
+        no plan meets the bound.
     """
-    import zarr
-
-    from zarrext.jobs.store_refs import ArrayRef
-
-    label = src.path or "/"
-    ftype = float_dtype(src.dtype)
-    blocks = block_slices(tuple(src.shape), tuple(src.shards or src.chunks))
-    source_ref = ArrayRef(described(src, "source"), src.path, "r") if client else None
-    fill = float(src.fill_value)
-    planned_fill = None if math.isnan(fill) else fill
-    # The planner refuses a fill value its filters would not give back, whatever the
-    # values' range (a finite fill is the offset, a special one has its own code):
-    # plan for the fill value alone first, so that the refusal comes before the scan.
-    try:
-        plan_quantization(max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
-                          value_range=(fill, fill) if math.isfinite(fill) else (0.0, 0.0))
-    except QuantizationError as e:
-        raise QuantizationError(f"cannot quantize {label}: {e}") from None
-    found = scan(src, blocks, progress, client, source_ref)
-    planned = plan_quantization(
-        max_abs_error=max_abs_error,
-        dtype=ftype,
-        fill_value=planned_fill,
+    planned = quantized(
+        src, max_abs_error, path or "/", progress=progress, client=client,
         cover_zero=source_sharding(src.metadata.codecs) is not None,
-        **found.plan_arguments(),
     )
-    dst = zarr.create_array(
-        store,
-        name=name,
-        shape=src.shape,
-        dtype=ftype,
-        fill_value=fill,
-        # no conditional codec in the copy: a decision recorded for one would be untrue;
-        # the plan recorded instead, for later writers to check (zarrext.codecs.quantized_writes)
-        attributes=planned.planned.recorded_in(without_decision_record(src.attrs)),
-        dimension_names=getattr(src.metadata, "dimension_names", None),
-        zarr_format=3,
-        overwrite=True,
+    kwargs = {
+        "shape": tuple(src.shape),
+        "dtype": float_dtype(src.dtype),
+        "fill_value": float(src.fill_value),
+        # no conditional codec in the copy: no decision recorded, the plan instead
+        "attributes": planned.attributes,
+        "dimension_names": getattr(src.metadata, "dimension_names", None),
+        "zarr_format": 3,
         **_layout(src, planned.filters, compressors),
-    )
-    output_ref = None
-    if client is not None:
-        from zarr.core.buffer import default_buffer_prototype
-
-        document = dst.metadata.to_buffer_dict(default_buffer_prototype())["zarr.json"]
-        output_ref = OutputRef(described(dst, "output"), dst.path, document.to_bytes())
-    where = f" in {label}" if name else ""
-    worst = run_blocks(
-        "copy", lambda sl: copy_block(src, dst, sl),
-        (copy_on_worker, (source_ref, output_ref)), blocks,
-        client=client, progress=progress, combine=max, start=0.0,
-        stopped=f"quantize stopped{where}",
-    )
-    if worst > max_abs_error:
-        raise QuantizationError(
-            f"quantized copy of {label} exceeds max_abs_error={max_abs_error!r}: "
-            f"worst error read back is {worst!r}"
-        )
-    report = CopyReport(
-        plan=planned,
-        source_bytes=stored_bytes(src),
-        output_bytes=stored_bytes(dst),
-        worst_error=worst,
-        blocks=len(blocks),
-        path=report_path if report_path is not None else name or "",
-    )
-    if report.output_bytes > report.source_bytes and not allow_larger:
-        from zarrext.jobs.inspection import size_change
-
-        raise LargerOutputError(
-            f"the quantized copy of {label} would be "
-            f"{size_change(report.source_bytes, report.output_bytes)} than its source "
-            f"({report.output_bytes:,} vs {report.source_bytes:,} bytes of chunks; "
-            f"{planned.stored_dtype} codes for max_abs_error={max_abs_error!r}); "
-            "raise the bound, or accept it with --allow-larger (allow_larger=True)"
-        )
-    return report
+    }
+    return Target(path, src, kwargs, planned)
 
 
-def opened(location: Any, storage_options: Mapping[str, Any] | None) -> Any:
-    """A path or URL as a read-only store (with ``storage_options``); other store-likes as given."""
-    import os
+def collecting(
+    copies: list[CopyReport], allow_larger: bool
+) -> Callable[[Target, ConvertReport], None]:
+    """The check run on each quantized array written, before the output is published:
+    its :class:`CopyReport` appended to ``copies``, and a copy larger than its source
+    refused (:class:`LargerOutputError`) unless ``allow_larger``."""
 
-    from zarrext.stores import open_store
+    def written(target: Target, report: ConvertReport) -> None:
+        quantized = target.quantized
+        assert quantized is not None
+        assert report.worst_error is not None
+        if report.output_bytes > report.source_bytes and not allow_larger:
+            from zarrext.jobs.inspection import size_change
 
-    if isinstance(location, str | os.PathLike):
-        return open_store(os.fspath(location), mode="r", storage_options=storage_options)
-    return location
+            raise LargerOutputError(
+                f"the quantized copy of {target.path or '/'} would be "
+                f"{size_change(report.source_bytes, report.output_bytes)} than its source "
+                f"({report.output_bytes:,} vs {report.source_bytes:,} bytes of chunks; "
+                f"{quantized.stored_dtype} codes for "
+                f"max_abs_error={quantized.max_abs_error!r}); "
+                "raise the bound, or accept it with --allow-larger (allow_larger=True)"
+            )
+        copies.append(CopyReport(
+            plan=quantized.plan, source_bytes=report.source_bytes,
+            output_bytes=report.output_bytes, worst_error=report.worst_error,
+            blocks=report.units, path=report.path,
+        ))
+
+    return written
 
 
 def copy_quantized(
@@ -327,23 +271,27 @@ def copy_quantized(
         ``overwrite``, or on an object store).
     """
     from zarrext.api import open_array
-    from zarrext.jobs.outputs import check_disjoint, run_staged
+    from zarrext.jobs.convert import opened_store, run_conversion
+    from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only
     check_disjoint(source, output)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
-    src = open_array(opened(source, storage_options), mode="r")
+    src = open_array(opened_store(source, storage_options), mode="r")
     float_dtype(src.dtype)
+    scanned = None if progress is None else lambda done, total: progress("scan", done, total)
     out_options = storage_options if output_storage_options is None else output_storage_options
-    report: CopyReport = run_staged(
-        output,
-        overwrite,
-        out_options,
-        lambda target: quantize_array(
-            src, target, None, max_abs_error=max_abs_error, allow_larger=allow_larger,
-            progress=progress, client=client,
-        ),
+    copies: list[CopyReport] = []
+    run_conversion(
+        src,
+        lambda: [quantized_target(src, "", max_abs_error=max_abs_error, progress=scanned,
+                                  client=client)],
+        output, members={}, overwrite=overwrite, output_storage_options=out_options,
+        progress=None if progress is None else lambda _, done, total: progress(
+            "copy", done, total),
+        client=client, written=collecting(copies, allow_larger), job_name="quantize",
+        unit="block",
     )
-    return report
+    return copies[0]

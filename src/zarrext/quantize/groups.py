@@ -1,20 +1,21 @@
 """Copying a group quantized (behind ``zarrext quantize`` given a group).
 
 :func:`floating_arrays` chooses the arrays to quantize; :func:`copy_group_quantized`
-copies each of them as :func:`~zarrext.quantize.copying.copy_quantized` copies one,
-every other object of the group byte for byte, and consolidates again the
-consolidated metadata in the copy and in the groups that hold it.
+converts each of them as :func:`~zarrext.quantize.copying.copy_quantized` converts
+one, copies every other object of the group as it is, and consolidates again the
+consolidated metadata in the copy and in the groups that hold it: the conversion
+engine's group copy (:func:`zarrext.jobs.convert.run_conversion`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from zarrext.errors import naming_codec_holder
-from zarrext.jobs import cluster
-from zarrext.quantize.blocks import Progress
-from zarrext.quantize.copying import CopyReport, opened, quantize_array
+import zarr
+
+from zarrext.jobs.convert import Target, group_members
+from zarrext.quantize.copying import CopyReport, collecting, quantized_target
 from zarrext.quantize.planning import float_dtype
 
 __all__ = ["copy_group_quantized", "floating_arrays"]
@@ -42,17 +43,10 @@ def floating_arrays(
         If a name is not an array of the group, or not of a floating-point type, or
         (without names) the group holds no floating-point array.
     """
-    import zarr
-
-    from zarrext.jobs.group_metadata import is_staging
-
-    with naming_codec_holder(group=group):
-        members = group.members(max_depth=None)
     arrays = {
         name: member
-        for name, member in members
+        for name, member in group_members(group).items()
         if isinstance(member, zarr.Array)
-        and not is_staging(name)  # an earlier zarrext's temporary copy: no member
         and not (excluding and (name == excluding or name.startswith(f"{excluding}/")))
     }
     where = group.path or str(group.store)
@@ -135,10 +129,8 @@ def copy_group_quantized(
     ValueError
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
-    import zarr
-
     from zarrext.api import with_runtime
-    from zarrext.jobs.group_metadata import consolidate_within
+    from zarrext.jobs.convert import open_source, opened_store, run_conversion
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -146,72 +138,33 @@ def copy_group_quantized(
     excluded = _excluded_output(source, output)
     if excluded is None:
         check_disjoint(source, output)
-    group = zarr.open_group(opened(source, storage_options), mode="r", use_consolidated=False)
-    chosen = [
-        a for a in floating_arrays(group, arrays, excluding=excluded)
-    ]
+    group = open_source(opened_store(source, storage_options), None)
+    if not isinstance(group, zarr.Group):
+        raise ValueError(f"{source} is an array, not a group: quantize it as an array")
+    chosen = floating_arrays(group, arrays, excluding=excluded)
 
-    def job(target: Any) -> list[CopyReport]:
-        made = zarr.open_group(target, mode="w")
-        store, base = made.store, made.path
-        names = [a.path[len(group.path):].strip("/") for a in chosen]
-        _copy_objects(group, store, base, [*names, *([excluded] if excluded else [])])
-        reports = []
-        for array, name in zip(chosen, names, strict=True):
-            each: Progress | None = None
+    def targets() -> list[Target]:
+        planned = []
+        for array in chosen:
+            name = array.path[len(group.path):].strip("/")
+            scanned = None
             if progress is not None:
-                each = (lambda n: lambda phase, done, total: progress(n, phase, done, total))(
-                    name
-                )
-            reports.append(
-                quantize_array(
-                    # read through zarrext's pipeline: decode errors name the chunk
-                    with_runtime(array), store, f"{base}/{name}" if base else name,
-                    max_abs_error=max_abs_error, allow_larger=allow_larger, progress=each,
-                    client=client, report_path=name,
-                )
-            )
-        consolidate_within(store, base)
-        return reports
+                scanned = (lambda n: lambda done, total: progress(n, "scan", done, total))(name)
+            planned.append(quantized_target(
+                # read through zarrext's pipeline: decode errors name the chunk
+                with_runtime(array), name, max_abs_error=max_abs_error, progress=scanned,
+                client=client,
+            ))
+        return planned
 
     out_options = storage_options if output_storage_options is None else output_storage_options
-    from zarrext.jobs.outputs import run_staged
-
-    reports: list[CopyReport] = run_staged(output, overwrite, out_options, job)
-    return reports
-
-
-def _copy_objects(group: Any, store: Any, base: str, skip: Iterable[str]) -> None:
-    """Copy every object under ``group`` to ``base`` in ``store``, but the ``skip`` nodes.
-
-    Many objects in flight at once (zarr's ``async.concurrency``).
-    """
-    import asyncio
-
-    from zarr.core.buffer import default_buffer_prototype
-    from zarr.core.sync import sync
-
-    from zarrext.jobs.outputs import STAGING_MARKER
-
-    source = group.store
-    prefix = f"{group.path}/" if group.path else ""
-    into = f"{base}/" if base else ""
-    skipped = tuple(f"{s}/" for s in skip)
-    prototype = default_buffer_prototype()
-
-    async def copy_all() -> None:
-        limit = asyncio.Semaphore(cluster.concurrency())
-
-        async def copy(key: str) -> None:
-            async with limit:
-                value = await source.get(key, prototype)
-                if value is not None:
-                    await store.set(f"{into}{key[len(prefix):]}", value)
-
-        keys = [
-            k async for k in source.list_prefix(prefix)
-            if not k[len(prefix):].startswith(skipped) and STAGING_MARKER not in k[len(prefix):]
-        ]
-        await asyncio.gather(*(copy(k) for k in keys))
-
-    sync(copy_all())
+    copies: list[CopyReport] = []
+    run_conversion(
+        group, targets, output, members=group_members(group), overwrite=overwrite,
+        output_storage_options=out_options,
+        progress=None if progress is None else lambda name, done, total: progress(
+            name, "copy", done, total),
+        client=client, excluded=[excluded] if excluded else [],
+        written=collecting(copies, allow_larger), job_name="quantize", unit="block",
+    )
+    return copies
