@@ -19,7 +19,6 @@ by band, so that making them holds one band.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +72,7 @@ def bound(kwargs: dict[str, Any], threads: int = THREADS) -> int:
 
 
 @pytest.fixture(scope="module")
-def sources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+def sources(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     """Local sources: ``warm`` (8 MiB, converted first by each probe), ``half``
     (128 MiB) and ``full`` (256 MiB)."""
     root = tmp_path_factory.mktemp("sources")
@@ -81,7 +80,7 @@ def sources(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]
     for name, rows in (("warm", 512), ("half", ROWS // 2), ("full", ROWS)):
         write_source(str(root / f"{name}.zarr"), rows)
         made[name] = str(root / f"{name}.zarr")
-    yield made
+    return made
 
 
 def converted(sources: dict[str, str], tmp_path: Path, name: str,
