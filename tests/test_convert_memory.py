@@ -109,6 +109,7 @@ def check_bound(rise: int, kwargs: dict[str, Any], size: int, threads: int = THR
         pytest.param(SHARDED, id="sharded"),
         pytest.param(UNSHARDED, id="unsharded"),
         pytest.param({**SHARDED, "max_abs_error": 0.01}, id="quantized-sharded"),
+        pytest.param({**UNSHARDED, "max_abs_error": 0.01}, id="quantized-unsharded"),
     ],
 )
 def test_peak_is_bounded_by_the_write_unit(
@@ -142,13 +143,6 @@ def test_peak_follows_the_write_unit_not_the_array(
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(strict=True, reason=(
-    "measured_error (zarrext.codecs.filter_roundtrip, called by jobs.convert._copy_unit "
-    "for every quantized unit) casts the unit and its read-back to float64 whole and "
-    "subtracts them: ~3 float64 copies (6 float32 units) per thread beside the values "
-    "and the read-back; on the unsharded path (async.concurrency unit threads) that is "
-    "~9 units per thread where copying takes ~4; measuring in slabs of the unit (as "
-    "filter_roundtrip's _SLAB does elsewhere) would bound it"))
 def test_quantizing_costs_a_thread_one_unit_more_than_copying(
     sources: dict[str, str], tmp_path: Path
 ) -> None:
