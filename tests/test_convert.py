@@ -424,3 +424,38 @@ def test_quantize_is_converts_quantizing_form(where: Where, form: str, fill: flo
     assert (copied.worst_error, copied.blocks) == (converted.worst_error, converted.units)
     assert (copied.source_bytes, copied.output_bytes) == (
         converted.source_bytes, converted.output_bytes)
+
+
+@pytest.mark.parametrize("selected", [["t"], ["n"], None])
+def test_an_xarray_format_2_dataset_converts_with_the_rest_as_it_is(
+    where: Where, selected: list[str] | None
+) -> None:
+    """xarray's format 2 stores: integers with a null fill value, dimension names in
+    ``_ARRAY_DIMENSIONS``, consolidated metadata. Whatever arrays are converted,
+    the others migrated as they are, xarray reads the copy back equal."""
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(3)
+    ds = xr.Dataset(
+        {"t": (("time", "y", "x"), (280 + 10 * rng.random((3, 20, 12))).astype("f4")),
+         "n": (("y",), np.arange(20))},
+        coords={"x": np.arange(12.0), "y": np.arange(20.0)},
+        attrs={"title": "a format 2 dataset"},
+    )
+    ds.to_zarr(where.location("ds.zarr"), zarr_format=2, consolidated=True,
+               storage_options=where.options)
+    assert zarr.open_group(where.location("ds.zarr"), storage_options=where.options,
+                           mode="r")["n"].metadata.fill_value is None
+    reports = zarrext.convert(where.location("ds.zarr"), where.location("out.zarr"),
+                              arrays=selected, storage_options=where.options)
+    assert sorted(r.path for r in reports) == sorted(selected or ["n", "t", "x", "y"])
+    back = xr.open_zarr(where.location("out.zarr"), storage_options=where.options).load()
+    xr.testing.assert_equal(back, ds)
+    assert back.attrs == ds.attrs
+    for name in ds.variables:  # the decision convert records aside
+        assert {k: v for k, v in back[name].attrs.items() if k != "zarrext"} == ds[name].attrs
+    for name in ("n", "t", "x", "y"):
+        array = zarr.open_array(where.location(f"out.zarr/{name}"), mode="r",
+                                storage_options=where.options)
+        assert array.metadata.zarr_format == 3
+        assert array.metadata.dimension_names == tuple(ds[name].dims)
+        assert "_ARRAY_DIMENSIONS" not in array.attrs

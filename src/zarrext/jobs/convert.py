@@ -953,8 +953,6 @@ def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
     copied object for object (consolidated metadata written again later); a format 2
     one gets format 3 groups and arrays (zarr's ``migrate_to_v3``), chunks as they are."""
     import zarr
-    from zarr.metadata.migrate_v3 import migrate_to_v3
-    from zarr.storage import StorePath
 
     prefix = f"{group.path}/" if group.path else ""
     into = f"{base}/" if base else ""
@@ -983,7 +981,36 @@ def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
     _copy_keys(group.store, prefix, store, into, keys)
     for name, member in members.items():
         if name not in converted and isinstance(member, zarr.Array):
-            migrate_to_v3(member, StorePath(store, f"{into}{name}"))
+            _migrated(member, store, f"{into}{name}")
+
+
+def _migrated(member: Any, store: Any, path: str) -> None:
+    """A format 2 array's metadata written as format 3 at ``path`` (zarr's
+    ``migrate_to_v3``), its chunks read where they are, as the converted arrays
+    are made: xarray's ``_ARRAY_DIMENSIONS`` become dimension names, and a fill
+    value of null (format 2's "none": zarr-python reads a missing chunk as the
+    type's default, which xarray writes for integers) becomes that default, as
+    format 3 needs one (``migrate_to_v3`` refuses null)."""
+    import dataclasses
+
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+    from zarr.metadata.migrate_v3 import migrate_to_v3
+    from zarr.storage import StorePath
+
+    metadata = member.metadata
+    if metadata.fill_value is None:
+        metadata = dataclasses.replace(metadata, fill_value=metadata.dtype.default_scalar())
+        member = zarr.Array(zarr.AsyncArray(metadata=metadata, store_path=member.store_path))
+    migrate_to_v3(member, StorePath(store, path))
+    key = f"{path}/zarr.json"
+    prototype = default_buffer_prototype()
+    document = json.loads(sync(store.get(key, prototype=prototype)).to_bytes())
+    dims = document.get("attributes", {}).pop("_ARRAY_DIMENSIONS", None)
+    if dims is not None:
+        document["dimension_names"] = list(dims)
+        sync(store.set(key, prototype.buffer.from_bytes(json.dumps(document, indent=2).encode())))
 
 
 def _v2_consolidated(group: Any) -> bool:
