@@ -388,3 +388,38 @@ def test_readme_quantize_block_runs(
             report = json.loads(out)
             assert report["worst_error"] <= 0.01
             assert report["output_bytes"] < report["source_bytes"]
+
+
+@pytest.mark.parametrize("node", ["array", "group"])
+def test_quantize_copies_an_xarray_format_2_store_into_format_3(
+    run: Run, tmp_path: Path, node: str
+) -> None:
+    """quantize is convert's quantizing form: a format 2 source (xarray's, consolidated)
+    is read as convert reads it, the copy is format 3 with its dimension names, and
+    the source is left as it was."""
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(5)
+    ds = xr.Dataset(
+        {"t": (("time", "y"), (280 + 10 * rng.random((6, 40))).astype("f4")),
+         "n": (("y",), np.arange(40))},
+        coords={"y": np.arange(40.0)},
+    )
+    ds.to_zarr(tmp_path / "ds.zarr", zarr_format=2, consolidated=True)
+    before = tree_digest(tmp_path / "ds.zarr")
+    source = tmp_path / "ds.zarr" / ("t" if node == "array" else "")
+    code, out, err = run("quantize", source, "--max-abs-error", "0.01",
+                         "--out", tmp_path / "q.zarr", "--json")
+    assert (code, err) == (0, ""), err
+    report = json.loads(out)
+    worst = report["worst_error"] if node == "array" else report["arrays"][0]["worst_error"]
+    assert worst <= 0.01
+    assert tree_digest(tmp_path / "ds.zarr") == before
+    copied = zarr.open_array(tmp_path / "q.zarr" / ("" if node == "array" else "t"), mode="r")
+    assert copied.metadata.zarr_format == 3
+    assert copied.metadata.dimension_names == ("time", "y")
+    assert "_ARRAY_DIMENSIONS" not in copied.attrs
+    assert float(np.abs(copied[:] - ds["t"].values).max()) <= 0.01
+    if node == "group":  # the other arrays as they were, readable by xarray
+        back = xr.open_zarr(tmp_path / "q.zarr").load()
+        xr.testing.assert_equal(back["n"], ds["n"])
+        assert [a["path"] for a in report["arrays"]] == ["t"]  # not y: a coordinate

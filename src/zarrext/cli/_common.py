@@ -393,9 +393,11 @@ def _in_repository(
 
 
 def open_node(
-    path: Path | str, mode: str = "r", storage_options: str | None = None
+    path: Path | str, mode: str = "r", storage_options: str | None = None,
+    *, format_2: bool = False,
 ) -> zarr.Array | zarr.Group:
-    """Open the Zarr format 3 array or group at ``path``, or fail with one line.
+    """Open the Zarr format 3 array or group at ``path``, or fail with one line
+    (``format_2``: a format 2 one too, for the jobs that copy it into format 3).
 
     ``path`` is a local path, a zip archive or a URL; ``storage_options`` is the
     ``--storage-options`` JSON text. A :class:`SessionPath` opens its icechunk
@@ -444,7 +446,7 @@ def open_node(
         if local is not None:
             raise
         fail(_unreachable(text, e), ExitCode.UNREACHABLE)
-    if node.metadata.zarr_format != 3:
+    if node.metadata.zarr_format != 3 and not format_2:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
             f"{text}: Zarr format 2 {kind}s are not supported by zarrext; add Zarr "

@@ -265,7 +265,7 @@ def register(app: typer.Typer) -> None:
         from zarrext import quantize as jobs
         from zarrext.stores import parse_storage_options
 
-        # Opened once here for one-line errors (missing, not Zarr, format 2); the
+        # Opened once here for one-line errors (missing, not Zarr); the
         # store goes to the job, so a URL's storage options reach it.
         source_options, output_options = _options_of(path, out, storage_options,
                                                      out_storage_options)
@@ -276,7 +276,8 @@ def register(app: typer.Typer) -> None:
         node = (
             _open_in_repository(path, icechunk_path)
             if isinstance(path, SessionPath) and icechunk_path is not None
-            else open_node(path, storage_options=source_options)
+            # a format 2 source too: its copy is format 3, as convert makes it
+            else open_node(path, storage_options=source_options, format_2=True)
         )
         if isinstance(node, zarr.Group):
             try:

@@ -56,7 +56,9 @@ __all__ = [
     "group_members",
     "open_source",
     "opened_store",
+    "readable",
     "run_conversion",
+    "source_parts",
     "output_ref",
     "plan_targets",
     "source_ref",
@@ -292,7 +294,7 @@ def opened_store(location: Any, storage_options: Mapping[str, Any] | None) -> An
     return location
 
 
-def _readable(array: Any) -> Any:
+def readable(array: Any) -> Any:
     """A v3 array read through zarrext's pipeline (decode errors name the chunk)."""
     from zarrext.api import with_runtime
 
@@ -309,7 +311,7 @@ def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict
     )
     if array.metadata.zarr_format != 3:
         raise ConversionError(f"like={like}: a Zarr format 2 array has no format 3 encoding")
-    inner, sharding, layout = _chunk_codecs(_readable(array).metadata)
+    inner, sharding, layout = _chunk_codecs(readable(array).metadata)
     return {
         "chunks": tuple(array.chunks),
         "shards": tuple(array.shards or ()) if sharding is not None else False,
@@ -319,7 +321,7 @@ def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict
     }
 
 
-def _source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, ...] | None]:
+def source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, ...] | None]:
     """(filters, serializer, attributes, dimension names) the source gives its copy."""
     from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec
 
@@ -358,7 +360,7 @@ def _target(
     from zarrext.codecs.conditional import ConditionalCodec
 
     label = path or "/"
-    filters, serializer, attributes, dims = _source_parts(src)
+    filters, serializer, attributes, dims = source_parts(src)
     like = _like_encoding(encoding.like, storage_options) if encoding.like is not None else {}
     chunks = encoding.chunks or like.get("chunks") or tuple(src.chunks)
     shards: Any = encoding.shards if encoding.shards is not None else like.get("shards")
@@ -855,7 +857,7 @@ def _sampled(target: Target, sample: int) -> ConvertReport:
     regions = unit_slices(target.kwargs["shape"], target.write_unit)
     picked = _spread(regions, sample)
     started = time.perf_counter()
-    write_units(_readable(target.source), dst, picked, measure=target.quantized is not None)
+    write_units(readable(target.source), dst, picked, measure=target.quantized is not None)
     seconds = time.perf_counter() - started
     from zarrext.jobs.inspection import inventory
 
@@ -1084,7 +1086,7 @@ def convert(
     for name in selected:
         per_array[name] = (encodings or {}).get(name, base_encoding)
     targets = plan_targets(
-        {name: _readable(a) for name, a in selected.items()}, per_array,
+        {name: readable(a) for name, a in selected.items()}, per_array,
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
         storage_options=storage_options,
     )

@@ -23,7 +23,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from zarrext.jobs.convert import ConvertReport, Target
+import zarr
+
+from zarrext.jobs.convert import ConvertReport, Target, source_parts
 from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
 from zarrext.quantize.scanning import Progress, quantized
 
@@ -121,7 +123,7 @@ def _layout(
     src: Any, filters: Sequence[Any], compressors: Sequence[Any] | None
 ) -> dict[str, Any]:
     """``zarr.create_array``'s arguments for the codecs of ``src``'s quantized copy."""
-    sharding = source_sharding(src.metadata.codecs)
+    sharding = source_sharding(getattr(src.metadata, "codecs", ()))  # format 2: none
     codecs = quantized_codecs(sharding, filters, compressors)
     if sharding is not None:  # chunks: the shard shape, the source's chunk grid's
         return {"chunks": src.metadata.chunk_grid.chunk_shape, "filters": None,
@@ -153,9 +155,10 @@ def quantized_target(
         A fill value the filters would not give back (before any value is read), or
         no plan meets the bound.
     """
+    sharding = source_sharding(getattr(src.metadata, "codecs", ()))  # format 2: none
     planned = quantized(
         src, max_abs_error, path or "/", progress=progress, client=client,
-        cover_zero=source_sharding(src.metadata.codecs) is not None,
+        cover_zero=sharding is not None,
     )
     kwargs = {
         "shape": tuple(src.shape),
@@ -163,7 +166,7 @@ def quantized_target(
         "fill_value": float(src.fill_value),
         # no conditional codec in the copy: no decision recorded, the plan instead
         "attributes": planned.attributes,
-        "dimension_names": getattr(src.metadata, "dimension_names", None),
+        "dimension_names": source_parts(src)[3],
         "zarr_format": 3,
         **_layout(src, planned.filters, compressors),
     }
@@ -270,8 +273,7 @@ def copy_quantized(
         If ``output`` is, is inside, or contains ``source``, or exists (without
         ``overwrite``, or on an object store).
     """
-    from zarrext.api import open_array
-    from zarrext.jobs.convert import opened_store, run_conversion
+    from zarrext.jobs.convert import open_source, opened_store, readable, run_conversion
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -279,7 +281,10 @@ def copy_quantized(
     check_disjoint(source, output)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
-    src = open_array(opened_store(source, storage_options), mode="r")
+    src = open_source(opened_store(source, storage_options), None)
+    if not isinstance(src, zarr.Array):
+        raise ValueError(f"{source} is a group, not an array: quantize it as a group")
+    src = readable(src)
     float_dtype(src.dtype)
     scanned = None if progress is None else lambda done, total: progress("scan", done, total)
     out_options = storage_options if output_storage_options is None else output_storage_options

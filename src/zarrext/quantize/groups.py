@@ -14,7 +14,7 @@ from typing import Any
 
 import zarr
 
-from zarrext.jobs.convert import Target, group_members
+from zarrext.jobs.convert import Target, group_members, source_parts
 from zarrext.quantize.copying import CopyReport, collecting, quantized_target
 from zarrext.quantize.planning import float_dtype
 
@@ -22,7 +22,7 @@ __all__ = ["copy_group_quantized", "floating_arrays"]
 
 def _dimension_coordinate(name: str, array: Any) -> bool:
     """A 1-D array named after its own dimension (xarray's ``x``, ``time``, ``lat``)."""
-    dims = getattr(array.metadata, "dimension_names", None)
+    dims = source_parts(array)[3]  # format 2: xarray's _ARRAY_DIMENSIONS
     return dims is not None and tuple(dims) == (name.rsplit("/", 1)[-1],)
 
 
@@ -129,8 +129,7 @@ def copy_group_quantized(
     ValueError
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
-    from zarrext.api import with_runtime
-    from zarrext.jobs.convert import open_source, opened_store, run_conversion
+    from zarrext.jobs.convert import open_source, opened_store, readable, run_conversion
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -152,7 +151,7 @@ def copy_group_quantized(
                 scanned = (lambda n: lambda done, total: progress(n, "scan", done, total))(name)
             planned.append(quantized_target(
                 # read through zarrext's pipeline: decode errors name the chunk
-                with_runtime(array), name, max_abs_error=max_abs_error, progress=scanned,
+                readable(array), name, max_abs_error=max_abs_error, progress=scanned,
                 client=client,
             ))
         return planned

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarrext.codecs.decisions import without_decision_record
 from zarrext.jobs import cluster
-from zarrext.jobs.convert import Quantized, unit_slices
+from zarrext.jobs.convert import Quantized, source_parts, unit_slices
 from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quantization
 
 if TYPE_CHECKING:
@@ -116,8 +115,9 @@ def quantized(
     offset, a special one has its own code). ``cover_zero``: the filters go inside a
     sharding codec, where zarr-python 3.4.2 checks them with 0.0 as the fill value
     (:func:`~zarrext.quantize.planning.plan_quantization`). The attributes returned
-    are the source's with the plan recorded (for later writers to check,
-    :mod:`zarrext.codecs.quantized_writes`) and no conditional's decision record.
+    are the source's (:func:`zarrext.jobs.convert.source_parts`: no conditional's
+    decision record, no format 2 ``_ARRAY_DIMENSIONS``) with the plan recorded, for
+    later writers to check (:mod:`zarrext.codecs.quantized_writes`).
 
     Raises
     ------
@@ -137,6 +137,6 @@ def quantized(
         )
     except QuantizationError as e:
         raise QuantizationError(f"cannot {job_name} {label}: {e}") from None
-    attributes = planned.planned.recorded_in(without_decision_record(src.attrs.asdict()))
+    attributes = planned.planned.recorded_in(source_parts(src)[2])
     return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
                      str(planned.stored_dtype), planned)
