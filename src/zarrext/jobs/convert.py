@@ -87,12 +87,15 @@ class Quantized:
     max_abs_error: float
     stored_dtype: str
     plan: Any = field(default=None, compare=False)
+    sampled: bool = False
+    """Planned from a dry run's sample of the array, not from all of it."""
     """The planner's own record of the plan (quantize's ``QuantizationPlan``)."""
 
 
-Quantizer = Callable[[Any, float, str, bool], Quantized]
-"""``quantizer(source_array, max_abs_error, label, sharded)``: scans and plans one float
-array (``sharded``: its filters go inside a sharding codec)."""
+Quantizer = Callable[[Any, float, str, bool, "Sequence[tuple[slice, ...]] | None"], Quantized]
+"""``quantizer(source_array, max_abs_error, label, sharded, regions)``: scans and plans
+one float array (``sharded``: its filters go inside a sharding codec; ``regions``: scan
+only these, a dry run's sample, else the whole array)."""
 
 
 @dataclass(frozen=True)
@@ -152,7 +155,9 @@ class Target:
             grid += f" in shards {_shape(self.kwargs['shards'])} ({layout or 'dense'})"
         quantized = (
             f"; quantized to {self.quantized.stored_dtype} within "
-            f"{self.quantized.max_abs_error:g}" if self.quantized else ""
+            f"{self.quantized.max_abs_error:g}"
+            f"{' (range of the sample)' if self.quantized.sampled else ''}"
+            if self.quantized else ""
         )
         return f"{grid}; {self.chain}{quantized}"
 
@@ -355,8 +360,10 @@ def _target(
     encoding: Encoding,
     quantizer: Quantizer | None,
     storage_options: Mapping[str, Any] | None,
+    sample: int | None = None,
 ) -> Target:
-    """The keyword arguments of :func:`zarrext.create_array` for one array's copy."""
+    """The keyword arguments of :func:`zarrext.create_array` for one array's copy
+    (``sample``: a dry run's, whose quantized arrays are scanned there only)."""
     from zarrext.codecs.conditional import ConditionalCodec
 
     label = path or "/"
@@ -381,7 +388,12 @@ def _target(
             )
         if quantizer is None:
             raise ConversionError("max_abs_error needs zarrext.convert (the quantize planner)")
-        quantized = quantizer(src, encoding.max_abs_error, label, shards is not False)
+        regions = None
+        if sample is not None:  # the units the dry run encodes (_sampled)
+            unit = tuple(shards) if shards is not False else tuple(chunks)
+            regions = _spread(unit_slices(tuple(src.shape), unit), sample)
+        quantized = quantizer(src, encoding.max_abs_error, label, shards is not False,
+                              regions)
         codecs["filters"] = list(quantized.filters)
         attributes = quantized.attributes | {
             k: v for k, v in attributes.items() if k != "zarrext"
@@ -447,11 +459,14 @@ def plan_targets(
     quantizer: Quantizer | None = None,
     output_in_place: bool = True,
     storage_options: Mapping[str, Any] | None = None,
+    sample: int | None = None,
 ) -> list[Target]:
     """Each array's :class:`Target`, checked; refuses the first that cannot be made.
 
     ``arrays`` maps paths to source arrays; ``encodings`` is one encoding for all or
-    one per path (a path without one gets ``Encoding()``).
+    one per path (a path without one gets ``Encoding()``). ``sample``: for a dry
+    run, a quantized array is scanned in the ``sample`` write units it encodes
+    only (a plan from them), not whole.
     """
     targets = []
     with tempfile.TemporaryDirectory(prefix="zarrext-convert-") as scratch:
@@ -459,7 +474,7 @@ def plan_targets(
             encoding = encodings if isinstance(encodings, Encoding) else encodings.get(
                 path, Encoding()
             )
-            target = _target(src, path, encoding, quantizer, storage_options)
+            target = _target(src, path, encoding, quantizer, storage_options, sample)
             targets.append(_check(target, scratch, output_in_place))
     return targets
 
@@ -1088,7 +1103,7 @@ def convert(
     targets = plan_targets(
         {name: readable(a) for name, a in selected.items()}, per_array,
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
-        storage_options=storage_options,
+        storage_options=storage_options, sample=sample if dry_run else None,
     )
     if dry_run:
         return [_sampled(t, sample) for t in targets]

@@ -31,9 +31,10 @@ def quantizer(client: Any = None) -> Quantizer:
     (by its shards, or chunks; on a Dask ``client``'s workers when given) and plans
     its filters (:func:`zarrext.quantize.scanning.quantized`)."""
 
-    def planned(src: Any, max_abs_error: float, label: str, sharded: bool) -> Quantized:
+    def planned(src: Any, max_abs_error: float, label: str, sharded: bool,
+                regions: Sequence[tuple[slice, ...]] | None) -> Quantized:
         return quantized(src, max_abs_error, label, cover_zero=sharded, client=client,
-                         job_name="convert")
+                         job_name="convert", regions=regions)
 
     return planned
 
@@ -56,6 +57,7 @@ def convert(
     encodings: Mapping[str, Encoding] | None = None,
     overwrite: bool = False,
     dry_run: bool = False,
+    sample: int = 3,
     progress: ConvertProgress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
@@ -100,8 +102,12 @@ def convert(
     overwrite : bool
         Replace an existing output (locally, in one step; never on an object store).
     dry_run : bool
-        Write nothing: encode a few write units of each array in memory and report
-        the expected size and what each array becomes.
+        Write nothing: encode ``sample`` write units of each array (spread over it)
+        in memory and report the expected size and what each array becomes; a
+        quantized array is planned from those units only (its whole range is read
+        only by the conversion itself).
+    sample : int
+        How many write units of each array a dry run encodes (default 3).
     progress : callable, optional
         ``progress(array_path, done, total)`` as write units finish.
     storage_options, output_storage_options : mapping, optional
@@ -137,7 +143,7 @@ def convert(
     )
     return _convert(
         source, output, encoding=encoding, encodings=encodings, arrays=arrays,
-        overwrite=overwrite, dry_run=dry_run, progress=progress,
+        overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
         quantizer=quantizer(client),
         storage_options=storage_options, output_storage_options=output_storage_options,
         client=client,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -80,14 +80,18 @@ def scan(
     client: Any = None,
     *,
     job_name: str = "quantize",
+    regions: Sequence[tuple[slice, ...]] | None = None,
 ) -> ValueRange:
     """The finite range of ``src`` and which infinities occur in it, read by its
-    blocks (shards, or chunks): zarr's ``async.concurrency`` at once here, or on
-    ``client``'s workers (a Zarr format 3 source; a format 2 one is read here).
-    ``progress(done, total)`` as blocks finish."""
+    blocks (shards, or chunks; or the ``regions`` given): zarr's
+    ``async.concurrency`` at once here, or on ``client``'s workers (a Zarr format 3
+    source; a format 2 one is read here). ``progress(done, total)`` as blocks finish."""
     from zarrext.jobs.convert import source_ref
 
-    blocks = unit_slices(tuple(src.shape), tuple(src.shards or src.chunks))
+    blocks = (
+        list(regions) if regions is not None
+        else unit_slices(tuple(src.shape), tuple(src.shards or src.chunks))
+    )
     if src.metadata.zarr_format != 3:  # workers reopen through zarrext's pipeline
         client = None
     remote = (scan_on_worker, (source_ref(src, job_name),)) if client is not None else None
@@ -107,6 +111,7 @@ def quantized(
     progress: Callable[[int, int], None] | None = None,
     client: Any = None,
     job_name: str = "quantize",
+    regions: Sequence[tuple[slice, ...]] | None = None,
 ) -> Quantized:
     """Scan ``src`` and plan the filters storing it within ``max_abs_error``.
 
@@ -114,7 +119,8 @@ def quantized(
     would not give back is refused before any value is read (a finite fill is the
     offset, a special one has its own code). ``cover_zero``: the filters go inside a
     sharding codec, where zarr-python 3.4.2 checks them with 0.0 as the fill value
-    (:func:`~zarrext.quantize.planning.plan_quantization`). The attributes returned
+    (:func:`~zarrext.quantize.planning.plan_quantization`). ``regions``: scan these
+    only (a dry run's sample; the plan then covers their range). The attributes returned
     are the source's (:func:`zarrext.jobs.convert.source_parts`: no conditional's
     decision record, no format 2 ``_ARRAY_DIMENSIONS``) with the plan recorded, for
     later writers to check (:mod:`zarrext.codecs.quantized_writes`).
@@ -130,7 +136,7 @@ def quantized(
     try:
         plan_quantization(max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
                           value_range=(fill, fill) if math.isfinite(fill) else (0.0, 0.0))
-        found = scan(src, progress, client, job_name=job_name)
+        found = scan(src, progress, client, job_name=job_name, regions=regions)
         planned = plan_quantization(
             max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
             cover_zero=cover_zero, **found.plan_arguments(),
@@ -139,4 +145,4 @@ def quantized(
         raise QuantizationError(f"cannot {job_name} {label}: {e}") from None
     attributes = planned.planned.recorded_in(source_parts(src)[2])
     return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
-                     str(planned.stored_dtype), planned)
+                     str(planned.stored_dtype), planned, sampled=regions is not None)
