@@ -4,6 +4,7 @@ stored objects as the region path (``src[region]`` read, ``dst[region] =`` writt
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -63,8 +64,9 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
 ) -> None:
     data = _source(where, form)
     options = TARGETS[target]
-    read, written = [], []
+    read, written, transcoded = [], [], []
     reader_read, writer_write = ChunkObjectReader.read, ShardWriter.write
+    writer_write_chunks = ShardWriter.write_chunks
 
     def counted_read(self: ChunkObjectReader, region: tuple[slice, ...]) -> Any:
         values = reader_read(self, region)
@@ -76,15 +78,30 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
         written.append(done)
         return done
 
+    def counted_write_chunks(self: ShardWriter, region: tuple[slice, ...],
+                             reader: ChunkObjectReader) -> bool:
+        done = writer_write_chunks(self, region, reader)
+        transcoded.append(done)
+        return done
+
     monkeypatch.setattr(ChunkObjectReader, "read", counted_read)
     monkeypatch.setattr(ShardWriter, "write", counted_write)
+    monkeypatch.setattr(ShardWriter, "write_chunks", counted_write_chunks)
     zarrext.convert(where.location("src.zarr"), where.location("fast.zarr"),
                     storage_options=where.options, **options)
     unsharded = "shards" not in options
-    assert read
-    assert all(read)  # every unit read from its chunk objects
-    # whole shards are stored by the unit's thread where the store has synchronous IO
-    assert written == ([True] * len(read) if where.local and not unsharded else [])
+    units = math.prod(-(-n // s) for n, s in zip(SHAPE, options.get("shards", (8, 8)),
+                                                  strict=True))
+    # the shards wholly inside the array, of inner chunks that are the source's
+    # chunks, go from source chunk to inner chunk (on any store)
+    whole = 0 if unsharded else math.prod(n // s for n, s in zip(SHAPE, options["shards"],
+                                                                 strict=True))
+    assert transcoded.count(True) == whole
+    assert whole == 0 or whole < units  # both paths taken
+    # every other unit read from its chunk objects
+    assert read == [True] * (units - whole)
+    # and stored by the unit's thread where the store has synchronous IO
+    assert written == ([] if unsharded else [where.local] * (units - whole))
 
     monkeypatch.setattr(ChunkObjectReader, "of", classmethod(lambda cls, *a: None))
     monkeypatch.setattr(ShardWriter, "of", classmethod(lambda cls, *a: None))

@@ -521,15 +521,13 @@ class ChunkObjectReader:
         return cls(src.store_path.store, src.store_path.path, metadata, spec, transform,
                    chunk_shape, tuple(src.shape), native, fill_value_or_default(spec))
 
-    def read(self, region: tuple[slice, ...]) -> np.ndarray | None:
-        """The values of ``region`` (whole chunks, but at the array's edge); None if a
-        chunk does not decode (``src[region]`` then raises the error naming it)."""
+    def fetch(self, region: tuple[slice, ...]) -> list[tuple[tuple[int, ...], Any]]:
+        """The coordinates and stored bytes (None: missing) of every chunk of
+        ``region``, in C order, all fetched at once (one event-loop round trip)."""
         import asyncio
         import itertools
 
         from zarr.core.sync import sync
-
-        from zarrext.codecs.chunk_context import chunk_index
 
         first = [r.start // c for r, c in zip(region, self.chunk_shape, strict=True)]
         last = [-(-r.stop // c) for r, c in zip(region, self.chunk_shape, strict=True)]
@@ -541,9 +539,36 @@ class ChunkObjectReader:
         async def fetch() -> list[Any]:
             return await asyncio.gather(*(self.store.get(k, prototype=prototype) for k in keys))
 
-        stored = sync(fetch())
+        return list(zip(every, sync(fetch()), strict=True))
+
+    def decode(self, coords: tuple[int, ...], chunk: Any) -> np.ndarray:
+        """A fetched chunk's values, of the chunk's shape (the fill value where it is
+        missing), as the source's pipeline decodes it. They may live in the
+        thread's scratch memory: valid until the thread decodes its next chunk.
+
+        Raises
+        ------
+        UndecodableChunk
+            Where the chunk does not decode (``src[region]`` then raises the error
+            naming it).
+        """
+        from zarrext.codecs.chunk_context import chunk_index
+
+        if chunk is None:
+            return np.full(self.chunk_shape, self.fill, dtype=self.dtype)
+        token = chunk_index.set(coords)  # as the source's pipeline decodes it
+        try:
+            return np.asarray(self.transform.decode_chunk(chunk, self.spec).as_ndarray_like())
+        except Exception as e:  # src[region] raises the error, naming the chunk and codec
+            raise UndecodableChunk(coords) from e
+        finally:
+            chunk_index.reset(token)
+
+    def read(self, region: tuple[slice, ...]) -> np.ndarray | None:
+        """The values of ``region`` (whole chunks, but at the array's edge); None if a
+        chunk does not decode (``src[region]`` then raises the error naming it)."""
         out = np.empty(tuple(r.stop - r.start for r in region), dtype=self.dtype)
-        for coords, chunk in zip(every, stored, strict=True):
+        for coords, chunk in self.fetch(region):
             starts = [i * c for i, c in zip(coords, self.chunk_shape, strict=True)]
             extent = tuple(
                 slice(0, min(c, n - s)) for s, c, n in zip(starts, self.chunk_shape, self.shape,
@@ -556,27 +581,40 @@ class ChunkObjectReader:
             if chunk is None:
                 out[place] = self.fill
                 continue
-            token = chunk_index.set(coords)  # as the source's pipeline decodes it
             try:
-                values = self.transform.decode_chunk(chunk, self.spec).as_ndarray_like()
-            except Exception:  # src[region] raises the error, naming the chunk and codec
+                values = self.decode(coords, chunk)
+            except UndecodableChunk:
                 return None
-            finally:
-                chunk_index.reset(token)
             out[place] = values[extent]
         return out
+
+
+class UndecodableChunk(Exception):
+    """A source chunk :meth:`ChunkObjectReader.decode` could not decode (the region
+    path then reads it again, and raises the error naming the chunk and codec)."""
 
 
 @dataclass(frozen=True)
 class ShardWriter:
     """Writes a whole shard of a zarrext-written output in the calling thread
     (:meth:`~zarrext.pipeline.ZarrextCodecPipeline.write_shard_here`): the same
-    bytes as ``dst[region] = values``, without its round trips to the event loop."""
+    bytes as ``dst[region] = values``, without its round trips to the event loop.
+
+    Where the source's chunks are the output's inner chunks
+    (:meth:`write_chunks`), each decoded source chunk is encoded as its inner chunk
+    at once (:meth:`~zarrext.pipeline.ZarrextCodecPipeline.write_shard_from_chunks`),
+    on local disk and on object stores: no shard of values is assembled and cut
+    up again.
+    """
 
     array: Any
     pipeline: Any
     spec: Any
     shard_shape: tuple[int, ...]
+    inner_shape: tuple[int, ...]
+    dtype: np.dtype[Any]
+    local: bool
+    """Whether the store has synchronous IO (else :meth:`write` declines)."""
 
     @classmethod
     def of(cls, dst: Any) -> ShardWriter | None:
@@ -588,30 +626,85 @@ class ShardWriter:
         from zarrext.pipeline.chunk_io import sync_io
 
         pipeline = dst.async_array.codec_pipeline
-        if (
-            dst.shards is None
-            or not isinstance(pipeline, ZarrextCodecPipeline)
-            or not sync_io(dst.store_path, write=True)  # an object store: zarr's path
-        ):
+        if dst.shards is None or not isinstance(pipeline, ZarrextCodecPipeline):
             return None
         shard_shape = tuple(dst.shards)
         spec = ArraySpec(shape=shard_shape, dtype=dst.metadata.dtype,
                          fill_value=dst.metadata.fill_value, config=dst.async_array.config,
                          prototype=default_buffer_prototype())
-        return cls(dst, pipeline, spec, shard_shape)
+        return cls(dst, pipeline, spec, shard_shape, tuple(dst.chunks),
+                   dst.metadata.dtype.to_native_dtype(),
+                   sync_io(dst.store_path, write=True))
+
+    def _item(self, region: tuple[slice, ...]) -> tuple[Any, ...] | None:
+        """``region``'s shard as an item of the pipeline's batch; None unless
+        ``region`` starts a shard."""
+        coords = tuple(r.start // n for r, n in zip(region, self.shard_shape, strict=True))
+        if any(r.start != c * n for r, c, n in zip(region, coords, self.shard_shape,
+                                                   strict=True)):
+            return None
+        selection = tuple(slice(0, r.stop - r.start) for r in region)
+        return (self.array.store_path / self.array.metadata.encode_chunk_key(coords), self.spec,
+                selection, selection, True)
 
     def write(self, region: tuple[slice, ...], values: np.ndarray) -> bool:
         """Write ``values`` into ``region``, one whole shard; False (nothing written)
         where the pipeline's whole-shard path does not apply."""
-        coords = tuple(r.start // n for r, n in zip(region, self.shard_shape, strict=True))
-        if any(r.start != c * n for r, c, n in zip(region, coords, self.shard_shape,
-                                                   strict=True)):
+        item = self._item(region) if self.local else None
+        if item is None:
             return False
-        selection = tuple(slice(0, r.stop - r.start) for r in region)
-        item = (self.array.store_path / self.array.metadata.encode_chunk_key(coords), self.spec,
-                selection, selection, True)
         value = self.spec.prototype.nd_buffer.from_ndarray_like(values)
         return bool(self.pipeline.write_shard_here(item, value))
+
+    def write_chunks(self, region: tuple[slice, ...], reader: ChunkObjectReader) -> bool:
+        """Write ``region``, one whole shard inside the array whose inner chunks are
+        ``reader``'s source chunks, each decoded and encoded in turn; False
+        (nothing written) where that does not apply: a shard at the array's edge,
+        other chunks, another data type, a chain the pipeline cannot encode so.
+
+        Raises
+        ------
+        UndecodableChunk
+            A source chunk does not decode (nothing written).
+        """
+        from zarr.core.sync import sync
+
+        from zarrext.pipeline.chunk_io import joined, set_parts_sync
+
+        item = self._item(region)
+        if (
+            item is None
+            or any(r.stop - r.start != n for r, n in zip(region, self.shard_shape, strict=True))
+            or reader.chunk_shape != self.inner_shape
+            or reader.dtype != self.dtype
+            or not self.pipeline.encodes_shards_from_chunks(self.spec)
+        ):
+            return False
+        fetched = reader.fetch(region)
+        nd_buffer = self.spec.prototype.nd_buffer
+
+        def chunk_values(coords: tuple[int, ...]) -> Any:
+            # the shard's inner chunks and the region's source chunks, both in C order
+            source_coords, chunk = fetched[inner_order[coords]]
+            return nd_buffer.from_ndarray_like(reader.decode(source_coords, chunk))
+
+        per_shard = [s // c for s, c in zip(self.shard_shape, self.inner_shape, strict=True)]
+        inner_order = {c: k for k, c in enumerate(np.ndindex(*per_shard))}
+        byte_setter = item[0]
+
+        def store(parts: list[Any] | None) -> None:
+            if self.local:
+                if parts is None:
+                    byte_setter.delete_sync()
+                else:
+                    set_parts_sync(byte_setter, parts)
+            elif parts is None:
+                sync(byte_setter.delete())
+            else:
+                sync(byte_setter.set(joined(parts)))
+
+        self.pipeline.write_shard_from_chunks(item, chunk_values, store)
+        return True
 
 
 def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool,
@@ -619,6 +712,12 @@ def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool,
                writer: ShardWriter | None = None) -> float:
     from zarrext.codecs.filter_roundtrip import measured_error
 
+    if not measure and reader is not None and writer is not None:
+        try:
+            if writer.write_chunks(region, reader):
+                return 0.0
+        except UndecodableChunk:
+            pass  # the region path below raises the error naming the chunk
     data = reader.read(region) if reader is not None else None
     if data is None:
         data = np.asarray(src[region])
