@@ -634,7 +634,11 @@ class ShardWriter:
     (:meth:`write_chunks`), each decoded source chunk is encoded as its inner chunk
     at once (:meth:`~zarrext.pipeline.ZarrextCodecPipeline.write_shard_from_chunks`),
     on local disk and on object stores: no shard of values is assembled and cut
-    up again.
+    up again. Measured (bench_convert, 256 MiB on local disk, paired medians,
+    with the local reads and writes of :meth:`ChunkObjectReader.chunks` and
+    :func:`~zarrext.pipeline.chunk_io.set_parts_sync`): convert's time over the
+    limit's (reading and encoding alone) 1.65-1.68 -> 1.11-1.16, over
+    ``zarr.from_array``'s 0.91-0.95 -> 0.58-0.67.
     """
 
     array: Any
