@@ -144,6 +144,8 @@ CHAINS: dict[str, list[dict[str, Any]] | None] = {
     "bytes-zstd": [{"name": "bytes", "configuration": {"endian": "little"}},
                    {"name": "zstd", "configuration": {"level": 1, "checksum": False}}],
     "conditional-zstd": TARGETS["conditional-zstd"]["codecs"],
+    # stored as the values' bytes: the encoded chunk may be a view of the decoded one
+    "bytes": [{"name": "bytes", "configuration": {"endian": "little"}}],
     # (not gzip: its header holds the time it was written)
     "big-endian-conditional-zstd-checksum": [
         {"name": "bytes", "configuration": {"endian": "big"}},
@@ -256,3 +258,34 @@ def test_inner_chunks_from_source_chunks_are_encoded_knowing_their_array_wide_in
     assert _stored_files(str(tmp_path / "chunks.zarr")) == _stored_files(
         str(tmp_path / "values.zarr"))
     np.testing.assert_array_equal(by_chunks[:], data)
+
+
+@pytest.mark.parametrize("chain", ["bytes", "conditional-zstd"])
+def test_large_inner_chunks_from_source_chunks_store_what_the_region_path_stores(
+    tmp_path: Path, chain: str,
+) -> None:
+    """Inner chunks large enough to be encoded in the thread's arena (256 KiB): the
+    same bytes as the region path's, whether the chain compresses or stores the
+    values' bytes as they are."""
+    shape, chunks, shards = (512, 640), (256, 256), (512, 256)  # 2 whole shards, 1 edge
+    data = np.random.default_rng(4).normal(size=shape).astype("f4")
+    source = zarr.create_array(tmp_path / "src.zarr", shape=shape, chunks=chunks, dtype="f4",
+                               compressors=[ZstdCodec()])
+    source[:] = data
+    options = {"chunks": chunks, "shards": shards, "codecs": CHAINS[chain]}
+    transcoded: list[bool] = []
+    write_chunks = ShardWriter.write_chunks
+
+    def counted(self: ShardWriter, region: tuple[slice, ...], reader: ChunkObjectReader) -> bool:
+        transcoded.append(write_chunks(self, region, reader))
+        return transcoded[-1]
+
+    with mock.patch.object(ShardWriter, "write_chunks", counted):
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "fast.zarr", **options)
+    assert transcoded.count(True) == 2
+    with mock.patch.object(ChunkObjectReader, "of", classmethod(lambda cls, *a: None)), \
+            mock.patch.object(ShardWriter, "of", classmethod(lambda cls, *a: None)):
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "region.zarr", **options)
+    assert _stored_files(str(tmp_path / "fast.zarr")) == _stored_files(
+        str(tmp_path / "region.zarr"))
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "fast.zarr", mode="r")[:], data)

@@ -53,6 +53,7 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
+import numpy as np
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
@@ -619,6 +620,12 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                         chunk = chunk_spec.prototype.buffer.from_array_like(
                             staging.keep(chunk.as_numpy_array())
                         )
+                if chunk is not None and not staged:
+                    stored = chunk.as_numpy_array()
+                    if np.may_share_memory(stored, values.as_ndarray_like()):
+                        # a chain that stores the values' bytes as they are (no
+                        # compressor) hands back a view of memory the caller reuses
+                        chunk = chunk_spec.prototype.buffer.from_array_like(stored.copy())
                 encoded[coords] = chunk
             store(encode_shard_parts_sync(codec, encoded, per_shard))
 
