@@ -26,7 +26,9 @@ Each row: the best time, MiB/s, from_array's best time / the row's (above 1: fas
 than from_array) and the median of the rounds' paired ratios, the limit's best
 time / the row's (the fraction of the limit; 0.8 is 1.25x the limit's time), the
 CPU seconds of every process (this one, moto) in the best round. Then the goal:
-convert / from_array below 1, convert / limit at most 1.25 (times, paired medians).
+convert / from_array below 1, convert / limit at most 1.25 (times, paired medians),
+the stored sizes, and the load average after the place's rounds (the machine's
+other work shares its cores: figures are comparable only at like loads).
 
 Usage: ``python benchmarks/bench_convert.py [--mib 1024] [--repeat 3] [--rows
 local,s3]`` (``--quick``, as ``run_all.py --quick`` passes it, means ``--mib 64``).
@@ -250,6 +252,9 @@ def run_place(place: Place, shape: tuple[int, int], mib: float, repeat: int) -> 
     print(f"  stored: source {source_bytes / 2**20:.1f} MiB; convert's "
           f"{sizes[CONVERT] / 2**20:.1f} MiB, from_array's {sizes[FROM_ARRAY] / 2**20:.1f} MiB "
           f"(the limit's inner chunks: {encoded / 2**20:.1f} MiB)", flush=True)
+    # other work on the machine shares its cores: say how much, with the figures
+    print(f"  load average after the rounds: "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)", flush=True)
 
 
 def stored_bytes(place: Place, path: str) -> int:

@@ -268,28 +268,33 @@ def test_dry_run_writes_nothing_and_expects_a_size(tmp_path: Path) -> None:
 def test_a_quantized_dry_run_reads_only_its_sample(tmp_path: Path) -> None:
     """A dry run is quick whatever the array's size: a quantized array is scanned in
     the write units the dry run encodes, not whole, and the report says so."""
-    src = zarr.create_array(tmp_path / "src.zarr", shape=(64, 64), chunks=(8, 8),
-                            dtype="f4", fill_value=np.nan)
-    src[:] = _values("f4").mean() + np.arange(64 * 64, dtype="f4").reshape(64, 64) / 100
-    before = {p.name for p in tmp_path.iterdir()}
-    reads: list[str] = []
-    real_get = type(src.store).get
+    from zarr.storage import MemoryStore
 
-    async def counted_get(self: Any, key: str, *args: Any, **kwargs: Any) -> Any:
-        if "/c/" in f"/{key}":
-            reads.append(key)
-        return await real_get(self, key, *args, **kwargs)
+    class CountingStore(MemoryStore):  # every chunk read goes through get here
+        reads: list[str] = []
 
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(type(src.store), "get", counted_get)
-        [report] = zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr",
-                                   dry_run=True, max_abs_error=0.01, sample=3)
-    assert {p.name for p in tmp_path.iterdir()} == before
+        async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
+            if key.startswith("c/"):
+                self.reads.append(key)
+            return await super().get(key, *args, **kwargs)
+
+        async def getsize(self, key: str) -> int:  # sizes are no values read
+            from zarr.core.buffer import default_buffer_prototype
+
+            value = await super().get(key, default_buffer_prototype())
+            return 0 if value is None else len(value)
+
+    store = CountingStore()
+    src = zarr.create_array(store, shape=(64, 64), chunks=(8, 8), dtype="f4",
+                            fill_value=np.nan)
+    src[:] = 280 + np.arange(64 * 64, dtype="f4").reshape(64, 64) / 100
+    [report] = zarrext.convert(store, tmp_path / "out.zarr", dry_run=True,
+                               max_abs_error=0.01, sample=3)
+    assert list(tmp_path.iterdir()) == []
     assert (report.units, report.total_units) == (3, 64)
     assert "(range of the sample)" in report.becomes
-    assert report.worst_error is None or report.worst_error <= 0.01
     # the 3 chunks sampled (scanned, and read again to encode): not 64 of them
-    assert len(set(reads)) == 3, sorted(reads)
+    assert len(set(store.reads)) == 3, sorted(store.reads)
 
 
 def test_zip_output(tmp_path: Path) -> None:

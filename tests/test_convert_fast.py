@@ -4,11 +4,18 @@ stored objects as the region path (``src[region]`` read, ``dst[region] =`` writt
 
 from __future__ import annotations
 
+import math
+import os
+import tempfile
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 import zarr
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
 
 import zarrext
@@ -63,8 +70,9 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
 ) -> None:
     data = _source(where, form)
     options = TARGETS[target]
-    read, written = [], []
+    read, written, transcoded = [], [], []
     reader_read, writer_write = ChunkObjectReader.read, ShardWriter.write
+    writer_write_chunks = ShardWriter.write_chunks
 
     def counted_read(self: ChunkObjectReader, region: tuple[slice, ...]) -> Any:
         values = reader_read(self, region)
@@ -76,15 +84,30 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
         written.append(done)
         return done
 
+    def counted_write_chunks(self: ShardWriter, region: tuple[slice, ...],
+                             reader: ChunkObjectReader) -> bool:
+        done = writer_write_chunks(self, region, reader)
+        transcoded.append(done)
+        return done
+
     monkeypatch.setattr(ChunkObjectReader, "read", counted_read)
     monkeypatch.setattr(ShardWriter, "write", counted_write)
+    monkeypatch.setattr(ShardWriter, "write_chunks", counted_write_chunks)
     zarrext.convert(where.location("src.zarr"), where.location("fast.zarr"),
                     storage_options=where.options, **options)
     unsharded = "shards" not in options
-    assert read
-    assert all(read)  # every unit read from its chunk objects
-    # whole shards are stored by the unit's thread where the store has synchronous IO
-    assert written == ([True] * len(read) if where.local and not unsharded else [])
+    units = math.prod(-(-n // s) for n, s in zip(SHAPE, options.get("shards", (8, 8)),
+                                                  strict=True))
+    # the shards wholly inside the array, of inner chunks that are the source's
+    # chunks, go from source chunk to inner chunk (on any store)
+    whole = 0 if unsharded else math.prod(n // s for n, s in zip(SHAPE, options["shards"],
+                                                                 strict=True))
+    assert transcoded.count(True) == whole
+    assert whole == 0 or whole < units  # both paths taken
+    # every other unit read from its chunk objects
+    assert read == [True] * (units - whole)
+    # and stored by the unit's thread where the store has synchronous IO
+    assert written == ([] if unsharded else [where.local] * (units - whole))
 
     monkeypatch.setattr(ChunkObjectReader, "of", classmethod(lambda cls, *a: None))
     monkeypatch.setattr(ShardWriter, "of", classmethod(lambda cls, *a: None))
@@ -114,3 +137,155 @@ def test_a_chunk_that_does_not_decode_is_named_as_the_region_path_names_it(
     with pytest.raises(ValueError, match=r"c/1/0"):
         zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", chunks=(8, 8),
                         shards=(16, 16))
+
+
+CHAINS: dict[str, list[dict[str, Any]] | None] = {
+    "default": None,  # bytes as the source's, conditional([shuffle, zstd])
+    "bytes-zstd": [{"name": "bytes", "configuration": {"endian": "little"}},
+                   {"name": "zstd", "configuration": {"level": 1, "checksum": False}}],
+    "conditional-zstd": TARGETS["conditional-zstd"]["codecs"],
+    # stored as the values' bytes: the encoded chunk may be a view of the decoded one
+    "bytes": [{"name": "bytes", "configuration": {"endian": "little"}}],
+    # (not gzip: its header holds the time it was written)
+    "big-endian-conditional-zstd-checksum": [
+        {"name": "bytes", "configuration": {"endian": "big"}},
+        {"name": "conditional", "configuration": {"codecs": [
+            {"name": "zstd", "configuration": {"level": 3, "checksum": True}}]}}],
+}
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    dtype=st.sampled_from(["u1", "i2", "f4", "f8"]),
+    chunks=st.tuples(st.integers(2, 4), st.integers(2, 4)),
+    per_shard=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+    whole=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    edge=st.tuples(st.integers(0, 3), st.integers(0, 3)),
+    source_big_endian=st.booleans(),
+    source_gzip=st.booleans(),
+    chain=st.sampled_from(sorted(CHAINS)),
+    seed=st.integers(0, 2**16),
+)
+def test_shards_from_source_chunks_store_what_the_region_path_stores(
+    dtype: str, chunks: tuple[int, int], per_shard: tuple[int, int], whole: tuple[int, int],
+    edge: tuple[int, int], source_big_endian: bool, source_gzip: bool, chain: str, seed: int,
+) -> None:
+    """Any data type, grid and chains: whole shards inside the array go from source
+    chunk to inner chunk, the rest by the values path; the objects stored are the
+    region path's, byte for byte. Some chunks are missing, some all fill values
+    (elided), some -0.0 where the fill is 0.0."""
+    shards = tuple(c * k for c, k in zip(chunks, per_shard, strict=True))
+    shape = tuple(s * w + e for s, w, e in zip(shards, whole, edge, strict=True))
+    rng = np.random.default_rng(seed)
+    data = (rng.normal(size=shape) * 50).astype(dtype)
+    data[rng.random(shape) < 0.3] = 0  # runs of fill values
+    data[: chunks[0], : chunks[1]] = 0  # a whole chunk of fill values: elided
+    if data.dtype.kind == "f":
+        data[chunks[0] : 2 * chunks[0], : chunks[1]] = -0.0  # not the fill value's bits
+    with tempfile.TemporaryDirectory() as tmp:
+        source = zarr.create_array(
+            f"{tmp}/src.zarr", shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
+            serializer=BytesCodec(endian="big" if source_big_endian else "little"),
+            compressors=[GzipCodec(level=1) if source_gzip else ZstdCodec()])
+        source[:] = data
+        missing = f"{tmp}/src.zarr/c/0/1"  # a chunk never written: read as the fill value
+        if os.path.exists(missing):
+            os.remove(missing)
+            data[: chunks[0], chunks[1] : 2 * chunks[1]] = 0
+        options: dict[str, Any] = {"chunks": chunks, "shards": shards}
+        if CHAINS[chain] is not None:
+            options["codecs"] = CHAINS[chain]
+        transcoded: list[bool] = []
+        write_chunks = ShardWriter.write_chunks
+
+        def counted(self: ShardWriter, region: tuple[slice, ...],
+                    reader: ChunkObjectReader) -> bool:
+            transcoded.append(write_chunks(self, region, reader))
+            return transcoded[-1]
+
+        with mock.patch.object(ShardWriter, "write_chunks", counted):
+            zarrext.convert(f"{tmp}/src.zarr", f"{tmp}/fast.zarr", **options)
+        assert transcoded.count(True) == math.prod(
+            n // s for n, s in zip(shape, shards, strict=True))
+        with mock.patch.object(ChunkObjectReader, "of", classmethod(lambda cls, *a: None)), \
+                mock.patch.object(ShardWriter, "of", classmethod(lambda cls, *a: None)):
+            zarrext.convert(f"{tmp}/src.zarr", f"{tmp}/region.zarr", **options)
+        fast, region = _stored_files(f"{tmp}/fast.zarr"), _stored_files(f"{tmp}/region.zarr")
+        assert fast == region
+        np.testing.assert_array_equal(zarr.open_array(f"{tmp}/fast.zarr", mode="r")[:], data)
+
+
+def _stored_files(root: str) -> dict[str, bytes]:
+    base = Path(root)
+    return {p.relative_to(base).as_posix(): p.read_bytes()
+            for p in sorted(base.rglob("*")) if p.is_file()}
+
+
+def test_inner_chunks_from_source_chunks_are_encoded_knowing_their_array_wide_index(
+    tmp_path: Path,
+) -> None:
+    """A decision by chunk index sees each inner chunk's array-wide index, as the
+    values path shows it: the same chunks compressed, the same bytes stored."""
+    shape, chunks, shards = (16, 24), (4, 4), (8, 12)
+    data = np.random.default_rng(2).normal(size=shape).astype("f4")
+    source = zarr.create_array(tmp_path / "src.zarr", shape=shape, chunks=chunks, dtype="f4",
+                               compressors=[ZstdCodec()])
+    source[:] = data
+    seen: dict[str, list[tuple[int, ...]]] = {"chunks": [], "values": []}
+
+    def make(name: str) -> Any:
+        def compress_odd_rows(chunk_index: tuple[int, ...], codec: Any, chunk: Any) -> bool:
+            seen[name].append(tuple(chunk_index))
+            return chunk_index[0] % 2 == 1
+
+        return zarrext.create_array(
+            tmp_path / f"{name}.zarr", shape=shape, chunks=chunks, shards=shards, dtype="f4",
+            compressors=[zarrext.ConditionalCodec([ZstdCodec()])], decision=compress_odd_rows)
+
+    by_chunks, by_values = make("chunks"), make("values")
+    reader = ChunkObjectReader.of(zarrext.open_array(tmp_path / "src.zarr", mode="r"), shards)
+    writer = ShardWriter.of(by_chunks)
+    assert reader is not None
+    assert writer is not None
+    for i in range(shape[0] // shards[0]):
+        for j in range(shape[1] // shards[1]):
+            region = (slice(i * shards[0], (i + 1) * shards[0]),
+                      slice(j * shards[1], (j + 1) * shards[1]))
+            assert writer.write_chunks(region, reader)
+            by_values[region] = data[region]
+    every = [(i, j) for i in range(shape[0] // chunks[0]) for j in range(shape[1] // chunks[1])]
+    assert sorted(seen["chunks"]) == sorted(seen["values"]) == every
+    assert _stored_files(str(tmp_path / "chunks.zarr")) == _stored_files(
+        str(tmp_path / "values.zarr"))
+    np.testing.assert_array_equal(by_chunks[:], data)
+
+
+@pytest.mark.parametrize("chain", ["bytes", "conditional-zstd"])
+def test_large_inner_chunks_from_source_chunks_store_what_the_region_path_stores(
+    tmp_path: Path, chain: str,
+) -> None:
+    """Inner chunks large enough to be encoded in the thread's arena (256 KiB): the
+    same bytes as the region path's, whether the chain compresses or stores the
+    values' bytes as they are."""
+    shape, chunks, shards = (512, 640), (256, 256), (512, 256)  # 2 whole shards, 1 edge
+    data = np.random.default_rng(4).normal(size=shape).astype("f4")
+    source = zarr.create_array(tmp_path / "src.zarr", shape=shape, chunks=chunks, dtype="f4",
+                               compressors=[ZstdCodec()])
+    source[:] = data
+    options = {"chunks": chunks, "shards": shards, "codecs": CHAINS[chain]}
+    transcoded: list[bool] = []
+    write_chunks = ShardWriter.write_chunks
+
+    def counted(self: ShardWriter, region: tuple[slice, ...], reader: ChunkObjectReader) -> bool:
+        transcoded.append(write_chunks(self, region, reader))
+        return transcoded[-1]
+
+    with mock.patch.object(ShardWriter, "write_chunks", counted):
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "fast.zarr", **options)
+    assert transcoded.count(True) == 2
+    with mock.patch.object(ChunkObjectReader, "of", classmethod(lambda cls, *a: None)), \
+            mock.patch.object(ShardWriter, "of", classmethod(lambda cls, *a: None)):
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "region.zarr", **options)
+    assert _stored_files(str(tmp_path / "fast.zarr")) == _stored_files(
+        str(tmp_path / "region.zarr"))
+    np.testing.assert_array_equal(zarr.open_array(tmp_path / "fast.zarr", mode="r")[:], data)

