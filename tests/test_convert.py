@@ -270,12 +270,12 @@ def test_a_quantized_dry_run_reads_only_its_sample(tmp_path: Path) -> None:
     the write units the dry run encodes, not whole, and the report says so."""
     from zarr.storage import MemoryStore
 
-    class CountingStore(MemoryStore):  # every chunk read goes through get here
-        reads: list[str] = []
+    reads: list[str] = []
 
+    class CountingStore(MemoryStore):  # every chunk read goes through get here
         async def get(self, key: str, *args: Any, **kwargs: Any) -> Any:
             if key.startswith("c/"):
-                self.reads.append(key)
+                reads.append(key)
             return await super().get(key, *args, **kwargs)
 
         async def getsize(self, key: str) -> int:  # sizes are no values read
@@ -294,7 +294,7 @@ def test_a_quantized_dry_run_reads_only_its_sample(tmp_path: Path) -> None:
     assert (report.units, report.total_units) == (3, 64)
     assert "(range of the sample)" in report.becomes
     # the 3 chunks sampled (scanned, and read again to encode): not 64 of them
-    assert len(set(store.reads)) == 3, sorted(store.reads)
+    assert len(set(reads)) == 3, sorted(reads)
 
 
 def test_zip_output(tmp_path: Path) -> None:
