@@ -1078,6 +1078,10 @@ def object_sizes(store: Store, prefix: str = "") -> dict[str, int] | None:
       1,024 files);
     - any other store (a zip archive, memory, an icechunk session, a store wrapping
       another): None.
+
+    Measured (issue 37): ``inventory``'s totals of 256 objects on the loopback S3
+    server 435 -> 30 ms (the server's CPU 430 -> 30 ms); of 1,025 local files
+    47 -> 9 ms.
     """
     from zarr.core.sync import sync
     from zarr.storage import FsspecStore

@@ -45,6 +45,7 @@ __all__ = [
     "ArrayProgress",
     "ConditionalPlacement",
     "StoredChunk",
+    "chunk_prefix",
     "conditional_placement",
     "codec_chain",
     "inner_chunks_inside",
