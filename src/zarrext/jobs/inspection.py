@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import functools
 from collections import Counter
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from math import prod
 from typing import Any, Literal
@@ -38,13 +38,14 @@ from zarrext.codecs.decisions import decision_record, format_mask
 from zarrext.codecs.specs import array_spec
 from zarrext.errors import ChunkDecodeError, naming_chunk, naming_codec_holder
 from zarrext.jobs.progress import ProgressCallback
-from zarrext.stores import list_keys
+from zarrext.stores import list_keys, object_sizes
 
 __all__ = [
     "ArrayInventory",
     "ArrayProgress",
     "ConditionalPlacement",
     "StoredChunk",
+    "chunk_prefix",
     "conditional_placement",
     "codec_chain",
     "inner_chunks_inside",
@@ -194,16 +195,22 @@ class ArrayInventory:
         return out
 
 
-def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]]:
-    """``(chunk coordinates, store key)`` of every stored chunk (shard) of ``array``."""
+def stored_chunk_keys(
+    array: zarr.Array, keys: Iterable[str] | None = None
+) -> Iterator[tuple[tuple[int, ...], str]]:
+    """``(chunk coordinates, store key)`` of every stored chunk (shard) of ``array``.
+
+    ``keys``: the store's keys under the array's path, sorted (as :func:`list_keys`
+    gives them, which lists them when not given); the chunk keys are picked from them.
+    """
     metadata = array.metadata
     if not isinstance(metadata, ArrayV3Metadata):
         raise ValueError(f"array {array.path!r} is not a Zarr format 3 array")
-    store = array.store_path.store
-    base = array.store_path.path
-    prefix = f"{base}/" if base else ""
+    prefix = chunk_prefix(array)
     grid = chunk_grid_of(array)
-    for key in list_keys(store, prefix):
+    if keys is None:
+        keys = list_keys(array.store_path.store, prefix)
+    for key in keys:
         relative = key[len(prefix) :]
         if relative == "zarr.json" or relative.startswith("."):
             continue
@@ -215,6 +222,12 @@ def stored_chunk_keys(array: zarr.Array) -> Iterator[tuple[tuple[int, ...], str]
             0 <= c < s for c, s in zip(coords, grid.grid_shape, strict=True)
         ):
             yield coords, key
+
+
+def chunk_prefix(array: zarr.Array) -> str:
+    """The prefix of the store keys under the array's path (``""`` at the root)."""
+    base = array.store_path.path
+    return f"{base}/" if base else ""
 
 
 def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingCodec | None]:
@@ -289,9 +302,11 @@ def inventory(
         each batch.
     list_chunks : bool
         False: only the totals (:attr:`ArrayInventory.object_sizes` and
-        :attr:`ArrayInventory.stored_sizes`): each object's size is asked of the
-        store, and of a shard only its index is read (a range of the index's size),
-        for its chunks' sizes; no chunk is listed.
+        :attr:`ArrayInventory.stored_sizes`): the objects' sizes come from one
+        listing of the store where it lists sizes
+        (:func:`zarrext.stores.object_sizes`), else each is asked of the store;
+        of a shard only its index is read (a range of the index's size), for its
+        chunks' sizes; no chunk is listed.
     """
     from zarrext.stores import open_job_array
 
@@ -331,10 +346,15 @@ def inventory(
             else SuffixByteRequest(index_size)
         )
 
+    # Where only sizes are needed, they come from one listing of the store where it
+    # lists them (an object store: one LIST per 1,000 objects, not a HEAD per object);
+    # the chunk keys are picked from the same listing.
+    listed = None if needs_bytes else object_sizes(store, chunk_prefix(array))
+
     async def fetch(key: str) -> Any:
         if needs_bytes:
             return await store.get(key, prototype)
-        size = await store.getsize(key)
+        size = listed[key] if listed is not None else await store.getsize(key)
         if index_range is None:
             return size
         return size, await store.get(key, prototype, byte_range=index_range)
@@ -419,13 +439,16 @@ def inventory(
                 StoredChunk(index, key, stop - start, raw_nbytes, mask, damaged)
             )
 
-    keys = list(stored_chunk_keys(array))
+    keys = list(stored_chunk_keys(array, None if listed is None else sorted(listed)))
     batch = max(1, int(zarr_config.get("async.concurrency") or 1))
     if progress is not None:
         progress(0, len(keys))
     for first in range(0, len(keys), batch):
         part = keys[first : first + batch]
-        fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
+        if listed is not None and index_range is None:  # the sizes alone: all listed
+            fetched = [listed[key] for _, key in part]
+        else:
+            fetched = sync(concurrent_map([(key,) for _, key in part], fetch, batch))
         for (coords, key), got in zip(part, fetched, strict=True):
             result.store_keys += 1
             try:
@@ -566,7 +589,8 @@ def node_info(
     objects, None elsewhere; ``damaged`` (arrays only) the shards whose index does
     not decode (their chunks are not counted: ``zarrext check`` names them).
 
-    Each object's size is asked of the store; of a shard only the index is read.
+    The objects' sizes come from one listing of the store where it lists sizes (else
+    each is asked of the store); of a shard only the index is read.
     ``progress(path, done, total)``, if given, is called with each array's path
     and its stored objects read so far, before the first and after each batch.
     """
