@@ -18,7 +18,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "bench_convert.py"
-ROWS = ("zarrext.convert", "zarr.from_array", "limit: read the source + encode, in memory")
+ROWS = ("zarrext.convert", "zarr.from_array", "limit: read the source + encode, in memory",
+        "the limit storing its shards' bytes")
 
 
 def run_bench(*args: str) -> str:
@@ -35,10 +36,11 @@ def check_place(out: str, place: str) -> None:
     section = out.split(f"\n{place}, best of 1\n", 1)
     assert len(section) == 2, out
     lines = section[1].splitlines()
-    assert [line.split("  ")[1].strip() for line in lines[1:4]] == list(ROWS), out
-    assert lines[4].startswith("  goal: convert / from_array "), out
+    assert [line.split("  ")[1].strip() for line in lines[1:5]] == list(ROWS), out
+    assert lines[5].startswith("  goal: convert / from_array "), out
+    assert lines[6].startswith("  beside it: convert / the limit storing its shards "), out
     sizes = re.match(r"  stored: source ([\d.]+) MiB; convert's ([\d.]+) MiB, from_array's "
-                     r"([\d.]+) MiB", lines[5])
+                     r"([\d.]+) MiB", lines[7])
     assert sizes is not None, out
     assert sizes[2] == sizes[3], out
 
