@@ -491,3 +491,24 @@ def test_an_xarray_format_2_dataset_converts_with_the_rest_as_it_is(
         assert array.metadata.zarr_format == 3
         assert array.metadata.dimension_names == tuple(ds[name].dims)
         assert "_ARRAY_DIMENSIONS" not in array.attrs
+
+
+def test_a_quantized_arrays_scan_reports_its_progress_before_any_write(tmp_path: Path) -> None:
+    """The first pass over a quantized array reads all of it before anything is
+    written (hours, for terabytes): it has its own progress, path by path."""
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    data = _values("f4")
+    group.create_array("t", shape=SHAPE, chunks=(8, 8), shards=(16, 16), dtype="f4")[:] = data
+    group.create_array("n", shape=(4,), dtype="i4")[:] = np.arange(4)
+    calls: list[tuple[str, str, int, int]] = []
+    zarrext.convert(
+        tmp_path / "g.zarr", tmp_path / "out.zarr", arrays=["t"], max_abs_error=0.01,
+        progress=lambda path, done, total: calls.append(("write", path, done, total)),
+        scan_progress=lambda path, done, total: calls.append(("scan", path, done, total)),
+    )
+    blocks = 3 * 2  # 40x30 in 16x16 shards
+    scans = [c for c in calls if c[0] == "scan"]
+    assert scans[-1] == ("scan", "t", blocks, blocks)
+    assert [c[2] for c in scans] == list(range(1, blocks + 1))
+    assert calls.index(scans[-1]) < min(i for i, c in enumerate(calls) if c[0] == "write")
+    assert calls[-1] == ("write", "t", blocks, blocks)

@@ -62,21 +62,26 @@ def _codecs(text: str | None) -> list[dict[str, Any]] | None:
 
 
 @contextmanager
-def _bars(console: Console) -> Iterator[Any]:
-    """``progress(name, done, total)`` drawing one bar per array, from its first unit."""
+def _bars(console: Console) -> Iterator[tuple[Any, Any]]:
+    """``progress(name, done, total)`` and ``scanning(name, done, total)``, drawing one
+    bar per array's write units (and one per quantized array's scan), from the first."""
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                    TimeElapsedColumn(), console=console)
-    tasks: dict[str, Any] = {}
+    tasks: dict[tuple[str, str], Any] = {}
 
-    def progress(name: str, done: int, total: int) -> None:
-        if not tasks:
-            bar.start()
-        if name not in tasks:
-            tasks[name] = bar.add_task(f"converting {name or 'the array'}", total=total)
-        bar.update(tasks[name], completed=done, total=total)
+    def drawn(verb: str) -> Any:
+        def progress(name: str, done: int, total: int) -> None:
+            if not tasks:
+                bar.start()
+            if (verb, name) not in tasks:
+                what = "the array" if name in ("", "/") else name
+                tasks[verb, name] = bar.add_task(f"{verb} {what}", total=total)
+            bar.update(tasks[verb, name], completed=done, total=total)
+
+        return progress
 
     try:
-        yield progress
+        yield drawn("converting"), drawn("scanning the value range of")
     finally:
         if tasks:
             bar.stop()
@@ -276,7 +281,7 @@ def register(app: typer.Typer) -> None:
         console = Console(quiet=as_json or quiet)
         shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
         with dask_client(None if dry_run else scheduler, "convert") as client, \
-                _bars(console) as progress:
+                _bars(console) as (progress, scanning):
             try:
                 reports = run(
                     source, output, codecs=_codecs(codecs),
@@ -284,6 +289,7 @@ def register(app: typer.Typer) -> None:
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
+                    scan_progress=scanning,
                     storage_options=None if isinstance(path, SessionPath) else options,
                     client=client,
                 )

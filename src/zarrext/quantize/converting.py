@@ -26,15 +26,20 @@ from zarrext.quantize.scanning import quantized
 __all__ = ["convert", "quantizer"]
 
 
-def quantizer(client: Any = None) -> Quantizer:
+def quantizer(client: Any = None, progress: ConvertProgress | None = None) -> Quantizer:
     """The :data:`~zarrext.jobs.convert.Quantizer` of ``convert``: it scans a float array
     (by its shards, or chunks; on a Dask ``client``'s workers when given) and plans
-    its filters (:func:`zarrext.quantize.scanning.quantized`)."""
+    its filters (:func:`zarrext.quantize.scanning.quantized`); ``progress(label,
+    done, total)`` as the scan's blocks finish."""
 
     def planned(src: Any, max_abs_error: float, label: str, sharded: bool,
                 regions: Sequence[tuple[slice, ...]] | None) -> Quantized:
+        def scanned(done: int, total: int) -> None:
+            if progress is not None:
+                progress(label, done, total)
+
         return quantized(src, max_abs_error, label, cover_zero=sharded, client=client,
-                         job_name="convert", regions=regions)
+                         job_name="convert", regions=regions, progress=scanned)
 
     return planned
 
@@ -59,6 +64,7 @@ def convert(
     dry_run: bool = False,
     sample: int = 3,
     progress: ConvertProgress | None = None,
+    scan_progress: ConvertProgress | None = None,
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
@@ -110,6 +116,10 @@ def convert(
         How many write units of each array a dry run encodes (default 3).
     progress : callable, optional
         ``progress(array_path, done, total)`` as write units finish.
+    scan_progress : callable, optional
+        ``scan_progress(array_path, done, total)`` as a quantized array's first pass
+        (its value range, read before anything is written) reads its blocks; the
+        path is ``"/"`` for a lone array.
     storage_options, output_storage_options : mapping, optional
         For URLs: the source's (and the output's, unless ``output_storage_options``).
     client : dask.distributed.Client, optional
@@ -144,7 +154,7 @@ def convert(
     return _convert(
         source, output, encoding=encoding, encodings=encodings, arrays=arrays,
         overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
-        quantizer=quantizer(client),
+        quantizer=quantizer(client, scan_progress),
         storage_options=storage_options, output_storage_options=output_storage_options,
         client=client,
     )
