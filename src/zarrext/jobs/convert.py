@@ -88,9 +88,9 @@ class Quantized:
     max_abs_error: float
     stored_dtype: str
     plan: Any = field(default=None, compare=False)
+    """The planner's own record of the plan (quantize's ``QuantizationPlan``)."""
     sampled: bool = False
     """Planned from a dry run's sample of the array, not from all of it."""
-    """The planner's own record of the plan (quantize's ``QuantizationPlan``)."""
 
 
 Quantizer = Callable[[Any, float, str, bool, "Sequence[tuple[slice, ...]] | None"], Quantized]
