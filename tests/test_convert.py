@@ -512,3 +512,38 @@ def test_a_quantized_arrays_scan_reports_its_progress_before_any_write(tmp_path:
     assert [c[2] for c in scans] == list(range(1, blocks + 1))
     assert calls.index(scans[-1]) < min(i for i, c in enumerate(calls) if c[0] == "write")
     assert calls[-1] == ("write", "t", blocks, blocks)
+
+
+@pytest.mark.parametrize("separator", [".", "/"])
+def test_a_format_2_sources_bytes_are_its_chunk_objects(where: Where, separator: str) -> None:
+    """The report's bytes before, of a format 2 source: its chunk objects' sizes, in
+    nested directories too (``/``-separated keys), not its metadata, nor the size a
+    directory takes on disk."""
+    array = zarr.create_array(where.location("v2.zarr"), storage_options=where.options,
+                              shape=SHAPE, chunks=(16, 16), dtype="f4", zarr_format=2,
+                              chunk_key_encoding={"name": "v2", "separator": separator})
+    array[:] = _values("f4")
+    chunks = {k: v for k, v in where.stored("v2.zarr").items()
+              if k.rsplit("/", 1)[-1] not in (".zarray", ".zattrs")}
+    assert len(chunks) == 3 * 2
+    [report] = zarrext.convert(where.location("v2.zarr"), where.location("out.zarr"),
+                               storage_options=where.options)
+    assert report.source_bytes == sum(len(v) for v in chunks.values())
+
+
+def test_a_format_2_source_in_a_store_that_cannot_list_sizes() -> None:
+    """A store that lists no sizes (memory): each chunk object's size asked of it."""
+    from zarr.storage import MemoryStore
+
+    store = MemoryStore()
+    array = zarr.create_array(store, shape=SHAPE, chunks=(16, 16), dtype="f4", zarr_format=2,
+                              chunk_key_encoding={"name": "v2", "separator": "/"})
+    array[:] = _values("f4")
+    from zarr.core.sync import sync
+
+    from zarrext.stores import list_keys
+
+    sizes = [sync(store.getsize(k)) for k in list_keys(store) if not k.startswith(".z")]
+    assert len(sizes) == 3 * 2
+    [report] = zarrext.convert(store, MemoryStore())
+    assert report.source_bytes == sum(sizes) > 0

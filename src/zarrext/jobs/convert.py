@@ -972,27 +972,26 @@ def write_units(
 
 
 def _stored_bytes(array: Any) -> int:
-    """Stored bytes of chunks, as ``zarrext info`` counts them (format 2: object sizes)."""
+    """Stored bytes of chunks, as ``zarrext info`` counts them (format 2: the sizes of
+    the array's objects but its metadata, chunks in nested directories too)."""
+    from zarr.core.common import concurrent_map
     from zarr.core.sync import sync
 
-    from zarrext.jobs.inspection import inventory
+    from zarrext.jobs.inspection import chunk_prefix, inventory
+    from zarrext.stores import list_keys, object_sizes
 
     if array.metadata.zarr_format == 3:
         # the totals alone: of a shard its index only, not its bytes (reading every
         # shard whole was a third of a 256 MiB convert's time in bench_convert)
         return inventory(array, read_masks=False, list_chunks=False).stored_bytes
-    store, prefix = array.store_path.store, array.store_path.path
-    inside = f"{prefix}/" if prefix else ""
-
-    async def total() -> int:
-        n = 0
-        async for key in store.list_dir(prefix):
-            if key in _V2_METADATA or key.endswith("/"):
-                continue
-            n += await store.getsize(f"{inside}{key}")
-        return n
-
-    return sync(total())
+    store, prefix = array.store_path.store, chunk_prefix(array)
+    sizes = object_sizes(store, prefix)
+    if sizes is None:  # a store that cannot list sizes: asked key by key
+        keys = list_keys(store, prefix)
+        found = sync(concurrent_map([(k,) for k in keys], store.getsize, cluster.concurrency()))
+        sizes = dict(zip(keys, found, strict=True))
+    return sum(size for key, size in sizes.items()
+               if key.rsplit("/", 1)[-1] not in _V2_METADATA)
 
 
 def _sampled(target: Target, sample: int) -> ConvertReport:
