@@ -273,7 +273,7 @@ def copy_quantized(
         If ``output`` is, is inside, or contains ``source``, or exists (without
         ``overwrite``, or on an object store).
     """
-    from zarrext.jobs.convert import open_source, opened_store, readable, run_conversion
+    from zarrext.jobs.convert import open_source, readable, run_conversion
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -281,7 +281,7 @@ def copy_quantized(
     check_disjoint(source, output)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
-    src = open_source(opened_store(source, storage_options), None)
+    src = open_source(source, storage_options)
     if not isinstance(src, zarr.Array):
         raise ValueError(f"{source} is a group, not an array: quantize it as a group")
     src = readable(src)

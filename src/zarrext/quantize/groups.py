@@ -129,7 +129,7 @@ def copy_group_quantized(
     ValueError
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
-    from zarrext.jobs.convert import open_source, opened_store, readable, run_conversion
+    from zarrext.jobs.convert import open_source, readable, run_conversion
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -137,7 +137,7 @@ def copy_group_quantized(
     excluded = _excluded_output(source, output)
     if excluded is None:
         check_disjoint(source, output)
-    group = open_source(opened_store(source, storage_options), None)
+    group = open_source(source, storage_options)
     if not isinstance(group, zarr.Group):
         raise ValueError(f"{source} is an array, not a group: quantize it as an array")
     chosen = floating_arrays(group, arrays, excluding=excluded)
