@@ -120,10 +120,10 @@ def quantized_codecs(
 
 
 def _layout(
-    src: Any, filters: Sequence[Any], compressors: Sequence[Any] | None
+    src: Any, sharding: Any, filters: Sequence[Any], compressors: Sequence[Any] | None
 ) -> dict[str, Any]:
-    """``zarr.create_array``'s arguments for the codecs of ``src``'s quantized copy."""
-    sharding = source_sharding(getattr(src.metadata, "codecs", ()))  # format 2: none
+    """``zarr.create_array``'s arguments for the codecs of ``src``'s quantized copy
+    (``sharding``: the source's sharding codec, :func:`source_sharding`, or None)."""
     codecs = quantized_codecs(sharding, filters, compressors)
     if sharding is not None:  # chunks: the shard shape, the source's chunk grid's
         return {"chunks": src.metadata.chunk_grid.chunk_shape, "filters": None,
@@ -168,7 +168,7 @@ def quantized_target(
         "attributes": planned.attributes,
         "dimension_names": source_parts(src)[3],
         "zarr_format": 3,
-        **_layout(src, planned.filters, compressors),
+        **_layout(src, sharding, planned.filters, compressors),
     }
     return Target(path, src, kwargs, planned)
 
