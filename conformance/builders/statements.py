@@ -16,6 +16,7 @@ import numpy as np
 from conformance.builders.common import (
     SHARD_COMPARE,
     Case,
+    Coords,
     array_metadata,
     assemble_shard,
     bytes_codec,
@@ -171,8 +172,9 @@ def sharding_cases() -> list[Case]:
         """Shards (4, 8) of (2, 2) inner chunks, codecs [bytes], index [bytes, crc32c]."""
         objects = {}
         for s in range(2):
-            encoded = {(i, j): _u16(values[s * 4 + i * 2:s * 4 + i * 2 + 2, j * 2:j * 2 + 2])
-                       for i in range(2) for j in range(4)}
+            encoded: dict[Coords, bytes] = {
+                (i, j): _u16(values[s * 4 + i * 2:s * 4 + i * 2 + 2, j * 2:j * 2 + 2])
+                for i in range(2) for j in range(4)}
             objects[f"c/{s}/0"] = assemble_shard(
                 encoded, (2, 4), index_codecs=index,
                 order=order(sorted(encoded)) if order else None)
