@@ -66,6 +66,10 @@ def write_case(case: Case, root: Path) -> Path:
         record["expected"]["input_valid"] = "input.valid.npy"
     if arrays:
         record["arrays"] = arrays
+    writer = record.get("writer")
+    if writer is not None and has_conditional(case.metadata["codecs"]) and not (
+            {"conditional_masks", "decision"} & writer.keys()):
+        writer["decision"] = None  # said outright: the spec's default mask, all zeros
     (folder / "case.json").write_bytes(dump_json(record))
     store = folder / "store"
     store.mkdir()
@@ -74,6 +78,21 @@ def write_case(case: Case, root: Path) -> Path:
     if case.expected_objects:
         _write_objects(folder / "expected", case.expected_objects)
     return folder
+
+
+def has_conditional(codecs: list) -> bool:
+    """Whether a codec chain holds spec 000's codec, nested ones included."""
+    for codec in codecs:
+        if not isinstance(codec, dict):
+            continue
+        if codec.get("name") in ("conditional", "optional") and "codecs" in (
+                codec.get("configuration") or {}):
+            return True
+        config = codec.get("configuration") or {}
+        if any(isinstance(config.get(k), list) and has_conditional(config[k])
+               for k in ("codecs", "index_codecs", "mask_codecs", "data_codecs")):
+            return True
+    return False
 
 
 def write_corpus(root: Path) -> list[Case]:

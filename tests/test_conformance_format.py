@@ -11,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conformance import values
+from conformance import generate, values
 from conformance.run import CASES, load_cases
 
 ALL = load_cases(CASES)
@@ -99,3 +99,15 @@ def test_refusals_on_write_carry_their_writer_settings() -> None:
     assert all(c["writer"]["write_empty_chunks"] is False for c in on_write)
     reserved = next(c for c in on_write if c["id"] == "cond-write-mask-sets-reserved-bit")
     assert reserved["writer"]["conditional_masks"]["masks"] == [2, 2]
+
+
+def test_writes_through_a_conditional_codec_name_their_masks_source() -> None:
+    """The runtime setting spec 000's writer needs is in each case: masks, a decision,
+    or ``decision: null`` (the spec's default mask)."""
+    conditional = [c for f, c in ALL if "writer" in c and generate.has_conditional(
+        json.loads((f / "store" / "zarr.json").read_text())["codecs"])]
+    assert len(conditional) >= 15
+    for case in conditional:
+        assert {"conditional_masks", "decision"} & case["writer"].keys(), case["id"]
+    default = next(c for c in conditional if c["id"] == "cond-write-no-mask-defaults-to-zero")
+    assert default["writer"]["decision"] is None
