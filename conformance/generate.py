@@ -17,14 +17,20 @@ import tempfile
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
-
-from conformance.builders import conditional, optional, pad, scale_offset_cast_value, sharding
+from conformance import values
+from conformance.builders import (
+    conditional,
+    optional,
+    pad,
+    scale_offset_cast_value,
+    sharding,
+    statements,
+)
 from conformance.builders.common import SPECS, Case, dump_json
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
-BUILDERS = (conditional, sharding, scale_offset_cast_value, optional, pad)
+BUILDERS = (conditional, sharding, scale_offset_cast_value, optional, pad, statements)
 
 
 def all_cases() -> list[Case]:
@@ -38,11 +44,6 @@ def all_cases() -> list[Case]:
     return out
 
 
-def _save_npy(path: Path, values: np.ndarray) -> None:
-    with path.open("wb") as f:
-        np.save(f, np.ascontiguousarray(values), allow_pickle=False)
-
-
 def _write_objects(root: Path, objects: dict[str, bytes]) -> None:
     for key, data in objects.items():
         path = root / key
@@ -54,18 +55,44 @@ def write_case(case: Case, root: Path) -> Path:
     """``case`` into ``root/<spec folder>/<id>/``."""
     folder = root / SPECS[case.spec]["folder"] / case.id
     folder.mkdir(parents=True)
-    (folder / "case.json").write_bytes(dump_json(case.record()))
+    record = case.record()
+    arrays = {}
+    for stem, array in (("expected", case.expected), ("input", case.input)):
+        if array is not None:
+            arrays.update(values.save(folder, stem, array))
+    if "expected.valid.npy" in arrays:
+        record["expected"]["valid"] = "expected.valid.npy"
+    if "input.valid.npy" in arrays:
+        record["expected"]["input_valid"] = "input.valid.npy"
+    if arrays:
+        record["arrays"] = arrays
+    writer = record.get("writer")
+    if writer is not None and has_conditional(case.metadata["codecs"]) and not (
+            {"conditional_masks", "decision"} & writer.keys()):
+        writer["decision"] = None  # said outright: the spec's default mask, all zeros
+    (folder / "case.json").write_bytes(dump_json(record))
     store = folder / "store"
     store.mkdir()
     (store / "zarr.json").write_bytes(dump_json(case.metadata))
     _write_objects(store, case.objects)
-    if case.expected is not None:
-        _save_npy(folder / "expected.npy", case.expected)
-    if case.input is not None:
-        _save_npy(folder / "input.npy", case.input)
     if case.expected_objects:
         _write_objects(folder / "expected", case.expected_objects)
     return folder
+
+
+def has_conditional(codecs: list) -> bool:
+    """Whether a codec chain holds spec 000's codec, nested ones included."""
+    for codec in codecs:
+        if not isinstance(codec, dict):
+            continue
+        if codec.get("name") in ("conditional", "optional") and "codecs" in (
+                codec.get("configuration") or {}):
+            return True
+        config = codec.get("configuration") or {}
+        if any(isinstance(config.get(k), list) and has_conditional(config[k])
+               for k in ("codecs", "index_codecs", "mask_codecs", "data_codecs")):
+            return True
+    return False
 
 
 def write_corpus(root: Path) -> list[Case]:

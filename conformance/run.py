@@ -38,6 +38,7 @@ from typing import Any
 
 import numpy as np
 
+from conformance import values as value_files
 from conformance.adapters import ADAPTERS, Adapter, Unsupported, adapter
 
 HERE = Path(__file__).resolve().parent
@@ -271,6 +272,20 @@ def bytes_difference(got: dict[str, bytes], folder: Path, compare: dict[str, Any
     return None
 
 
+def metadata_difference(store: Path, folder: Path) -> str | None:
+    """Why ``zarr.json`` after a write is not the case's (None when it is, as JSON): a
+    write stores chunks and never puts its settings in the metadata (spec 001)."""
+    try:
+        after = json.loads((store / "zarr.json").read_text())
+    except (OSError, ValueError) as error:
+        return f"zarr.json: unreadable after the write ({type(error).__name__})"
+    before = json.loads((folder / "store" / "zarr.json").read_text())
+    if after == before:
+        return None
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    return f"zarr.json: the write changed {', '.join(changed)}"
+
+
 def run_case(impl: Adapter, folder: Path, case: dict[str, Any], scratch: Path) -> Result:
     """One case against one implementation, in a scratch copy of its store."""
     started = time.perf_counter()
@@ -285,7 +300,7 @@ def run_case(impl: Adapter, folder: Path, case: dict[str, Any], scratch: Path) -
         with warnings.catch_warnings():  # an implementation's warnings are not outcomes
             warnings.simplefilter("ignore")
             if case["kind"] == "write" or expected.get("operation") == "write":
-                values = np.load(folder / expected["input"], allow_pickle=False)
+                values = value_files.load(folder, "input")
                 impl.write(store, case, values, expected.get("selection"))
                 got_bytes = stored_objects(store)
             else:
@@ -304,9 +319,10 @@ def run_case(impl: Adapter, folder: Path, case: dict[str, Any], scratch: Path) -
         what = "wrote" if expected["operation"] == "write" else "read"
         return done("read", f"{what} without refusing; expected refusal: {expected['because']}")
     if case["kind"] == "read":
-        difference = value_difference(got, np.load(folder / "expected.npy", allow_pickle=False))
+        difference = value_difference(got, value_files.load(folder, "expected"))
         return done("wrong value", difference) if difference else done("read")
-    difference = bytes_difference(got_bytes, folder, expected.get("compare", {}))
+    difference = (metadata_difference(store, folder)
+                  or bytes_difference(got_bytes, folder, expected.get("compare", {})))
     if difference is None and expected.get("compare", {}).get("roundtrip"):
         try:
             with warnings.catch_warnings():

@@ -28,6 +28,10 @@ WRITES = [case["id"] for _, case in ALL if case["kind"] == "write"]
 
 ZARR_CODECS = "zarr-python 3.4.2's own scale_offset/cast_value (cast-value-rs): "
 BOTH = ("zarrext", "zarr")
+SHARDING = "zarr-python 3.4.2's ShardingCodec (zarrext reads shards through it): "
+DECISIONS = ("zarrext's decisions trial-encode each nested codec on the previous ones' "
+             "output, not on the original chunk (its reading, pinned by the "
+             "cond-write-compress-if-smaller-* cases)")
 
 # case id -> (routes it fails on, why)
 KNOWN_FAILURES: dict[str, tuple[tuple[str, ...], str]] = {
@@ -36,6 +40,14 @@ KNOWN_FAILURES: dict[str, tuple[tuple[str, ...], str]] = {
                                   "largest finite value"),
     "cv-refuse-data-type-missing": (BOTH, ZARR_CODECS + "a cast_value without data_type "
                                     "raises TypeError, not a ValueError naming the codec"),
+    "cv-fill-value-does-not-round-trip": (BOTH, ZARR_CODECS + "no check that the fill value "
+                                          "survives the round trip (a SHOULD)"),
+    "shard-codecs-missing": (BOTH, SHARDING + "a missing `codecs` defaults to [bytes]"),
+    "shard-index-codecs-missing": (BOTH, SHARDING + "a missing `index_codecs` defaults to "
+                                   "[bytes, crc32c]"),
+    "shard-codecs-not-a-list": (BOTH, SHARDING + "`codecs` as one object raises TypeError"),
+    "cond-write-trial-on-original-chunk": (("zarrext",), DECISIONS),
+    "cond-write-compress-if-smaller-rule": (("zarrext",), DECISIONS),
 }
 
 
@@ -68,7 +80,8 @@ def test_zarrext_open_array(case_id: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("case_id", _params("zarr"))
 def test_plain_zarr_open_array(case_id: str, tmp_path: Path) -> None:
     folder, case = BY_ID[case_id]
-    if case["kind"] == "write" and needs_runtime(case):
+    if (case["kind"] == "write" or case["expected"].get("operation") == "write") \
+            and needs_runtime(case):
         # Masks and decisions are runtime settings plain zarr-python has no way to take:
         # the runner must say so rather than write something else.
         result = run_case(adapter("zarr"), folder, case, tmp_path)
@@ -101,7 +114,9 @@ def _flip_one_bit(case_dir: Path, case: dict[str, object]) -> str:
     return key
 
 
-@pytest.mark.parametrize("case_id", WRITES)
+# A bit flipped in a case zarrext writes otherwise is reported by chance, or not at all.
+@pytest.mark.parametrize("case_id", [c for c in WRITES
+                                     if "zarrext" not in KNOWN_FAILURES.get(c, ((), ""))[0]])
 def test_one_flipped_bit_is_reported(case_id: str, tmp_path: Path) -> None:
     folder, case = BY_ID[case_id]
     copy = tmp_path / "case"

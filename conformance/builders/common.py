@@ -115,6 +115,7 @@ class Case:
             if self.operation == "write":
                 out["expected"]["input"] = "input.npy"
                 out["expected"]["selection"] = self.selection
+                out["writer"] = {"write_empty_chunks": False, **self.writer}
         else:
             out["expected"] = {
                 "outcome": "bytes",
