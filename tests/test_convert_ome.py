@@ -84,7 +84,26 @@ def _attributes(path: Path) -> dict[str, Any]:
     return {name: node.attrs.asdict() for name, node in nodes.items()}
 
 
-def _validated_05(path: Path, where: str, kind: str) -> Any:
+def _spec_check(attributes: dict[str, Any], schema: str) -> None:
+    """Validate group attributes against the OME-NGFF 0.5 JSON schema named (the
+    specification's own, as ngff-zarr ships them)."""
+    from importlib.resources import files
+
+    import jsonschema
+    import referencing
+    from referencing.jsonschema import DRAFT202012
+
+    folder = files("ngff_zarr") / "spec" / "0.5" / "schemas"
+    documents = {f.name: json.loads(f.read_text()) for f in folder.iterdir()
+                 if f.name.endswith(".schema")}
+    registry = referencing.Registry().with_resources(
+        (d["$id"], DRAFT202012.create_resource(d)) for d in documents.values())
+    jsonschema.Draft202012Validator(documents[schema], registry=registry).validate(attributes)
+
+
+def _validated_05(path: Path, where: str, kind: str, schemas: tuple[str, ...] = ()) -> Any:
+    """The ome-zarr-models model of the group at ``where``, validated as OME-Zarr 0.5
+    (and its attributes against the specification's ``schemas``)."""
     from ome_zarr_models import open_ome_zarr
 
     group = zarr.open_group(path, mode="r", path=where)
@@ -93,6 +112,8 @@ def _validated_05(path: Path, where: str, kind: str) -> Any:
         model = open_ome_zarr(group, version="0.5")
     assert type(model).__name__ == kind, (where, type(model))
     assert model.ome_zarr_version == "0.5"
+    for schema in schemas:
+        _spec_check(group.attrs.asdict(), schema)
     return model
 
 
@@ -126,9 +147,9 @@ def test_an_ome_zarr_04_image_with_labels_converts_to_valid_05(
 ) -> None:
     out = tmp_path / "out.zarr"
     reports = zarrext.convert(sources / "image.zarr", out)
-    _validated_05(out, "", "Image")
+    _validated_05(out, "", "Image", ("image.schema",))
     _validated_05(out, "labels", "Labels")
-    _validated_05(out, "labels/cells", "ImageLabel")
+    _validated_05(out, "labels/cells", "ImageLabel", ("label.schema", "image.schema"))
     source, converted = _attributes(sources / "image.zarr"), _attributes(out)
     ome = converted[""]["ome"]
     assert ome["version"] == "0.5"
@@ -166,10 +187,10 @@ def test_an_ome_zarr_04_image_with_labels_converts_to_valid_05(
 def test_an_ome_zarr_04_plate_converts_to_valid_05(sources: Path, tmp_path: Path) -> None:
     out = tmp_path / "plate.zarr"
     zarrext.convert(sources / "plate.zarr", out)
-    plate = _validated_05(out, "", "HCS")
+    plate = _validated_05(out, "", "HCS", ("plate.schema", "strict_plate.schema"))
     assert [w.path for w in plate.ome_attributes.plate.wells] == ["A/1", "A/2"]
-    _validated_05(out, "A/1", "Well")
-    _validated_05(out, "A/2/0", "Image")
+    _validated_05(out, "A/1", "Well", ("well.schema", "strict_well.schema"))
+    _validated_05(out, "A/2/0", "Image", ("image.schema",))
     converted = _attributes(out)
     assert converted[""]["ome"]["plate"]["version"] == "0.5"
     assert converted["A/1"] == {"ome": {"version": "0.5", "well": {"images": [{"path": "0"}]}}}
@@ -181,6 +202,33 @@ def test_an_ome_zarr_04_plate_converts_to_valid_05(sources: Path, tmp_path: Path
     for column in ("1", "2"):
         field = zarr.open_group(out, mode="r", path=f"A/{column}/0")
         assert field["s0"].metadata.dimension_names == ("c", "y", "x")
+
+
+def test_a_bioformats2raw_container_converts_to_valid_05(tmp_path: Path) -> None:
+    from ome_zarr.format import FormatV04
+    from ome_zarr.writer import write_image
+    from ome_zarr_models.v05.bioformats2raw import BioFormats2Raw
+
+    root = zarr.open_group(tmp_path / "b2r.zarr", mode="w", zarr_format=2)
+    root.attrs["bioformats2raw.layout"] = 3
+    root.create_group("OME").attrs["series"] = ["0"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        write_image(_image(3)[:, :64, :64], root.create_group("0"), axes="cyx",
+                    fmt=FormatV04(), scale_factors=[{"y": 2, "x": 2}])
+    out = tmp_path / "out.zarr"
+    zarrext.convert(tmp_path / "b2r.zarr", out)
+    converted = _attributes(out)
+    assert converted[""] == {"ome": {"version": "0.5", "bioformats2raw.layout": 3}}
+    assert converted["OME"] == {"ome": {"version": "0.5", "series": ["0"]}}
+    _spec_check(converted[""], "bf2raw.schema")
+    _spec_check(converted["OME"], "ome.schema")
+    container = BioFormats2Raw.from_zarr(zarr.open_group(out, mode="r"))
+    assert list(container.images) == ["0"]
+    _validated_05(out, "0", "Image", ("image.schema",))
+    arrays, expected = _arrays(out), _arrays(tmp_path / "b2r.zarr")
+    for name, values in expected.items():
+        np.testing.assert_array_equal(arrays[name], values)
 
 
 def test_plain_codecs_and_auto_shards_read_by_ngff_zarr(sources: Path, tmp_path: Path) -> None:

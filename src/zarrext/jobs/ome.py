@@ -35,9 +35,11 @@ __all__ = ["OmeUpgrade", "apply_upgrade", "planned_upgrade"]
 SOURCE_VERSION = "0.4"
 TARGET_VERSION = "0.5"
 
-# the keys that make a group an OME-Zarr node, each checked by _ome_keys
-_NODE_KEYS = ("multiscales", "image-label", "labels", "plate", "well",
-              "bioformats2raw.layout", "series")
+# the keys that make a group an OME-Zarr node, and the JSON type each has
+_NODE_KEYS: dict[str, type | tuple[type, ...]] = {
+    "multiscales": list, "image-label": dict, "labels": list, "plate": dict, "well": dict,
+    "bioformats2raw.layout": (int, float), "series": list,
+}
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,16 @@ def _versions(attributes: Mapping[str, Any]) -> set[str]:
 
 def _ome_keys(path: str, attributes: Mapping[str, Any], members: Mapping[str, Any],
               parent: Mapping[str, Any] | None) -> list[str]:
-    """The keys of a group's attributes that are OME-Zarr metadata ("" names no
-    node: ``labels`` only as a list of its own subgroups, ``series`` only in the
-    ``OME`` group of a bioformats2raw container, ``omero`` beside ``multiscales``)."""
+    """The keys of a group's attributes that are OME-Zarr 0.4 metadata, each of its
+    type: ``labels`` only as a list naming subgroups of the group, ``series`` only in
+    the ``OME`` group of a bioformats2raw container, ``omero`` only beside
+    ``multiscales`` (elsewhere such keys may mean something else)."""
     import zarr
 
     keys = []
-    for key in _NODE_KEYS:
+    for key, kind in _NODE_KEYS.items():
         value = attributes.get(key)
-        if value is None:
+        if not isinstance(value, kind) or isinstance(value, bool):
             continue
         if key == "labels" and not (
             isinstance(value, list) and value
@@ -117,7 +120,7 @@ def _ome_keys(path: str, attributes: Mapping[str, Any], members: Mapping[str, An
         ):
             continue
         keys.append(key)
-    if "multiscales" in keys and "omero" in attributes:
+    if "multiscales" in keys and isinstance(attributes.get("omero"), dict):
         keys.append("omero")
     return keys
 
@@ -147,7 +150,26 @@ def _axis_names(multiscale: Any) -> tuple[str, ...] | None:
     if not isinstance(axes, list):
         return None
     names = [a.get("name") if isinstance(a, dict) else None for a in axes]
-    return tuple(names) if all(isinstance(n, str) for n in names) else None  # type: ignore[arg-type]
+    return tuple(str(n) for n in names) if all(isinstance(n, str) for n in names) else None
+
+
+def _dimension_names(path: str, multiscales: Any,
+                     members: Mapping[str, Any]) -> dict[str, tuple[str, ...]]:
+    """The axes' names of each array a group's ``multiscales`` lists (by its path)."""
+    import zarr
+
+    dims = {}
+    for multiscale in multiscales if isinstance(multiscales, list) else []:
+        names = _axis_names(multiscale)
+        datasets = multiscale.get("datasets") if names is not None else None
+        for dataset in datasets if isinstance(datasets, list) else []:
+            if not isinstance(dataset, dict):
+                continue
+            array_path = _join(path, str(dataset.get("path", "")).strip("/"))
+            array = members.get(array_path)
+            if names is not None and isinstance(array, zarr.Array) and array.ndim == len(names):
+                dims[array_path] = names
+    return dims
 
 
 def planned_upgrade(group: Any, members: Mapping[str, Any]) -> OmeUpgrade | None:
@@ -176,13 +198,8 @@ def planned_upgrade(group: Any, members: Mapping[str, Any]) -> OmeUpgrade | None
             kept[path] = ", ".join(sorted(versions))
             continue
         groups[path] = _upgraded(attrs, keys)
-        for multiscale in attrs.get("multiscales", []) if "multiscales" in keys else []:
-            names = _axis_names(multiscale)
-            for dataset in multiscale.get("datasets", []) if names is not None else []:
-                array_path = _join(path, str(dataset.get("path", "")).strip("/"))
-                array = members.get(array_path)
-                if isinstance(array, zarr.Array) and array.ndim == len(names or ()):
-                    dims[array_path] = names  # type: ignore[assignment]
+        if "multiscales" in keys:
+            dims |= _dimension_names(path, attrs["multiscales"], members)
     if not groups and not kept:
         return None
     return OmeUpgrade(groups, dims, kept)
