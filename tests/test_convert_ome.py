@@ -231,6 +231,25 @@ def test_a_bioformats2raw_container_converts_to_valid_05(tmp_path: Path) -> None
         np.testing.assert_array_equal(arrays[name], values)
 
 
+def test_arrays_not_selected_and_consolidated_metadata_are_upgraded_too(
+    sources: Path, tmp_path: Path
+) -> None:
+    import shutil
+
+    shutil.copytree(sources / "image.zarr", tmp_path / "image.zarr")
+    zarr.consolidate_metadata(str(tmp_path / "image.zarr"), zarr_format=2)
+    out = tmp_path / "out.zarr"
+    [report] = zarrext.convert(tmp_path / "image.zarr", out, arrays=["s0"])
+    assert report.ome_upgrade is not None
+    _validated_05(out, "", "Image", ("image.schema",))
+    consolidated = zarr.open_group(out, mode="r", use_consolidated=True)
+    assert consolidated.metadata.consolidated_metadata is not None
+    assert consolidated.attrs["ome"]["version"] == "0.5"
+    for name in ("s0", "s1", "labels/cells/s2"):
+        assert consolidated[name].metadata.dimension_names == ("c", "y", "x"), name
+    assert "conditional" not in json.dumps(consolidated["s1"].metadata.to_dict())
+
+
 def test_plain_codecs_and_auto_shards_read_by_ngff_zarr(sources: Path, tmp_path: Path) -> None:
     pytest.importorskip("ngff_zarr")
     out = tmp_path / "plain.zarr"
