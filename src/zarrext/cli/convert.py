@@ -322,5 +322,5 @@ def register(app: typer.Typer) -> None:
         after = sum(r.output_bytes for r in reports)
         console.print(f"{before:,} -> {after:,} bytes of chunks ({size_change(before, after)})")
         if upgrade is not None:
-            console.print(f"{upgrade.describe()} (--keep-attributes keeps them as they were)",
+            console.print(f"{upgrade.describe()} (--keep-attributes keeps the 0.4 attributes)",
                           markup=False)
