@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
     @in_icechunk(
         "convert",
         settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
-                  "max_abs_error", "arrays", "overwrite"),
+                  "max_abs_error", "arrays", "overwrite", "keep_attributes"),
         writes=lambda arguments: not arguments["dry_run"],
         snapshot_help=SNAPSHOT_WITH_DRY_RUN,
     )
@@ -183,7 +183,9 @@ def register(app: typer.Typer) -> None:
         shards: Annotated[
             str | None,
             typer.Option("--shards", metavar="SHAPE",
-                         help="Shard shape, e.g. 256,256, or 'none'. Default: the source's."),
+                         help="Shard shape, e.g. 256,256 (clipped to each array), 'auto' "
+                         "(each array's from its chunks, up to 64 MiB decoded) or 'none'. "
+                         "Default: the source's."),
         ] = None,
         layout: Annotated[
             str | None,
@@ -226,6 +228,12 @@ def register(app: typer.Typer) -> None:
         ] = False,
         as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+        keep_attributes: Annotated[
+            bool,
+            typer.Option("--keep-attributes",
+                         help="Keep a format 2 group's OME-Zarr 0.4 attributes as they are "
+                         "(default: upgraded to OME-Zarr 0.5, as Zarr format 3 needs)."),
+        ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
         icechunk_path: Annotated[
@@ -279,7 +287,8 @@ def register(app: typer.Typer) -> None:
             fail(f"{path}: no such file or directory")
         options = parse_storage_options(storage_options)
         console = Console(quiet=as_json or quiet)
-        shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
+        shard_shape: Any = (False if shards == "none" else shards if shards == "auto"
+                            else _shape("--shards", shards))
         with dask_client(None if dry_run else scheduler, "convert") as client, \
                 _bars(console) as (progress, scanning):
             try:
@@ -291,7 +300,7 @@ def register(app: typer.Typer) -> None:
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
                     scan_progress=scanning,
                     storage_options=None if isinstance(path, SessionPath) else options,
-                    client=client,
+                    client=client, ome_upgrade=not keep_attributes,
                 )
             except OutputConflictError as e:
                 fail(str(e), ExitCode.FAILED)
@@ -299,10 +308,12 @@ def register(app: typer.Typer) -> None:
                 fail(*failure(named_by_path(e, path), [path, out]))
             except KeyboardInterrupt as e:
                 fail(f"interrupted: {one_line(e) or 'convert stopped'}", ExitCode.INTERRUPTED)
+        upgrade = next((r.ome_upgrade for r in reports if r.ome_upgrade is not None), None)
         if as_json:
             typer.echo(json.dumps({
                 "source": path, "output": out, "dry_run": dry_run,
                 "arrays": [_report_json(r) for r in reports],
+                "ome_upgrade": upgrade.describe() if upgrade is not None else None,
             }))
             return
         title = f"{path} -> {out}" if not dry_run else f"{path} (dry run)"
@@ -310,3 +321,6 @@ def register(app: typer.Typer) -> None:
         before = sum(r.source_bytes for r in reports)
         after = sum(r.output_bytes for r in reports)
         console.print(f"{before:,} -> {after:,} bytes of chunks ({size_change(before, after)})")
+        if upgrade is not None:
+            console.print(f"{upgrade.describe()} (--keep-attributes keeps the 0.4 attributes)",
+                          markup=False)

@@ -36,12 +36,15 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
 from zarrext.jobs import cluster
 from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref
+
+if TYPE_CHECKING:
+    from zarrext.jobs.ome import OmeUpgrade
 
 __all__ = [
     "ConversionError",
@@ -112,8 +115,10 @@ class Encoding:
         zstd])`` with the decision ``compress_if_smaller`` (:func:`default_compressors`).
     chunks : tuple of int, optional
         The chunk shape (the inner chunks when sharded). Default: the source's.
-    shards : tuple of int or False, optional
-        The shard shape, or ``False`` for no shards. Default: the source's shards.
+    shards : tuple of int, "auto" or False, optional
+        The shard shape, fitted to each array (:func:`zarrext.jobs.shard_shapes.
+        fitted_shards`: clipped to it, or ``"auto"``: grown from its chunks towards
+        a target size), or ``False`` for no shards. Default: the source's shards.
     shard_layout : {"fixed-slot", "append"}, optional
         How the shards' inner chunks are laid out; ``None``: dense.
     like : array, path or URL, optional
@@ -125,7 +130,7 @@ class Encoding:
 
     codecs: Sequence[Mapping[str, Any]] | None = None
     chunks: tuple[int, ...] | None = None
-    shards: tuple[int, ...] | Literal[False] | None = None
+    shards: tuple[int, ...] | Literal[False, "auto"] | None = None
     shard_layout: Layout = None
     like: Any = None
     max_abs_error: float | None = None
@@ -183,6 +188,9 @@ class ConvertReport:
         Write units written (sampled, with ``dry_run``) out of ``total_units``.
     worst_error : float, optional
         For a quantized array, the largest ``|output - source|`` read back.
+    ome_upgrade : OmeUpgrade, optional
+        The conversion's upgrade of OME-Zarr 0.4 metadata to 0.5 (the same in
+        every report of one conversion; :mod:`zarrext.jobs.ome`), if it made one.
     """
 
     path: str
@@ -196,6 +204,7 @@ class ConvertReport:
     dry_run: bool = False
     worst_error: float | None = None
     extra: dict[str, Any] = field(default_factory=dict, compare=False)
+    ome_upgrade: OmeUpgrade | None = field(default=None, compare=False)
 
     @property
     def size_ratio(self) -> float:
@@ -374,6 +383,10 @@ def _target(
     shards: Any = encoding.shards if encoding.shards is not None else like.get("shards")
     if shards is None:
         shards = tuple(src.shards) if getattr(src, "shards", None) else False
+    else:  # one shape (or "auto") named for every array: each gets one that suits it
+        from zarrext.jobs.shard_shapes import fitted_shards
+
+        shards = fitted_shards(shards, tuple(src.shape), tuple(chunks), src.dtype.itemsize)
     layout = encoding.shard_layout or like.get("shard_layout")
     codecs: dict[str, Any] = {"filters": filters, "serializer": serializer,
                               "compressors": default_compressors(src.dtype.itemsize)}
@@ -1202,13 +1215,16 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
+    ome_upgrade: bool = True,
 ) -> list[ConvertReport]:
     """Copy an array or group into the encoding named, as zarrext's engine does.
 
     :func:`zarrext.convert` is the public form (with quantization); see it for the
     parameters. ``encoding`` applies to every selected array, ``encodings`` (by path
     in the group) override it per array. With a Dask ``client``, each array's write
-    units run on its workers (:func:`write_units`); a dry run stays here.
+    units run on its workers (:func:`write_units`); a dry run stays here. A format 2
+    group's OME-Zarr 0.4 metadata becomes 0.5 (:mod:`zarrext.jobs.ome`) unless
+    ``ome_upgrade`` is false.
     """
     import zarr
 
@@ -1240,11 +1256,17 @@ def convert(
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
         storage_options=storage_options, sample=sample if dry_run else None,
     )
+    import dataclasses
+
+    from zarrext.jobs.ome import planned_upgrade
+
+    upgrade = planned_upgrade(node, members) if ome_upgrade else None
     if dry_run:
-        return [_sampled(t, sample) for t in targets]
+        return [dataclasses.replace(_sampled(t, sample), ome_upgrade=upgrade) for t in targets]
     return run_conversion(
         node, targets, output, members=members, overwrite=overwrite,
         output_storage_options=out_options, progress=progress, client=client,
+        ome_upgrade=upgrade,
     )
 
 
@@ -1274,6 +1296,7 @@ def run_conversion(
     written: Callable[[Target, ConvertReport], None] | None = None,
     job_name: str = "convert",
     unit: str = "write unit",
+    ome_upgrade: OmeUpgrade | None = None,
 ) -> list[ConvertReport]:
     """Write the planned ``targets`` of ``node`` (an array, or a group and its
     ``members``) at ``output`` and publish it (:func:`zarrext.jobs.outputs.run_staged`).
@@ -1289,7 +1312,9 @@ def run_conversion(
     as each array is done, before anything is published: an error it raises
     discards the output. ``job_name`` and ``unit`` word the messages: the note on
     an interrupted array (``"convert stopped in {path} after {done} of {total}
-    write units"``), and a store Dask workers cannot reach.
+    write units"``), and a store Dask workers cannot reach. ``ome_upgrade``: the
+    OME-Zarr metadata upgrade to make in the output (:mod:`zarrext.jobs.ome`),
+    recorded in each report.
     """
     import zarr
 
@@ -1344,11 +1369,16 @@ def run_conversion(
                 t.path, t.describe(), _stored_bytes(t.source), _stored_bytes(dst), seconds,
                 len(regions), len(regions),
                 worst_error=worst if t.quantized is not None else None,
+                ome_upgrade=ome_upgrade,
             )
             if written is not None:
                 written(t, report)
             reports.append(report)
         if not isinstance(node, zarr.Array):
+            if ome_upgrade is not None:
+                from zarrext.jobs.ome import apply_upgrade
+
+                apply_upgrade(ome_upgrade, store, base or "")
             consolidate_within(store, base or "")
             if node.metadata.zarr_format == 2 and _v2_consolidated(node):
                 from zarrext.jobs.group_metadata import consolidate

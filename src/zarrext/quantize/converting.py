@@ -54,7 +54,7 @@ def convert(
     *,
     codecs: Sequence[Mapping[str, Any]] | None = None,
     chunks: Sequence[int] | None = None,
-    shards: Sequence[int] | Literal[False] | None = None,
+    shards: Sequence[int] | Literal[False, "auto"] | None = None,
     shard_layout: Literal["fixed-slot", "append"] | None = None,
     like: Any = None,
     max_abs_error: float | None = None,
@@ -68,6 +68,7 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
+    ome_upgrade: bool = True,
 ) -> list[ConvertReport]:
     """Copy an array or a group into zarrext's encodings (Zarr format 3).
 
@@ -77,7 +78,8 @@ def convert(
     (groups, their attributes, other arrays' chunks) copied as it is, format 2
     metadata migrated to format 3 by zarr's ``migrate_to_v3``. Attributes (OME-Zarr's
     ``ome``/``multiscales``, CF's), dimension names (format 2: xarray's
-    ``_ARRAY_DIMENSIONS``) and fill values are kept; consolidated metadata is
+    ``_ARRAY_DIMENSIONS``) and fill values are kept (a format 2 group's OME-Zarr 0.4
+    metadata upgraded to 0.5, see ``ome_upgrade``); consolidated metadata is
     written again. The output is published as ``zarrext quantize`` publishes its copy
     (:func:`zarrext.jobs.outputs.staged_output`).
 
@@ -92,7 +94,11 @@ def convert(
         in the attributes, as :func:`zarrext.create_array` records it).
     chunks, shards : tuple of int, optional
         The chunk and shard shapes (``shards=False``: no shards). Default: the
-        source's.
+        source's. A shard shape is fitted to each array: clipped to the array
+        (its extent rounded up to whole chunks), so that each level of a pyramid
+        gets shards no larger than itself; ``shards="auto"`` gives each array
+        shards grown from its chunks towards 64 MiB of decoded values
+        (:mod:`zarrext.jobs.shard_shapes`).
     shard_layout : {"fixed-slot", "append"}, optional
         The shards' layout (a local directory only); ``None``: dense.
     like : array, path or URL, optional
@@ -131,6 +137,11 @@ def convert(
         ``async.concurrency`` write units. Tasks are idempotent, so a task rerun
         after its worker died writes the same bytes. A quantized array's scan runs
         on the cluster too.
+    ome_upgrade : bool
+        A format 2 group's OME-Zarr 0.4 metadata (valid in format 2 only) becomes
+        OME-Zarr 0.5 in the format 3 copy: under the ``ome`` key, with
+        ``dimension_names`` from the axes (:mod:`zarrext.jobs.ome`); each report's
+        ``ome_upgrade`` says what changed. ``False`` keeps the attributes as they are.
 
     Returns
     -------
@@ -148,7 +159,7 @@ def convert(
     """
     encoding = Encoding(
         codecs=codecs, chunks=_shape(chunks),
-        shards=shards if shards is False else _shape(shards),
+        shards=shards if shards is False or isinstance(shards, str) else _shape(shards),
         shard_layout=shard_layout, like=like, max_abs_error=max_abs_error,
     )
     return _convert(
@@ -156,5 +167,5 @@ def convert(
         overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
         quantizer=quantizer(client, scan_progress),
         storage_options=storage_options, output_storage_options=output_storage_options,
-        client=client,
+        client=client, ome_upgrade=ome_upgrade,
     )
