@@ -211,3 +211,20 @@ def test_any_xarray_dataset_decodes_the_same_after_convert(
                 for key in ENCODING_KEYS:
                     assert _same_encoding(before[name].encoding.get(key),
                                           after[name].encoding.get(key)), (how, name, key)
+
+
+def test_quantized_group_keeps_every_variables_missing_values(run: Run, tmp_path: Path) -> None:
+    """``zarrext quantize GROUP``: the floats quantized, the CF-packed ints and the
+    coordinates copied; xarray decodes each as it decoded the source."""
+    ds = _packed_pressure()
+    ds["t"] = ds.p.astype("f4") - 1000
+    ds.to_zarr(tmp_path / "src.zarr", zarr_format=2, encoding=PACKED)
+    code, _, err = run("quantize", tmp_path / "src.zarr", "--out", tmp_path / "q.zarr",
+                       "--max-abs-error", "0.01", "--allow-larger")
+    assert code == 0, err
+    before = xr.open_zarr(tmp_path / "src.zarr").load()
+    after = _without_record(xr.open_zarr(tmp_path / "q.zarr").load())
+    assert int(after.p.isnull().sum()) == int(before.p.isnull().sum()) > 0
+    xr.testing.assert_identical(after.drop_vars("t"), before.drop_vars("t"))
+    xr.testing.assert_allclose(after.t, before.t, atol=0.01, rtol=0)
+    assert bool((after.t.isnull() == before.t.isnull()).all())

@@ -18,7 +18,13 @@ import xarray as xr
 import zarr
 
 import zarrext
-from zarrext.codecs.decisions import NoDecisionWarning, decision_record, recorded_decision
+from zarrext.codecs.decisions import (
+    NoDecisionWarning,
+    decision_record,
+    recorded_decision,
+    with_record,
+    zarrext_record,
+)
 from zarrext.codecs.quantized_writes import PlannedRange
 
 ENGINES = ["netcdf4", "h5netcdf", "scipy"]
@@ -117,3 +123,14 @@ def test_old_nested_record_is_still_read(tmp_path: Path) -> None:
     array.attrs.put({"zarrext": {"decision": "compress_if_smaller"}})
     assert decision_record(zarr.open_array(tmp_path / "a.zarr").attrs) == "compress_if_smaller"
     _written_again_by_zarrext(tmp_path / "a.zarr")
+
+
+def test_record_is_a_json_string_beside_other_entries_and_refuses_a_foreign_value() -> None:
+    attributes = with_record({"units": "m", "zarrext": {"quantize": {"range": [0, 1]}}},
+                             "decision", decision="smallest")
+    assert isinstance(attributes["zarrext"], str)  # what netCDF takes
+    assert zarrext_record(attributes) == {"quantize": {"range": [0, 1]}, "decision": "smallest"}
+    assert zarrext_record({"zarrext": b'{"decision": "smallest"}'}) == {"decision": "smallest"}
+    assert decision_record({"zarrext": "not json"}) is None
+    with pytest.raises(ValueError, match=r"attributes\['zarrext'\] is 'mine'.*decision"):
+        with_record({"zarrext": "mine"}, "decision", decision="smallest")

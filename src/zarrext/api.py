@@ -411,8 +411,8 @@ def create_array(
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...). ``filters`` from :func:`zarrext.quantize.plan` also record
-        the plan (range, bound, headroom) in the attributes,
-        (the ``zarrext`` record's ``"quantize"``), which zarrext's writers then check
+        the plan (range, bound, headroom) in the attributes (the ``zarrext``
+        record's ``"quantize"``), which zarrext's writers then check
         (:mod:`zarrext.codecs.quantized_writes`).
 
     Raises

@@ -722,16 +722,14 @@ def with_record(attributes: Mapping[str, Any] | None, what: str, **entries: Any)
         ``"decision"``) names what was to be recorded.
     """
     out = dict(attributes or {})
-    record: dict[str, Any] | None = {}
-    if out.get(RECORD_KEY) is not None:
-        record = zarrext_record(out)
-        if record is None:
-            raise ValueError(
-                f"attributes[{RECORD_KEY!r}] is {out[RECORD_KEY]!r}; zarrext records the "
-                f"array's {what} in a JSON object under that key (pass attributes without "
-                f"{RECORD_KEY!r})"
-            )
-    out[RECORD_KEY] = json.dumps({**record, **entries})
+    record = zarrext_record(out)
+    if record is None and out.get(RECORD_KEY) is not None:
+        raise ValueError(
+            f"attributes[{RECORD_KEY!r}] is {out[RECORD_KEY]!r}; zarrext records the "
+            f"array's {what} in a JSON object under that key (pass attributes without "
+            f"{RECORD_KEY!r})"
+        )
+    out[RECORD_KEY] = json.dumps({**(record or {}), **entries})
     return out
 
 

@@ -37,7 +37,8 @@ def _float_text(value: float) -> str:
 def encoded_fill_value(fill_value: Any, dtype: np.dtype[Any]) -> Any:
     """``fill_value`` as xarray writes the ``_FillValue`` attribute of a format 3 array
     of ``dtype`` (``FillValueCoder.encode``), or ``None`` for a type whose fill xarray
-    cannot read back from that attribute (strings, datetimes, structured types)."""
+    cannot read back from that attribute (strings and bytes, whose ``_FillValue``
+    xarray's format 3 reader refuses; datetimes, structured types)."""
     kind = np.dtype(dtype).kind
     if kind == "b":
         return bool(fill_value)
@@ -48,8 +49,6 @@ def encoded_fill_value(fill_value: Any, dtype: np.dtype[Any]) -> Any:
     if kind == "c":
         value = complex(fill_value)
         return [_float_text(value.real), _float_text(value.imag)]
-    if kind == "S":
-        return base64.standard_b64encode(bytes(fill_value)).decode()
     return None
 
 
