@@ -31,6 +31,7 @@ from zarrext.codecs.decisions import (
     DecisionError,
     from_function,
     resolve_decision,
+    zarrext_record,
 )
 
 PROTO = default_buffer_prototype()
@@ -928,7 +929,7 @@ def test_spec_literal_through_arrays_is_recorded_and_reused(where: Where) -> Non
                              chunks=(2, 64), dtype="<f4", compressors=[ConditionalCodec(codecs)],
                              decision="spec_literal")
     z[:2] = data[:2]
-    assert z.attrs["zarrext"] == {"decision": "spec_literal"}
+    assert zarrext_record(z.attrs) == {"decision": "spec_literal"}
     zarrext.open_array(where.location("a"), storage_options=where.options)[2:] = data[2:]
     for (i, _), stored in chunk_files(where, "a").items():
         raw = data[2 * i : 2 * i + 2].tobytes()

@@ -6,13 +6,14 @@ and whose ``conditional`` codecs carry the decision given here. ``zarr.json`` is
 not touched: the same array opened with plain zarr-python reads the same values.
 
 A built-in decision given to :func:`create_array` is also recorded in the array's
-attributes (``{"zarrext": {"decision": name}}``), and :func:`open_array` uses it
+attributes (``{"zarrext": '{"decision": "<name>"}'}``, a JSON object in a string
+that netCDF takes too), and :func:`open_array` uses it
 when no ``decision=`` is given. An array written with no decision at all stores
 its chunks raw, as the spec's default says, with a
 :class:`~zarrext.codecs.decisions.NoDecisionWarning` once per opened array.
 
 Filters from :func:`zarrext.quantize.plan` given to :func:`create_array` record the
-plan likewise (``{"zarrext": {"quantize": {...}}}``). Writes into a quantized array
+plan likewise (the record's ``"quantize"``). Writes into a quantized array
 (``scale_offset`` + ``cast_value``) through these arrays' pipeline, and
 :func:`create_array`'s ``data``, refuse a finite value the array would not give back
 as itself, before anything of the write is stored (:mod:`zarrext.codecs.quantized_writes`).
@@ -21,7 +22,7 @@ as itself, before anything of the write is stored (:mod:`zarrext.codecs.quantize
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -40,11 +41,11 @@ from zarrext._zarr_compat import (
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.decisions import (
     NO_DECISION,
-    RECORD_KEY,
     DecisionLike,
     Undecided,
     builtin_name,
     recorded_decision,
+    with_record,
 )
 from zarrext.codecs.literal_padding import warn_padding_mismatches
 from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
@@ -143,16 +144,8 @@ def with_decision_when_none_given(array: Any) -> Any:
 
 def _with_decision_record(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
     """``kwargs`` for ``zarr.create_array`` with attributes that record decision ``name``."""
-    attributes = dict(kwargs.get("attributes") or {})
-    record = attributes.get(RECORD_KEY, {})
-    if not isinstance(record, Mapping):
-        raise ValueError(
-            f"attributes[{RECORD_KEY!r}] is {record!r}; zarrext records the array's decision "
-            f"in an object under that key (pass attributes without {RECORD_KEY!r}, or a "
-            "decision that is not recorded)"
-        )
-    attributes[RECORD_KEY] = {**record, "decision": name}
-    return {**kwargs, "attributes": attributes}
+    return {**kwargs, "attributes": with_record(kwargs.get("attributes"), "decision",
+                                                decision=name)}
 
 
 def _with_plan_record(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -409,7 +402,7 @@ def create_array(
     decision, trial_encode, shard_layout, padding
         See :func:`with_runtime`. A built-in decision (a name such as
         ``"compress_if_smaller"``, or the object it gives) is also recorded in the
-        array's attributes, ``{"zarrext": {"decision": name}}``, for
+        array's attributes (:func:`~zarrext.codecs.decisions.with_record`), for
         :func:`open_array` to use again. A function, a fixed mask, a plan or a
         :class:`~zarrext.codecs.decisions.Decision` subclass cannot be recorded: nothing is,
         and each :func:`open_array` must be given it again. With no ``decision``
@@ -418,8 +411,8 @@ def create_array(
     **kwargs
         Passed to ``zarr.create_array`` (shape, dtype, chunks, shards, serializer,
         compressors, ...). ``filters`` from :func:`zarrext.quantize.plan` also record
-        the plan (range, bound, headroom) in the attributes,
-        ``{"zarrext": {"quantize": {...}}}``, which zarrext's writers then check
+        the plan (range, bound, headroom) in the attributes (the ``zarrext``
+        record's ``"quantize"``), which zarrext's writers then check
         (:mod:`zarrext.codecs.quantized_writes`).
 
     Raises

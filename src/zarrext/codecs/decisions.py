@@ -14,11 +14,11 @@ Three kinds are accepted wherever a decision is:
 or a :class:`Decision` object, e.g. from :func:`from_plan`.
 
 A decision is not metadata, but :func:`zarrext.create_array` records a built-in's
-name in the array's attributes (``{"zarrext": {"decision": name}}``, see
-:func:`decision_record`) so that :func:`zarrext.open_array` can use it again. A
-zarrext writer of an array with no decision at all stores chunks raw and says so
-once (:class:`NoDecisionWarning`); xarray's ``to_zarr`` too, once zarrext is
-imported (:mod:`zarrext.xarray.writes`).
+name in the array's attributes (``{"zarrext": '{"decision": "<name>"}'}``: a JSON
+object in a string, a value netCDF takes too; see :func:`decision_record`) so that
+:func:`zarrext.open_array` can use it again. A zarrext writer of an array with no
+decision at all stores chunks raw and says so once (:class:`NoDecisionWarning`);
+xarray's ``to_zarr`` too, once zarrext is imported (:mod:`zarrext.xarray.writes`).
 
 What a decision sees: an interpretation of the spec
 ---------------------------------------------------
@@ -56,6 +56,7 @@ rule stores zstd alone (mask ``0b10``) where ``compress_if_smaller`` stores both
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import warnings
 from abc import ABC, abstractmethod
@@ -89,6 +90,9 @@ __all__ = [
     "from_plan",
     "recorded_decision",
     "resolve_decision",
+    "with_record",
+    "without_decision_record",
+    "zarrext_record",
 ]
 
 MAX_SMALLEST_CODECS = 8
@@ -683,8 +687,51 @@ class Undecided(FixedMask):
 # One lock for all Undecided objects: a lock of their own would not pickle (Dask).
 _WARN_LOCK = threading.Lock()
 
-# The attribute under which zarrext.create_array records a built-in decision.
+# The attribute under which zarrext records what later writers need: the decision
+# zarrext.create_array was given, a quantization plan.
 RECORD_KEY = "zarrext"
+
+
+def zarrext_record(attributes: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What ``attributes["zarrext"]`` records, as an object (``None``: nothing, or not
+    a record zarrext wrote).
+
+    zarrext writes the record as a string holding a JSON object (:func:`with_record`),
+    so that xarray can write it to netCDF (any engine) and back to Zarr; the nested
+    object that zarrext wrote before is read too.
+    """
+    value = attributes.get(RECORD_KEY)
+    if isinstance(value, bytes):  # netCDF 3 text read without decoding
+        value = value.decode("utf-8", "replace")
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    return dict(value) if isinstance(value, Mapping) else None
+
+
+def with_record(attributes: Mapping[str, Any] | None, what: str, **entries: Any) -> dict[str, Any]:
+    """``attributes`` with ``entries`` recorded under ``"zarrext"``, beside what is
+    recorded there already, as a string holding a JSON object (:func:`zarrext_record`).
+
+    Raises
+    ------
+    ValueError
+        When ``attributes["zarrext"]`` is there and not a record; ``what`` (e.g.
+        ``"decision"``) names what was to be recorded.
+    """
+    out = dict(attributes or {})
+    record = zarrext_record(out)
+    if record is None and out.get(RECORD_KEY) is not None:
+        raise ValueError(
+            f"attributes[{RECORD_KEY!r}] is {out[RECORD_KEY]!r}; zarrext records the "
+            f"array's {what} in a JSON object under that key (pass attributes without "
+            f"{RECORD_KEY!r})"
+        )
+    out[RECORD_KEY] = json.dumps({**(record or {}), **entries})
+    return out
+
 
 # A built-in decision object's exact class and name -> the name that recreates it.
 _BUILTIN_OBJECTS = {
@@ -712,11 +759,11 @@ def builtin_name(decision: DecisionLike) -> str | None:
 def decision_record(attributes: Mapping[str, Any]) -> Any:
     """What an array's attributes record as its decision, as stored (``None`` if nothing).
 
-    The record is ``attributes["zarrext"]["decision"]``; attributes that use the
-    ``zarrext`` key for something other than an object record nothing.
+    The record is the ``decision`` of :func:`zarrext_record`; attributes that use the
+    ``zarrext`` key for something other than a record record nothing.
     """
-    record = attributes.get(RECORD_KEY)
-    return record.get("decision") if isinstance(record, Mapping) else None
+    record = zarrext_record(attributes)
+    return record.get("decision") if record is not None else None
 
 
 def without_decision_record(attributes: Mapping[str, Any]) -> dict[str, Any]:
@@ -724,13 +771,12 @@ def without_decision_record(attributes: Mapping[str, Any]) -> dict[str, Any]:
     of an array whose codecs have no ``conditional`` for the record to steer, so
     that no report (``zarrext info``) names a decision the copy does not have."""
     out = dict(attributes)
-    record = out.get(RECORD_KEY)
-    if isinstance(record, Mapping) and "decision" in record:
-        rest = {k: v for k, v in record.items() if k != "decision"}
-        if rest:
-            out[RECORD_KEY] = rest
-        else:
-            del out[RECORD_KEY]
+    record = zarrext_record(out)
+    if record is not None and "decision" in record:
+        del record["decision"]
+        del out[RECORD_KEY]
+        if record:
+            out = with_record(out, "records", **record)
     return out
 
 

@@ -55,7 +55,7 @@ from zarr.codecs.scale_offset import ScaleOffset
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.dtype import get_data_type_from_native_dtype
 
-from zarrext.codecs.decisions import RECORD_KEY
+from zarrext.codecs.decisions import with_record, zarrext_record
 from zarrext.errors import UnstorableValueError
 
 __all__ = [
@@ -68,7 +68,8 @@ __all__ = [
 ]
 
 PLAN_KEY = "quantize"
-"""The plan's record in an array's attributes: ``attributes["zarrext"]["quantize"]``."""
+"""The plan's entry in zarrext's record in an array's attributes
+(:func:`zarrext.codecs.decisions.zarrext_record`)."""
 
 
 def array_label(path: str | None) -> str:
@@ -110,31 +111,23 @@ class PlannedRange:
         }
 
     def recorded_in(self, attributes: Mapping[str, Any] | None) -> dict[str, Any]:
-        """``attributes`` with this plan recorded under ``zarrext.quantize`` (other
-        records under ``zarrext``, such as the decision, kept).
+        """``attributes`` with this plan recorded as zarrext's record's ``quantize``
+        (:func:`zarrext.codecs.decisions.with_record`; the rest of the record, such as
+        the decision, kept).
 
         Raises
         ------
         ValueError
-            When ``attributes["zarrext"]`` is there and not an object.
+            When ``attributes["zarrext"]`` is there and not a record.
         """
-        out = dict(attributes or {})
-        record = out.get(RECORD_KEY, {})
-        if not isinstance(record, Mapping):
-            raise ValueError(
-                f"attributes[{RECORD_KEY!r}] is {record!r}; zarrext records the array's "
-                f"quantization plan in an object under that key (pass attributes without "
-                f"{RECORD_KEY!r})"
-            )
-        out[RECORD_KEY] = {**record, PLAN_KEY: self.to_json()}
-        return out
+        return with_record(attributes, "quantization plan", **{PLAN_KEY: self.to_json()})
 
     @classmethod
     def recorded(cls, attributes: Mapping[str, Any]) -> PlannedRange | None:
         """The plan ``attributes`` record, or None (none, or not one zarrext wrote: the
         filters alone are then checked)."""
-        record = attributes.get(RECORD_KEY)
-        plan = record.get(PLAN_KEY) if isinstance(record, Mapping) else None
+        record = zarrext_record(attributes)
+        plan = record.get(PLAN_KEY) if record is not None else None
         if not isinstance(plan, Mapping):
             return None
         try:

@@ -342,12 +342,13 @@ def source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, .
 
     from zarrext.codecs.decisions import without_decision_record
     from zarrext.formats.n5 import written_by_n5
+    from zarrext.jobs.xarray_convention import as_format_3
 
     attributes = without_decision_record(src.attrs.asdict())
     if src.metadata.zarr_format == 2:
-        # xarray's dimension names in format 2 become format 3's own
-        dims = attributes.pop("_ARRAY_DIMENSIONS", None)
-        return [], "auto", attributes, tuple(dims) if dims is not None else None
+        # xarray's dimension names and fill value, where its format 3 reader looks
+        attributes, dims = as_format_3(attributes, src.metadata.fill_value, src.dtype)
+        return [], "auto", attributes, dims
     dims = getattr(src.metadata, "dimension_names", None)
     dims = tuple(dims) if dims is not None else None
     if written_by_n5(json.loads(json.dumps(src.metadata.to_dict(), default=str))):
@@ -1152,7 +1153,8 @@ def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
 def _migrated(member: Any, store: Any, path: str) -> None:
     """A format 2 array's metadata written as format 3 at ``path`` (zarr's
     ``migrate_to_v3``), its chunks read where they are, as the converted arrays
-    are made: xarray's ``_ARRAY_DIMENSIONS`` become dimension names, and a fill
+    are made: xarray's ``_ARRAY_DIMENSIONS`` and fill value become its format 3
+    dimension names and ``_FillValue`` (:mod:`zarrext.jobs.xarray_convention`), and a fill
     value of null (format 2's "none": zarr-python reads a missing chunk as the
     type's default, which xarray writes for integers) becomes that default, as
     format 3 needs one (``migrate_to_v3`` refuses null)."""
@@ -1164,7 +1166,10 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     from zarr.metadata.migrate_v3 import migrate_to_v3
     from zarr.storage import StorePath
 
+    from zarrext.jobs.xarray_convention import as_format_3
+
     metadata = member.metadata
+    fill_value = metadata.fill_value  # null: xarray masks nothing
     if metadata.fill_value is None:
         metadata = dataclasses.replace(metadata, fill_value=metadata.dtype.default_scalar())
         member = zarr.Array(zarr.AsyncArray(metadata=metadata, store_path=member.store_path))
@@ -1172,9 +1177,9 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     key = f"{path}/zarr.json"
     prototype = default_buffer_prototype()
     document = json.loads(sync(store.get(key, prototype=prototype)).to_bytes())
-    dims = document.get("attributes", {}).pop("_ARRAY_DIMENSIONS", None)
+    attributes, dims = as_format_3(document.get("attributes", {}), fill_value, member.dtype)
     if dims is not None:
-        document["dimension_names"] = list(dims)
+        document["attributes"], document["dimension_names"] = attributes, list(dims)
         sync(store.set(key, prototype.buffer.from_bytes(json.dumps(document, indent=2).encode())))
 
 
