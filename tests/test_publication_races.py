@@ -170,9 +170,15 @@ def test_without_a_no_replace_rename_a_new_output_is_still_never_put_over_anothe
                             progress=_at_last_unit(lambda: make(out)))  # noqa: B023
         assert out.is_dir()
         assert [p.name for p in out.iterdir()] == (["thesis.txt"] if make is _thesis else [])
-    out = tmp_path / "fresh.zarr"
-    zarrext.convert(str(tmp_path / "src.zarr"), str(out))
-    assert zarr.open_array(str(out), mode="r").shape == (32, 24)
+    out = tmp_path / "out.zip"
+    with pytest.raises(OutputConflictError, match="during this run"):
+        zarrext.convert(str(tmp_path / "src.zarr"), str(out),
+                        progress=_at_last_unit(lambda: _zip_file(out)))
+    assert out.read_bytes() == b"someone else's archive"
+    for name in ("fresh.zarr", "fresh.zip"):
+        zarrext.convert(str(tmp_path / "src.zarr"), str(tmp_path / name))
+        assert _leftovers(tmp_path / name) == []
+    assert zarr.open_array(str(tmp_path / "fresh.zarr"), mode="r").shape == (32, 24)
 
 
 def test_without_the_exchange_overwrite_still_replaces_only_what_it_saw(
@@ -242,3 +248,55 @@ def test_a_second_job_never_takes_over_a_running_jobs_s3_output(
     np.testing.assert_array_equal(
         zarr.open_array(out, mode="r", storage_options=s3["options"])[:], data)
     assert UNFINISHED not in where.stored("out.zarr")
+
+
+def test_a_server_ignoring_conditional_writes_is_named_and_read_before_writing(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server that ignores ``If-None-Match`` (its conditional create always writes)
+    is found by the marker written twice: a warning names it, and the root
+    ``zarr.json`` is read just before it is written."""
+    from zarrext import stores
+
+    real = stores._create
+
+    async def ignoring(store: Any, key: str, value: bytes) -> bool:
+        await real(store, key, value)  # a first create: written
+        await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
+            value))  # as such a server would: written again, and said so
+        return True
+
+    monkeypatch.setattr(stores, "_create", ignoring)
+    where = Where("s3", s3["url"], s3["options"])
+    data = _source(where.location("src.zarr"), 0, s3["options"])
+    with pytest.warns(outputs.UnconditionalStoreWarning, match="ignores conditional"):
+        zarrext.convert(where.location("src.zarr"), where.location("ok.zarr"),
+                        storage_options=s3["options"])
+    np.testing.assert_array_equal(
+        zarr.open_array(where.location("ok.zarr"), storage_options=s3["options"])[:], data)
+    theirs = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
+    with pytest.warns(outputs.UnconditionalStoreWarning), \
+            pytest.raises(OutputConflictError, match="during this run"):
+        zarrext.convert(
+            where.location("src.zarr"), where.location("out.zarr"),
+            storage_options=s3["options"],
+            progress=_at_last_unit(lambda: where.put("out.zarr", "zarr.json", theirs)),
+        )
+    assert where.stored("out.zarr")["zarr.json"] == theirs
+
+
+def test_an_fsspec_output_is_read_before_its_root_is_written(s3: dict[str, Any]) -> None:
+    """An fsspec store has no conditional write: the root ``zarr.json`` another writer
+    put there is found by a read just before the write, and left as it is."""
+    from zarr.storage import FsspecStore
+
+    where = Where("s3", s3["url"], s3["options"])
+    _source(where.location("src.zarr"), 0, s3["options"])
+    output = FsspecStore.from_url(where.location("out.zarr"), storage_options=s3["options"])
+    theirs = b'{"zarr_format": 3, "node_type": "group", "attributes": {}}'
+    with pytest.raises(OutputConflictError, match="during this run"):
+        zarrext.convert(
+            where.location("src.zarr"), output, storage_options=s3["options"],
+            progress=_at_last_unit(lambda: where.put("out.zarr", "zarr.json", theirs)),
+        )
+    assert where.stored("out.zarr")["zarr.json"] == theirs
