@@ -300,3 +300,20 @@ def test_an_fsspec_output_is_read_before_its_root_is_written(s3: dict[str, Any])
             progress=_at_last_unit(lambda: where.put("out.zarr", "zarr.json", theirs)),
         )
     assert where.stored("out.zarr")["zarr.json"] == theirs
+
+
+def test_a_refused_publication_leaves_the_groups_consolidated_metadata_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """Refused before anything was withdrawn or swapped: the consolidated metadata of
+    the group above is not written again (it would list the intruder)."""
+    _source(str(tmp_path / "src.zarr"), 0)
+    group = tmp_path / "g.zarr"
+    zarr.open_group(str(group), mode="w").create_array("a", shape=(2,), dtype="i1")
+    zarr.consolidate_metadata(str(group))
+    document = (group / "zarr.json").read_bytes()
+    with pytest.raises(OutputConflictError, match="during this run"):
+        zarrext.convert(str(tmp_path / "src.zarr"), str(group / "q"),
+                        progress=_at_last_unit(lambda: _array(group / "q")))
+    assert (group / "zarr.json").read_bytes() == document
+    np.testing.assert_array_equal(zarr.open_array(str(group / "q"), mode="r")[:], [7, 8, 9])

@@ -579,13 +579,19 @@ def _publish(staging: Path, built: Path, path: Path, seen: _Identity | None) -> 
     levels = [] if built.suffix == ".zip" else _consolidated_levels(path)
     if levels:
         _record(staging, levels)
+    withdrawn = False
     try:
         if seen is not None:
             if _identity(path) != seen:
                 raise _taken(path, seen)
             for level in levels:
+                withdrawn = True
                 withdraw(*_group_at(path, level))
         _swap(built, path, staging / _REPLACED, seen)
+    except OutputConflictError:
+        if not withdrawn:  # nothing changed: the groups' metadata stays as it is
+            levels = []
+        raise
     finally:
         _finish(staging, path, levels)
 
