@@ -8,14 +8,21 @@ metadata of the groups holding it. How depends on what the store can do:
 
 - a local directory or zip archive is built in a staging directory beside it
   (``.NAME.zarrext-tmp-<pid>-<host>-<id>``, no member of any group: no
-  ``zarr.json`` at its root) and renamed into place when complete. An old output
-  the caller asked to replace is swapped with the new one in one step (a zip
-  archive by ``os.replace``, a directory by Linux's
-  ``renameat2(RENAME_EXCHANGE)``) and then removed, so its path holds the old
-  output or the new one at every moment, a kill included. Where the exchange is
-  not available (another OS, a file system without it) the old directory is
-  renamed into the staging directory just before: a kill between the two renames
-  leaves it there, and the next run puts it back. The groups above holding
+  ``zarr.json`` at its root) and renamed into place when complete, over nothing
+  but what the job saw at its start. A new output is renamed where nothing is, in
+  one step that fails if anything is there (Linux's
+  ``renameat2(RENAME_NOREPLACE)``; elsewhere ``mkdir`` claims the path, or a hard
+  link puts a zip archive there): whatever appeared at the path during the run
+  (another tool's array, a user's directory, a second job's output) stays, and
+  the job fails with :class:`OutputConflictError`, its own output discarded. An
+  old output the caller asked to replace is swapped with the new one in one step
+  (Linux's ``renameat2(RENAME_EXCHANGE)``) and then removed, so its path holds
+  the old output or the new one at every moment, a kill included; what the swap
+  took out must be the output seen at the start (same inode; its ctime is checked
+  just before), else the swap is undone and the job fails the same way. Where the
+  exchange is not available (another OS, a file system without it) the old
+  output is renamed into the staging directory just before: a kill between the
+  two renames leaves it there, and the next run puts it back. The groups above holding
   consolidated metadata have it withdrawn before the swap and written again after
   (:func:`_publish` says why in that order). A rerun removes what a killed run
   writing the same output left, once its process is gone (the staging
@@ -24,13 +31,21 @@ metadata of the groups holding it. How depends on what the store can do:
 - on an object store (no rename) a new output is written where it will stay,
   each chunk once, through a :class:`MetadataLastStore`: its ``zarr.json``
   documents are held in memory and written only when the job succeeds, the
-  arrays' first and the root's last. Until the root's ``zarr.json`` lands,
-  nothing opens at the output. The groups above holding consolidated metadata
-  are then consolidated again. An object :data:`UNFINISHED` written first and
-  deleted last says the objects there are the job's own: a rerun replaces such
-  leftovers of a killed job without ``overwrite`` (or, when the root's
+  arrays' first and the root's last, the root's only where none is (a
+  conditional create: one another writer put there during the run is never
+  overwritten). Until the root's ``zarr.json`` lands, nothing opens at the
+  output. The groups above holding consolidated metadata are then consolidated
+  again. An object :data:`UNFINISHED`, naming the job's process and host, is
+  written first (where none is, by a conditional create) and deleted last: it
+  says the objects there are the job's own. A second job finding it refuses
+  while that process runs (or runs on another host); once it is gone, a rerun
+  takes the marker over (a write conditional on its ETag: one rerun does) and
+  replaces the killed job's leftovers without ``overwrite`` (or, when the root's
   ``zarr.json`` had landed, consolidates the groups above again and deletes the
-  marker), and never touches anything else;
+  marker), and never touches anything else. A store without conditional writes
+  (an fsspec store, or a server ignoring ``If-None-Match``: the marker is
+  written twice to find out, and a warning says so) is read just before each of
+  those writes instead: a writer in that moment is not detected;
 - an existing output on an object store is never replaced, ``overwrite`` or not
   (:class:`OutputConflictError`, naming what to do instead). Without a rename,
   a replacement has to put the new objects at the old ones' keys one by one: a
@@ -40,7 +55,9 @@ metadata of the groups holding it. How depends on what the store can do:
   kill there loses both. Write to a new prefix and point readers to it, or
   delete the old output first;
 - in an icechunk session the job writes in place: readers see nothing of it
-  until the caller commits, and a failed job's changes are never committed.
+  until the caller commits, and a failed job's changes are never committed;
+- an output inside a Zarr format 2 group is refused before anything is read: it
+  would be a format 3 node that the group's readers do not see as a member.
 """
 
 from __future__ import annotations
@@ -89,6 +106,7 @@ __all__ = [
     "MetadataLastStore",
     "OutputConflictError",
     "OutputLeftoverWarning",
+    "UnconditionalStoreWarning",
     "check_disjoint",
     "find_leftovers",
     "run_staged",
@@ -146,6 +164,10 @@ class MetadataLastStore(WrapperStore[Store]):
     keep : mapping, optional
         Objects that ``delete_dir`` must leave in place (put back after it): the
         :data:`UNFINISHED` marker, which zarr's ``overwrite`` would delete.
+    root_where_none : bool
+        Whether :meth:`publish` writes the root's ``zarr.json`` only where none is
+        (a conditional create, where the store has one), raising
+        :class:`RootTakenError` if one is there.
     """
 
     def __init__(
@@ -153,10 +175,13 @@ class MetadataLastStore(WrapperStore[Store]):
         store: Store,
         pending: dict[str, Buffer] | None = None,
         keep: Mapping[str, Buffer] | None = None,
+        *,
+        root_where_none: bool = False,
     ) -> None:
         super().__init__(store)
         self.pending: dict[str, Buffer] = {} if pending is None else pending
         self.keep: Mapping[str, Buffer] = dict(keep or {})
+        self.root_where_none = root_where_none
 
     @property
     def wrapped(self) -> Store:
@@ -164,7 +189,7 @@ class MetadataLastStore(WrapperStore[Store]):
         return self._store
 
     def _with_store(self, store: Store) -> MetadataLastStore:
-        return type(self)(store, self.pending, self.keep)
+        return type(self)(store, self.pending, self.keep, root_where_none=self.root_where_none)
 
     @property
     def _supports_sync_io(self) -> bool:
@@ -264,10 +289,33 @@ class MetadataLastStore(WrapperStore[Store]):
         return self._merged(self._store.list_dir(prefix), children, within)
 
     async def publish(self) -> None:
-        """Write the held ``zarr.json`` documents: innermost first, the root's last."""
+        """Write the held ``zarr.json`` documents: innermost first, the root's last.
+
+        Raises
+        ------
+        RootTakenError
+            If the root's is to be written where none is, and one is there (the
+            others are written; the root's is held).
+        """
         for key in sorted(self.pending, key=lambda k: (-_depth(k), k)):
-            await self._store.set(key, self.pending[key])
+            if key == "zarr.json" and self.root_where_none:
+                # Read first too: the one check where a store has no conditional
+                # write, or a server ignores it (see staged_output).
+                if await self._store.exists(key):
+                    raise RootTakenError(key)
+                created = await stores.create_object_async(self._store, key,
+                                                           self.pending[key].to_bytes())
+                if created is None:
+                    await self._store.set(key, self.pending[key])
+                elif not created:
+                    raise RootTakenError(key)
+            else:
+                await self._store.set(key, self.pending[key])
         self.pending.clear()
+
+
+class RootTakenError(Exception):
+    """A ``zarr.json`` another writer put at the root of an output being published."""
 
 
 def local_path(store_like: Any) -> Path | None:
@@ -355,12 +403,16 @@ def staged_output(
     OutputConflictError
         If ``output`` exists and ``overwrite`` is false, or it exists and is not a
         Zarr array or group (never replaced, whatever ``overwrite`` says), or it
-        exists on an object store (never replaced there either). Leftovers of a
-        killed job of zarrext's own (:data:`UNFINISHED`) are replaced.
+        exists on an object store (never replaced there either), or another job
+        is writing it, or it is inside a Zarr format 2 group. Leftovers of a
+        killed job of zarrext's own (:data:`UNFINISHED`) are replaced. At the
+        end, if something else than what was at ``output`` at the start is there
+        (put there during the run): it stays, and what was written is discarded.
     """
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="w", storage_options=storage_options)
     if isinstance(output, Store) and _remote(output) is not None:
+        _refuse_inside_format_2(output, _format_2_group_above_remote(output))
         with _staged_remote(output, overwrite=overwrite) as remote:
             yield remote
         return
@@ -396,11 +448,15 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
     (``.NAME.zarrext-tmp-<pid>-<host>-<id>/output``). The staging directory holds
     no ``zarr.json``, so in a group it is no member: a reader walking the group
     finds no array there, and consolidated metadata never lists it; its name says
-    whose it is, so that a rerun can remove it once that process is gone.
+    whose it is, so that a rerun can remove it once that process is gone. What
+    sits at ``path`` at the start (its identity, :func:`_identity`) is the only
+    thing the publication may replace.
     """
     path = path.parent.resolve() / path.name  # the groups above are found by path
+    _refuse_inside_format_2(output, _format_2_group_above_local(path))
     _clear_leftovers(path)
     _refuse_existing_local(output, path, overwrite=overwrite)
+    seen = _identity(path)
     staging = _staging_path(path)
     staging.mkdir(parents=True)
     zipped = path.suffix == ".zip"
@@ -420,7 +476,53 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
                 target.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
-    _publish(staging, built, path)
+    _publish(staging, built, path, seen)
+
+
+def _refuse_inside_format_2(output: Any, group: str | None) -> None:
+    """Refuse an output inside the Zarr format 2 group ``group`` (None: it is not).
+
+    The output is a format 3 array or group; its readers (xarray, zarr-python) open
+    a format 2 group as format 2 and find its members by their ``.zarray`` or
+    ``.zgroup`` (or through its ``.zmetadata``, which holds only format 2
+    documents): the output would be no member they see, a member it replaced would
+    read as missing (or, through the old ``.zmetadata``, as fill values).
+    """
+    if group is not None:
+        raise OutputConflictError(
+            f"{group} is a Zarr format 2 group: {output} inside it would be a format 3 "
+            "node that its readers (xarray, zarr-python) do not see as a member, and its "
+            f".zmetadata would go on describing the old one; convert the whole group "
+            f"(zarrext convert {group} --out NEW) or write the output outside it"
+        )
+
+
+def _format_2_group_above_local(path: Path) -> str | None:
+    """The innermost Zarr format 2 group holding a local ``path`` (the walk up stops
+    at the first directory that is no group), or None. A zip archive is no member."""
+    if path.suffix == ".zip":
+        return None
+    for parent in path.parents:
+        if (parent / ".zgroup").is_file():
+            return str(parent)
+        if group_document(LocalStore(parent), "") is None:
+            return None
+    return None
+
+
+def _format_2_group_above_remote(output: Store) -> str | None:
+    """:func:`_format_2_group_above_local` for an object-store or fsspec output."""
+    remote = _remote(output)
+    assert remote is not None
+    parts = remote[1].split("/")
+    for n in range(len(parts) - 1, 0, -1):
+        above = "/".join(parts[:n])
+        store = stores.remote_store_at(unwrapped_store(output), above)
+        if sync(store.exists(".zgroup")):
+            return f"{remote[0]}://{above}"
+        if group_document(store, "") is None:
+            return None
+    return None
 
 
 def _refuse_existing_local(output: Any, path: Path, *, overwrite: bool) -> None:
@@ -443,8 +545,10 @@ def _staging_path(path: Path) -> Path:
     )
 
 
-def _publish(staging: Path, built: Path, path: Path) -> None:
-    """Put the finished output ``built`` at ``path``, consistently for every reader.
+def _publish(staging: Path, built: Path, path: Path, seen: _Identity | None) -> None:
+    """Put the finished output ``built`` at ``path``, consistently for every reader,
+    over nothing but ``seen`` (what was at ``path`` when the job started; None:
+    nothing was).
 
     The steps, in this order:
 
@@ -456,7 +560,7 @@ def _publish(staging: Path, built: Path, path: Path) -> None:
        would make readers see no output at all). Until the swap, readers read the
        old output through its own ``zarr.json``, after it the new one;
     3. the swap (:func:`_swap`): ``path`` holds the old output or the new one at
-       every moment;
+       every moment; a new output goes where nothing is, in one no-replace step;
     4. the groups are consolidated again, from what is stored: the new output;
     5. the staging directory, with the old output in it, is removed.
 
@@ -465,30 +569,183 @@ def _publish(staging: Path, built: Path, path: Path) -> None:
     zip archive is no member of a group: nothing to consolidate. On an exception
     (not a kill, which runs nothing) steps 4 and 5 still run, describing what is
     at ``path`` then, the old output or the new one.
+
+    Raises
+    ------
+    OutputConflictError
+        If something else than ``seen`` is at ``path`` (put there during the run by
+        another tool or job): it stays as it is, and this run's output is removed.
     """
     levels = [] if built.suffix == ".zip" else _consolidated_levels(path)
     if levels:
         _record(staging, levels)
+    withdrawn = False
     try:
-        if os.path.lexists(path):
+        if seen is not None:
+            if _identity(path) != seen:
+                raise _taken(path, seen)
             for level in levels:
+                withdrawn = True
                 withdraw(*_group_at(path, level))
-        _swap(built, path, staging / _REPLACED)
+        _swap(built, path, staging / _REPLACED, seen)
+    except OutputConflictError:
+        if not withdrawn:  # nothing changed: the groups' metadata stays as it is
+            levels = []
+        raise
     finally:
         _finish(staging, path, levels)
 
 
-def _swap(built: Path, path: Path, aside: Path) -> None:
-    """Put ``built`` at ``path``: a file replaces a file in one ``os.replace``; a
-    directory is exchanged with the old one (:func:`_exchange`), which then sits at
-    ``built`` until removed. Only where no exchange exists is the old directory
-    renamed to ``aside`` first (a kill between the two renames leaves it there, and
-    the next run puts it back)."""
-    if not os.path.lexists(path) or (built.is_file() and path.is_file()):
-        os.replace(built, path)
-    elif not _exchange(built, path):
+@dataclass(frozen=True)
+class _Identity:
+    """What sits at a path: its file system object (device and inode) and the last
+    change of its own entry (ctime: a directory's changes as entries are added,
+    removed or renamed in it). A path emptied and filled again during a run, even
+    with an inode number reused, holds another identity."""
+
+    device: int
+    inode: int
+    changed: int
+
+    def same_object(self, other: _Identity | None) -> bool:
+        """Whether ``other`` is this object (a rename changes its ctime, not its inode)."""
+        return other is not None and (other.device, other.inode) == (self.device, self.inode)
+
+
+def _identity(path: Path) -> _Identity | None:
+    try:
+        status = path.lstat()
+    except FileNotFoundError:
+        return None
+    return _Identity(status.st_dev, status.st_ino, status.st_ctime_ns)
+
+
+def _taken(path: Path, seen: _Identity | None) -> OutputConflictError:
+    happened = "created" if seen is None else "replaced"
+    return OutputConflictError(
+        f"{path} was {happened} during this run (by another tool or job): it is left as it "
+        "is, and this run's output was discarded; nothing was written there"
+    )
+
+
+def _swap(built: Path, path: Path, aside: Path, seen: _Identity | None) -> None:
+    """Put ``built`` at ``path``, over nothing but ``seen``.
+
+    A new output (``seen`` None) goes where nothing is, in one step that fails if
+    anything is there (:func:`_put_new`). An old output is exchanged with the new
+    one (:func:`_exchange`; it then sits at ``built`` until removed); if the
+    object exchanged out is not ``seen`` (replaced in the moment since it was
+    checked) the exchange is undone. Only where no exchange exists is the old
+    output renamed to ``aside`` first (a kill between the two renames leaves it
+    there, and the next run puts it back).
+
+    Raises
+    ------
+    OutputConflictError
+        If something else than ``seen`` is at ``path``: nothing of it is moved.
+    """
+    if seen is None:
+        _put_new(built, path, seen)
+    elif _exchange(built, path):
+        if not seen.same_object(_identity(built)):
+            _exchange(built, path)  # put back what another writer put there
+            raise _taken(path, seen)
+    else:
         os.replace(path, aside)
+        if not seen.same_object(_identity(aside)):
+            try:  # put back what another writer put there
+                _put_new(aside, path, seen)
+            except OutputConflictError:  # and another since: keep it beside, named
+                kept = path.with_name(f"{path.name}.kept-{uuid.uuid4().hex[:8]}")
+                os.replace(aside, kept)
+                raise OutputConflictError(
+                    f"{path} was replaced twice during this run (by other tools or jobs): "
+                    f"the one this run moved aside is at {kept}, and this run's output "
+                    "was discarded"
+                ) from None
+            raise _taken(path, seen)
+        _put_new(built, path, seen)
+
+
+def _put_new(built: Path, path: Path, seen: _Identity | None) -> None:
+    """Rename ``built`` to ``path`` where nothing is, in one step that fails if
+    anything is there: Linux's ``renameat2(RENAME_NOREPLACE)``; elsewhere a
+    directory claims ``path`` with ``mkdir`` (which fails on anything there) and is
+    renamed onto that empty directory of its own (a rename onto a directory that
+    is not empty fails), a file is hard-linked (which fails on anything there).
+
+    Raises
+    ------
+    OutputConflictError
+        If anything is at ``path``: it is left as it is.
+    """
+    try:
+        if _rename_no_replace(built, path):
+            return
+        if built.is_dir():
+            os.mkdir(path)
+            try:
+                os.replace(built, path)  # onto the empty directory just made
+            except OSError as e:  # written into meanwhile: not ours any more
+                raise FileExistsError(e.errno, e.strerror, str(path)) from e
+        else:
+            _link_new(built, path)
+    except FileExistsError:
+        raise _taken(path, seen) from None
+
+
+def _link_new(built: Path, path: Path) -> None:
+    """Put the file ``built`` at ``path`` where nothing is (``FileExistsError`` if
+    anything is): a hard link; on a file system without links, ``path`` is claimed
+    by an exclusive create and replaced (a writer replacing it in between, in that
+    moment, is not detected)."""
+    try:
+        os.link(built, path)
+    except FileExistsError:
+        raise
+    except OSError:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL))
         os.replace(built, path)
+        return
+    built.unlink()
+
+
+_AT_FDCWD = -100
+_RENAME_NOREPLACE = 1
+_RENAME_EXCHANGE = 2
+
+
+def _renameat2(a: Path, b: Path, flags: int) -> bool:
+    """Linux's ``renameat2(a, b, flags)`` through the C library; False, with nothing
+    changed, where the C library or the file system has no such call or flag."""
+    if not sys.platform.startswith("linux"):
+        return False
+    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
+    if renameat2 is None:  # a C library without it (glibc before 2.28)
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), flags) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False  # a kernel or file system without it: nothing was changed
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _rename_no_replace(a: Path, b: Path) -> bool:
+    """Rename ``a`` to ``b`` only where nothing is at ``b``, in one step (Linux's
+    ``RENAME_NOREPLACE``): ``FileExistsError`` if anything is; False, with nothing
+    changed, where the C library or the file system has no such call."""
+    return _renameat2(a, b, _RENAME_NOREPLACE)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap the paths ``a`` and ``b`` in one step (Linux's ``renameat2`` with
+    ``RENAME_EXCHANGE``, through the C library); False, with nothing changed,
+    where the C library or the file system has no such call."""
+    return _renameat2(a, b, _RENAME_EXCHANGE)
 
 
 def _finish(staging: Path, path: Path, levels: list[int]) -> None:
@@ -541,6 +798,11 @@ def _recorded(staging: Path) -> list[int]:
     except (OSError, ValueError, KeyError, TypeError):
         return []
     return [n for n in levels if isinstance(n, int) and n >= 1]
+
+
+class UnconditionalStoreWarning(UserWarning):
+    """An output's object store ignores conditional writes: another writer putting
+    objects at the output during the run is not detected."""
 
 
 class OutputLeftoverWarning(UserWarning):
@@ -684,30 +946,6 @@ def _clear_leftovers(path: Path) -> None:
             )
 
 
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap the paths ``a`` and ``b`` in one step (Linux's ``renameat2`` with
-    ``RENAME_EXCHANGE``, through the C library); False, with nothing changed,
-    where the C library or the file system has no such call."""
-    if not sys.platform.startswith("linux"):
-        return False
-    renameat2 = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if renameat2 is None:  # a C library without it (glibc before 2.28)
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
-                          ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
-    if renameat2(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
-        return True
-    code = ctypes.get_errno()
-    if code in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False  # a kernel or file system without the exchange: nothing was changed
-    raise OSError(code, os.strerror(code), str(b))
-
-
 def _refuse_existing_in_session(store: Store, path: str, *, output: Any, overwrite: bool) -> None:
     # Every key of an icechunk repository belongs to an array or group: a path holds
     # something exactly when it holds a zarr.json.
@@ -785,21 +1023,138 @@ def _consolidate_again(groups: list[tuple[Any, str]]) -> None:
 
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
-    old_keys = set(sync(_keys(output)))
-    if UNFINISHED in old_keys:
-        if "zarr.json" in old_keys:
-            # Killed after its root zarr.json (written last) landed: the output is
-            # complete; the groups above may still have to list it, then the marker goes.
-            _consolidate_again(_consolidated_above(output))
-            sync(output.delete(UNFINISHED))
-            old_keys.discard(UNFINISHED)
-        else:
-            # A killed job's own leftovers (its marker says so): nothing that opens.
-            sync(_delete_all(output, last=UNFINISHED))
-            old_keys = set()
-    _refuse_existing_remote(output, old_keys, overwrite=overwrite)
-    with _written_in_place(output) as target:
+    marker = _claim(output, overwrite=overwrite)
+    with _written_in_place(output, marker) as target:
         yield target
+
+
+def _where(output: Store) -> str:
+    remote = _remote(output)
+    assert remote is not None
+    return f"{remote[0]}://{remote[1]}"
+
+
+def _marker() -> bytes:
+    """This job's :data:`UNFINISHED` object: whose it is (process, host) and a
+    fresh id (two jobs' markers never have one ETag)."""
+    from zarrext.sharding.journal import HOST
+
+    return json.dumps({
+        "zarrext": "a job is writing here; this object goes when the output is complete",
+        "pid": os.getpid(), "host": HOST, "id": uuid.uuid4().hex,
+    }).encode()
+
+
+def _refuse_live_owner(output: Store, marker: bytes) -> None:
+    """Refuse an output whose :data:`UNFINISHED` object may be a running job's: one
+    on this host whose process runs, or one on another host. An earlier zarrext's
+    marker (it names no process) and a gone process's are a killed job's."""
+    from zarrext.sharding.journal import HOST, process_alive
+
+    try:
+        document = json.loads(marker)
+        pid, host = int(document["pid"]), str(document["host"])
+    except (ValueError, TypeError, KeyError):
+        return
+    where = _where(output)
+    if host == HOST and process_alive(pid):
+        raise OutputConflictError(
+            f"another zarrext job (process {pid}) is writing {where}: wait for it to "
+            "finish, or write to another prefix"
+        )
+    if host != HOST:
+        raise OutputConflictError(
+            f"a zarrext job on another host (process {pid}) is writing {where}, or was "
+            f"killed there: if none is writing there, delete {where}/{UNFINISHED} and run "
+            "again"
+        )
+
+
+def _claim(output: Store, *, overwrite: bool) -> bytes:
+    """Make ``output`` this job's: its :data:`UNFINISHED` object written where none
+    is, in one conditional request, or put over a killed job's by a request
+    conditional on that marker's ETag (of two jobs finding one killed job's
+    leftovers, one takes them over); that job's objects are then removed.
+    Returns the marker.
+
+    A store without conditional writes (an fsspec store; an S3-compatible server
+    that ignores ``If-None-Match``, found by writing the marker twice) is read
+    just before it is written: a writer in between is not detected.
+
+    Raises
+    ------
+    OutputConflictError
+        If ``output`` holds something else, or a job that may be running is
+        writing there.
+    """
+    marker = _marker()
+    for _ in range(3):  # a marker found then gone: its job just finished; look again
+        created = stores.create_object(output, UNFINISHED, marker)
+        if created is None:
+            return _claim_unconditionally(output, marker, overwrite=overwrite)
+        if created:
+            if stores.create_object(output, UNFINISHED, marker):
+                warnings.warn(
+                    f"{_where(output)}: the server ignores conditional writes "
+                    "(If-None-Match): another writer putting objects there during this "
+                    "run would not be detected",
+                    UnconditionalStoreWarning, stacklevel=5,
+                )
+                return _claim_unconditionally(output, marker, overwrite=overwrite,
+                                              ours=True)
+            keys = set(sync(_keys(output))) - {UNFINISHED}
+            if keys:
+                sync(output.delete(UNFINISHED))
+                _refuse_existing_remote(output, keys, overwrite=overwrite)
+            return marker
+        found = stores.read_object(output, UNFINISHED)
+        if found is None:
+            continue
+        _refuse_live_owner(output, found[0])
+        if not stores.replace_object(output, UNFINISHED, marker, found[1]):
+            raise OutputConflictError(
+                f"another zarrext job took over {_where(output)} as this one started: "
+                "wait for it to finish, or write to another prefix"
+            )
+        _take_over(output, overwrite=overwrite)
+        return marker
+    raise OutputConflictError(f"{_where(output)} is being written by other jobs")
+
+
+def _take_over(output: Store, *, overwrite: bool) -> None:
+    """What a killed job left at ``output``, its marker now this job's: complete
+    (its root ``zarr.json`` had landed) the groups above are consolidated again
+    and the output refused as existing; else its objects go."""
+    keys = set(sync(_keys(output))) - {UNFINISHED}
+    if "zarr.json" in keys:
+        _consolidate_again(_consolidated_above(output))
+        sync(output.delete(UNFINISHED))
+        _refuse_existing_remote(output, keys, overwrite=overwrite)
+    sync(_delete_all_but(output, UNFINISHED))
+
+
+def _claim_unconditionally(output: Store, marker: bytes, *, overwrite: bool,
+                           ours: bool = False) -> bytes:
+    """:func:`_claim` on a store without conditional writes: read, then write."""
+    keys = set(sync(_keys(output)))
+    if UNFINISHED in keys and not ours:
+        found = sync(output.get(UNFINISHED, default_buffer_prototype()))
+        if found is not None:
+            _refuse_live_owner(output, found.to_bytes())
+        _take_over(output, overwrite=overwrite)
+        keys = set()
+    if keys - {UNFINISHED}:
+        if ours:
+            sync(output.delete(UNFINISHED))
+        _refuse_existing_remote(output, keys - {UNFINISHED}, overwrite=overwrite)
+    if not ours:
+        sync(output.set(UNFINISHED, default_buffer_prototype().buffer.from_bytes(marker)))
+    return marker
+
+
+async def _delete_all_but(store: Store, kept: str) -> None:
+    keys = [k async for k in store.list() if k != kept]
+    await asyncio.gather(*(store.delete(k) for k in keys))
 
 
 def _refuse_existing_remote(output: Store, keys: set[str], *, overwrite: bool) -> None:
@@ -826,19 +1181,19 @@ def _refuse_existing_remote(output: Store, keys: set[str], *, overwrite: bool) -
 
 
 @contextlib.contextmanager
-def _written_in_place(output: Store) -> Iterator[Store]:
+def _written_in_place(output: Store, marker: bytes) -> Iterator[Store]:
     """A new object-store output written once, where it stays; ``zarr.json`` last.
 
-    Then the groups above that hold consolidated metadata are consolidated again,
-    and only then the marker goes: a rerun after a kill before that finishes it.
-    Nothing is withdrawn first, as nothing is replaced: until they are consolidated
-    again, the groups' consolidated metadata reads as before, without the output.
+    The root's ``zarr.json`` is written where none is (a conditional create, where
+    the store has one): one put there during the run by another writer is never
+    overwritten. Then the groups above that hold consolidated metadata are
+    consolidated again, and only then the marker goes: a rerun after a kill before
+    that finishes it. Nothing is withdrawn first, as nothing is replaced: until
+    they are consolidated again, the groups' consolidated metadata reads as
+    before, without the output.
     """
-    marker = default_buffer_prototype().buffer.from_bytes(
-        b"zarrext is writing here; this object goes when the output is complete\n"
-    )
-    sync(output.set(UNFINISHED, marker))
-    target = MetadataLastStore(output, keep={UNFINISHED: marker})
+    held = default_buffer_prototype().buffer.from_bytes(marker)
+    target = MetadataLastStore(output, keep={UNFINISHED: held}, root_where_none=True)
     try:
         yield target
     except BaseException:
@@ -846,7 +1201,16 @@ def _written_in_place(output: Store) -> Iterator[Store]:
         with contextlib.suppress(Exception):
             sync(_delete_all(output, last=UNFINISHED))
         raise
-    sync(target.publish())
+    try:
+        sync(target.publish())
+    except RootTakenError:
+        sync(output.delete(UNFINISHED))
+        where = _where(output)
+        raise OutputConflictError(
+            f"{where}/zarr.json was put there during this run (by another tool or job): it "
+            f"is left as it is, and so are the objects this run wrote under {where} (they "
+            "cannot be told from that writer's)"
+        ) from None
     _consolidate_again(_consolidated_above(output))
     sync(output.delete(UNFINISHED))
 
@@ -864,9 +1228,14 @@ def refuse_taken(
     if isinstance(output, str) and local_path(output) is None:
         output = stores.open_store(output, mode="r", storage_options=storage_options)
     if isinstance(output, Store) and _remote(output) is not None:
+        _refuse_inside_format_2(output, _format_2_group_above_remote(output))
         keys = set(sync(_keys(output)))
-        if UNFINISHED in keys and "zarr.json" not in keys:
-            return  # a killed job's own leftovers: replaced
+        if UNFINISHED in keys:
+            found = sync(output.get(UNFINISHED, default_buffer_prototype()))
+            if found is not None:
+                _refuse_live_owner(output, found.to_bytes())
+            if "zarr.json" not in keys:
+                return  # a killed job's own leftovers: replaced
         _refuse_existing_remote(output, keys - {UNFINISHED}, overwrite=overwrite)
         return
     session = in_session(output)
@@ -875,7 +1244,9 @@ def refuse_taken(
         return
     path = local_path(output)
     if path is not None:
-        _refuse_existing_local(output, path.parent.resolve() / path.name, overwrite=overwrite)
+        path = path.parent.resolve() / path.name
+        _refuse_inside_format_2(output, _format_2_group_above_local(path))
+        _refuse_existing_local(output, path, overwrite=overwrite)
 
 
 def run_staged[T](
