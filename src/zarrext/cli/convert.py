@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
     @in_icechunk(
         "convert",
         settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
-                  "max_abs_error", "arrays", "overwrite"),
+                  "max_abs_error", "arrays", "allow_larger", "overwrite"),
         writes=lambda arguments: not arguments["dry_run"],
         snapshot_help=SNAPSHOT_WITH_DRY_RUN,
     )
@@ -218,6 +218,12 @@ def register(app: typer.Typer) -> None:
             bool,
             typer.Option(help="Replace an existing output (local: in one step). An output "
                          "on an object store is never replaced."),
+        ] = False,
+        allow_larger: Annotated[
+            bool,
+            typer.Option("--allow-larger",
+                         help="Write the copy even when an array's chunks take more bytes "
+                         "than the source's (by default nothing is written, exit code 1)."),
         ] = False,
         dry_run: Annotated[
             bool,
@@ -289,7 +295,7 @@ def register(app: typer.Typer) -> None:
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
-                    scan_progress=scanning,
+                    scan_progress=scanning, allow_larger=allow_larger,
                     storage_options=None if isinstance(path, SessionPath) else options,
                     client=client,
                 )

@@ -338,7 +338,9 @@ def source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, .
     if src.metadata.zarr_format == 2:
         # xarray's dimension names in format 2 become format 3's own
         dims = attributes.pop("_ARRAY_DIMENSIONS", None)
-        return [], "auto", attributes, tuple(dims) if dims is not None else None
+        from zarrext.jobs.v2_filters import format3_filters
+
+        return format3_filters(src), "auto", attributes, tuple(dims) if dims is not None else None
     dims = getattr(src.metadata, "dimension_names", None)
     dims = tuple(dims) if dims is not None else None
     if written_by_n5(json.loads(json.dumps(src.metadata.to_dict(), default=str))):
@@ -375,8 +377,13 @@ def _target(
     if shards is None:
         shards = tuple(src.shards) if getattr(src, "shards", None) else False
     layout = encoding.shard_layout or like.get("shard_layout")
+    itemsize = src.dtype.itemsize
+    if filters and src.metadata.zarr_format == 2:  # what the shuffle sees: the filters' output
+        from zarrext.jobs.v2_filters import encoded_itemsize
+
+        itemsize = encoded_itemsize(filters, src.dtype)
     codecs: dict[str, Any] = {"filters": filters, "serializer": serializer,
-                              "compressors": default_compressors(src.dtype.itemsize)}
+                              "compressors": default_compressors(itemsize)}
     chain = encoding.codecs if encoding.codecs is not None else like.get("codecs")
     if chain is not None:
         codecs = _parsed_codecs(chain, label)
@@ -1202,6 +1209,7 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
+    allow_larger: bool = False,
 ) -> list[ConvertReport]:
     """Copy an array or group into the encoding named, as zarrext's engine does.
 
@@ -1242,9 +1250,12 @@ def convert(
     )
     if dry_run:
         return [_sampled(t, sample) for t in targets]
+    from zarrext.jobs.larger import refusing_larger
+
     return run_conversion(
         node, targets, output, members=members, overwrite=overwrite,
         output_storage_options=out_options, progress=progress, client=client,
+        written=refusing_larger(allow_larger, source),
     )
 
 

@@ -68,6 +68,7 @@ def convert(
     storage_options: Mapping[str, Any] | None = None,
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
+    allow_larger: bool = False,
 ) -> list[ConvertReport]:
     """Copy an array or a group into zarrext's encodings (Zarr format 3).
 
@@ -131,6 +132,10 @@ def convert(
         ``async.concurrency`` write units. Tasks are idempotent, so a task rerun
         after its worker died writes the same bytes. A quantized array's scan runs
         on the cluster too.
+    allow_larger : bool
+        Keep a copy whose chunks take more bytes than its source's (by default the
+        output is discarded and :class:`~zarrext.errors.LargerOutputError` raised,
+        as ``zarrext quantize`` does).
 
     Returns
     -------
@@ -142,6 +147,9 @@ def convert(
     ConversionError
         An array cannot be converted as asked (a dtype a codec refuses, a chunk grid
         a layout refuses...), named with the reason; nothing is written.
+    LargerOutputError
+        An array's copy takes more bytes of chunks than its source (without
+        ``allow_larger``): nothing is published.
     OutputConflictError
         As ``zarrext quantize``: the output exists (without ``overwrite``, or on an
         object store), or is the source, inside it or around it.
@@ -156,5 +164,5 @@ def convert(
         overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
         quantizer=quantizer(client, scan_progress),
         storage_options=storage_options, output_storage_options=output_storage_options,
-        client=client,
+        client=client, allow_larger=allow_larger,
     )

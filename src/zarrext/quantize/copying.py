@@ -25,7 +25,9 @@ from typing import Any
 
 import zarr
 
+from zarrext import errors
 from zarrext.jobs.convert import ConvertReport, Target, source_parts
+from zarrext.jobs.larger import refuse_larger
 from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
 from zarrext.quantize.scanning import Progress, quantized
 
@@ -39,7 +41,7 @@ __all__ = [
     "source_sharding",
 ]
 
-class LargerOutputError(QuantizationError):
+class LargerOutputError(QuantizationError, errors.LargerOutputError):
     """The quantized copy would take more bytes than its source: it was not written."""
 
 
@@ -184,17 +186,11 @@ def collecting(
         quantized = target.quantized
         assert quantized is not None
         assert report.worst_error is not None
-        if report.output_bytes > report.source_bytes and not allow_larger:
-            from zarrext.jobs.inspection import size_change
-
-            raise LargerOutputError(
-                f"the quantized copy of {target.path or '/'} would be "
-                f"{size_change(report.source_bytes, report.output_bytes)} than its source "
-                f"({report.output_bytes:,} vs {report.source_bytes:,} bytes of chunks; "
-                f"{quantized.stored_dtype} codes for "
-                f"max_abs_error={quantized.max_abs_error!r}); "
-                "raise the bound, or accept it with --allow-larger (allow_larger=True)"
-            )
+        refuse_larger(
+            report, allow_larger=allow_larger, copy=f"the quantized copy of {target.path or '/'}",
+            detail=f"{quantized.stored_dtype} codes for max_abs_error={quantized.max_abs_error!r}",
+            remedy="raise the bound", error=LargerOutputError,
+        )
         copies.append(CopyReport(
             plan=quantized.plan, source_bytes=report.source_bytes,
             output_bytes=report.output_bytes, worst_error=report.worst_error,
