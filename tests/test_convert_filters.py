@@ -205,6 +205,24 @@ def test_a_larger_copy_is_refused_and_nothing_is_published(tmp_path: Path) -> No
                                   zarr.open_array(str(tmp_path / "src"))[...])
 
 
+def test_filters_that_lose_the_fill_value_are_dropped_and_the_larger_copy_refused(
+    tmp_path: Path,
+) -> None:
+    """Fill value 1000.005 reads back as 1000.0 through FixedScaleOffset(1000, 100): the
+    copy cannot keep the filter (its missing chunks must read 1000.005), stores float64,
+    and is refused as larger, as the issue's 2.66x copy is."""
+    values = np.random.default_rng(2).normal(1013.0, 20.0, SHAPE)
+    fso = numcodecs.FixedScaleOffset(offset=1000, scale=100, dtype="<f8", astype="<i2")
+    v2_source(tmp_path / "src", values, [fso], numcodecs.Zstd(level=3), 1000.005)
+    with pytest.raises(LargerOutputError, match=r"would be \d\.\d\dx larger than its source"):
+        zarrext.convert(str(tmp_path / "src"), str(tmp_path / "out"))
+    assert _output_traces(tmp_path) == []
+    zarrext.convert(str(tmp_path / "src"), str(tmp_path / "out"), allow_larger=True)
+    out = zarr.open_array(str(tmp_path / "out"), mode="r")
+    assert out.metadata.to_dict()["codecs"][0]["name"] == "bytes"
+    assert same_bits(out[...], numcodecs_read(tmp_path / "src"))  # 1000.005 where missing
+
+
 def test_data_no_codec_compresses_converts_within_the_margin(tmp_path: Path) -> None:
     """Random floats: the default chain stores them raw plus a header per chunk, a little
     more than the source's zstd frames; within the margin, not refused."""

@@ -249,7 +249,9 @@ def register(app: typer.Typer) -> None:
         and --max-abs-error name another encoding. Groups, attributes (OME-Zarr,
         CF), dimension names and fill values are kept; consolidated metadata is
         written again. What cannot be converted is named before anything is
-        written. The output is published as quantize publishes its copy: nothing
+        written; a copy larger than its source (by over 5%: a filter it could not
+        keep, codecs that compress less) is discarded unless --allow-larger, as
+        quantize does. The output is published as quantize publishes its copy: nothing
         opens at --out until it is complete; an existing --out is replaced only
         with --overwrite, and never on an object store. With --icechunk-branch,
         PATH is a repository and --out a path inside it: the conversion is one

@@ -9,11 +9,12 @@ measure the error, and publishes it.
 
 :func:`copy_quantized` refuses, before scanning any data, an output over its input or
 one that exists (without ``overwrite``); builds the output under a temporary name and
-moves it into place only when it is complete and no larger than its source (unless
-``allow_larger``), refreshing the consolidated metadata of the groups that hold the
-new output so that readers trusting it (xarray) see it, and never a mix of the old
-and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target`
-also serves :mod:`~zarrext.quantize.groups`.
+moves it into place only when it is complete and not larger than its source
+(:func:`zarrext.jobs.larger.is_larger`; unless ``allow_larger``), refreshing the
+consolidated metadata of the groups that hold the new output so that readers
+trusting it (xarray) see it, and never a mix of the old and the new
+(:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target` also serves
+:mod:`~zarrext.quantize.groups`.
 """
 
 from __future__ import annotations
@@ -233,8 +234,9 @@ def copy_quantized(
         replacement could not keep the old output readable until the new one is
         complete, so write to a new prefix instead).
     allow_larger : bool
-        Keep a copy whose chunks take more bytes than the source's (by default
-        it is discarded and :class:`LargerOutputError` raised).
+        Keep a copy whose chunks take more bytes than the source's, beyond the
+        margin of :func:`zarrext.jobs.larger.is_larger` (by default it is
+        discarded and :class:`LargerOutputError` raised).
     progress : callable, optional
         Called as ``progress(phase, done, total)`` as blocks finish; ``phase`` is
         ``"scan"`` or ``"copy"``.
