@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import functools
 import os
+import secrets
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -184,8 +185,34 @@ settings.register_profile(
 )
 
 
-settings.register_profile("ci", parent=settings.get_profile("default"), derandomize=True)
+# CI: the examples pinned with @example (found failing once, they run in every
+# profile), then one randomized pass whose seed the report header prints: each run
+# explores examples no run has tried, and HYPOTHESIS_SEED=<seed> (with CI set) replays
+# it exactly (no example database to replay from). A failure prints its arguments, to
+# be pinned as an @example. As many examples as elsewhere: the run time is the same.
+settings.register_profile(
+    "ci", parent=settings.get_profile("default"), derandomize=False, database=None,
+    print_blob=True,
+)
 settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+
+@pytest.hookimpl(tryfirst=True)  # before hypothesis' plugin reads --hypothesis-seed
+def pytest_configure(config: pytest.Config) -> None:
+    """In CI, the randomized pass's seed: HYPOTHESIS_SEED, else a fresh one, put in the
+    environment so that pytest-xdist's workers (started later) take the same one."""
+    if not os.environ.get("CI") or config.getoption("hypothesis_seed", None) is not None:
+        return
+    seed = os.environ.setdefault("HYPOTHESIS_SEED", str(secrets.randbelow(2**32)))
+    config.option.hypothesis_seed = seed
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    seed = config.getoption("hypothesis_seed", None)
+    if not os.environ.get("CI") or seed is None:
+        return None
+    return (f"hypothesis randomized pass, seed {seed} (replay: CI=1 HYPOTHESIS_SEED={seed}; "
+            "pin a failing example with @example)")
 
 
 @pytest.fixture

@@ -362,3 +362,94 @@ def test_cli_check_reports_the_fill_value_with_exit_code_1(tmp_path: Any, run: R
     assert [(p["kind"], p["repairable"]) for p in finding["problems"]] == [
         ("fill_value_lost", False)
     ]
+
+
+# --- an existing array with such a fill value, written through zarrext -----------------
+
+
+def _plain_lossy(where: Where, **layout: Any) -> None:
+    """An array plain zarr makes with fill value 0.5 and ``cast_value(uint8)``, which
+    stores 0.5 as 0: 8 elements in chunks of 2, nothing stored yet."""
+    chunks = layout.pop("chunks", (2,))
+    zarr.create_array(where.location("lossy"), storage_options=where.options, shape=(8,),
+                      chunks=chunks, dtype="float64", fill_value=0.5,
+                      filters=[CastValue(data_type="uint8")], **layout)
+
+
+def _refusal(where: Where, write: Any) -> str:
+    z = zarrext.open_array(where.location("lossy"), storage_options=where.options)
+    before = where.stored("lossy")
+    with pytest.raises(FillValueError) as refused:
+        write(z)
+    assert where.stored("lossy") == before  # nothing of the write is stored
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "lossy" in message  # names the array
+    assert "fill value 0.5 does not survive the filters (cast_value): it reads back as 0.0" \
+        in message
+    assert "zarrext check reports it as fill_value_lost" in message
+    return message
+
+
+def test_a_partial_write_to_a_missing_chunk_is_refused(where: Where) -> None:
+    _plain_lossy(where)
+    plain = zarr.open_array(where.location("lossy"), storage_options=where.options)
+    assert np.array_equal(plain[:], [0.5] * 8)
+
+    def write(z: zarr.Array) -> None:
+        z[1] = 3  # chunk 0 is missing: element 0 would read 0.0 instead of 0.5
+
+    message = _refusal(where, write)
+    assert "c/0" in message
+    assert np.array_equal(plain[:], [0.5] * 8)
+
+    def spanning(z: zarr.Array) -> None:
+        z[2:5] = [1, 2, 3]  # chunk 1 whole, chunk 2 in part: nothing written at all
+
+    assert "c/2" in _refusal(where, spanning)
+    assert np.array_equal(plain[:], [0.5] * 8)
+
+
+def test_writes_that_change_no_unwritten_element_go_through(where: Where) -> None:
+    _plain_lossy(where)
+    z = zarrext.open_array(where.location("lossy"), storage_options=where.options)
+    z[2:6] = [1, 2, 3, 4]  # whole chunks
+    z[3] = 7  # part of a stored chunk: its other element is stored already
+    z[6:] = [5, 6]
+    assert np.array_equal(z[:], [0.5, 0.5, 1, 7, 3, 4, 5, 6])
+
+
+def test_an_edge_chunk_written_to_the_arrays_end_goes_through(tmp_path: Any) -> None:
+    zarr.create_array(str(tmp_path / "lossy"), shape=(5,), chunks=(2,), dtype="float64",
+                      fill_value=0.5, filters=[CastValue(data_type="uint8")])
+    z = zarrext.open_array(str(tmp_path / "lossy"))
+    z[4:] = [9]
+    assert np.array_equal(z[:], [0.5, 0.5, 0.5, 0.5, 9])
+
+
+def test_a_partial_write_to_a_sharded_array_is_refused(where: Where) -> None:
+    _plain_lossy(where, chunks=(2,), shards=(4,))  # the filters inside the shards
+    z = zarrext.open_array(where.location("lossy"), storage_options=where.options)
+    z[4:] = [1, 2, 3, 4]  # whole shard
+    assert np.array_equal(z[:], [0.5] * 4 + [1, 2, 3, 4])
+
+    def write(z: zarr.Array) -> None:
+        z[0:2] = [1, 2]  # a whole inner chunk, but the shard's other is not stored
+
+    _refusal(where, write)
+
+    def into_a_stored_shard(z: zarr.Array) -> None:
+        z[5] = 9  # what is stored of the shard cannot be told without reading it
+
+    _refusal(where, into_a_stored_shard)
+    assert np.array_equal(z[:], [0.5] * 4 + [1, 2, 3, 4])
+
+
+def test_plain_zarr_with_zarrexts_pipeline_refuses_too(tmp_path: Any) -> None:
+    zarr.create_array(str(tmp_path / "lossy"), shape=(8,), chunks=(2,), dtype="float64",
+                      fill_value=0.5, filters=[CastValue(data_type="uint8")])
+    with zarr.config.set({"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}):
+        z = zarr.open_array(str(tmp_path / "lossy"), mode="r+")
+        with pytest.raises(FillValueError, match=r"fill value 0\.5 does not survive"):
+            z[1] = 3
+    assert not (tmp_path / "lossy" / "c").exists()

@@ -32,6 +32,7 @@ __all__ = [
     "CodecUnavailableError",
     "DamagedChunksError",
     "FillValueError",
+    "LargerOutputError",
     "UnstorableValueError",
     "codec_name",
     "error_text",
@@ -115,6 +116,11 @@ class UnstorableValueError(ValueError):
         self.where = where
         self.value = value
         super().__init__(message)
+
+
+class LargerOutputError(ValueError):
+    """A copy would take more bytes of chunks than its source: it was not published
+    (``allow_larger=True``, ``--allow-larger``, accepts it)."""
 
 
 class ChunkDecodeError(ValueError):

@@ -161,7 +161,7 @@ def register(app: typer.Typer) -> None:
     @in_icechunk(
         "convert",
         settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
-                  "max_abs_error", "arrays", "overwrite", "keep_attributes"),
+                  "max_abs_error", "arrays", "allow_larger", "overwrite", "keep_attributes"),
         writes=lambda arguments: not arguments["dry_run"],
         snapshot_help=SNAPSHOT_WITH_DRY_RUN,
     )
@@ -221,6 +221,12 @@ def register(app: typer.Typer) -> None:
             typer.Option(help="Replace an existing output (local: in one step). An output "
                          "on an object store is never replaced."),
         ] = False,
+        allow_larger: Annotated[
+            bool,
+            typer.Option("--allow-larger",
+                         help="Write the copy even when an array's chunks take more bytes "
+                         "than the source's (by default nothing is written, exit code 1)."),
+        ] = False,
         dry_run: Annotated[
             bool,
             typer.Option("--dry-run", help="Write nothing: encode a sample of each array "
@@ -251,7 +257,9 @@ def register(app: typer.Typer) -> None:
         and --max-abs-error name another encoding. Groups, attributes (OME-Zarr,
         CF), dimension names and fill values are kept; consolidated metadata is
         written again. What cannot be converted is named before anything is
-        written. The output is published as quantize publishes its copy: nothing
+        written; a copy larger than its source (by over 5%: a filter it could not
+        keep, codecs that compress less) is discarded unless --allow-larger, as
+        quantize does. The output is published as quantize publishes its copy: nothing
         opens at --out until it is complete; an existing --out is replaced only
         with --overwrite, and never on an object store. With --icechunk-branch,
         PATH is a repository and --out a path inside it: the conversion is one
@@ -298,7 +306,7 @@ def register(app: typer.Typer) -> None:
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
-                    scan_progress=scanning,
+                    scan_progress=scanning, allow_larger=allow_larger,
                     storage_options=None if isinstance(path, SessionPath) else options,
                     client=client, ome_upgrade=not keep_attributes,
                 )

@@ -348,7 +348,9 @@ def source_parts(src: Any) -> tuple[list[Any], Any, dict[str, Any], tuple[str, .
     if src.metadata.zarr_format == 2:
         # xarray's dimension names and fill value, where its format 3 reader looks
         attributes, dims = as_format_3(attributes, src.metadata.fill_value, src.dtype)
-        return [], "auto", attributes, dims
+        from zarrext.jobs.v2_filters import format3_filters
+
+        return format3_filters(src), "auto", attributes, dims
     dims = getattr(src.metadata, "dimension_names", None)
     dims = tuple(dims) if dims is not None else None
     if written_by_n5(json.loads(json.dumps(src.metadata.to_dict(), default=str))):
@@ -389,8 +391,13 @@ def _target(
 
         shards = fitted_shards(shards, tuple(src.shape), tuple(chunks), src.dtype.itemsize)
     layout = encoding.shard_layout or like.get("shard_layout")
+    itemsize = src.dtype.itemsize
+    if filters and src.metadata.zarr_format == 2:  # what the shuffle sees: the filters' output
+        from zarrext.jobs.v2_filters import encoded_itemsize
+
+        itemsize = encoded_itemsize(filters, src.dtype)
     codecs: dict[str, Any] = {"filters": filters, "serializer": serializer,
-                              "compressors": default_compressors(src.dtype.itemsize)}
+                              "compressors": default_compressors(itemsize)}
     chain = encoding.codecs if encoding.codecs is not None else like.get("codecs")
     if chain is not None:
         codecs = _parsed_codecs(chain, label)
@@ -1221,6 +1228,7 @@ def convert(
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
     ome_upgrade: bool = True,
+    allow_larger: bool = False,
 ) -> list[ConvertReport]:
     """Copy an array or group into the encoding named, as zarrext's engine does.
 
@@ -1268,10 +1276,12 @@ def convert(
     upgrade = planned_upgrade(node, members) if ome_upgrade else None
     if dry_run:
         return [dataclasses.replace(_sampled(t, sample), ome_upgrade=upgrade) for t in targets]
+    from zarrext.jobs.larger import refusing_larger
+
     return run_conversion(
         node, targets, output, members=members, overwrite=overwrite,
         output_storage_options=out_options, progress=progress, client=client,
-        ome_upgrade=upgrade,
+        ome_upgrade=upgrade, written=refusing_larger(allow_larger, source),
     )
 
 

@@ -77,6 +77,7 @@ from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline.chunk_io import get_chunk_sync, sync_io
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
 from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.pipeline.lost_fill import LostFillValue
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
 from zarrext.pipeline.optional_decode import decode_split_into
 from zarrext.pipeline.scratch import (
@@ -168,6 +169,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     # evolve_from_array_spec; None for a chain that quantizes nothing).
     planned: PlannedRange | None = field(default=None, repr=False)
     storable: StorableValues | None = field(default=None, compare=False, repr=False)
+    # A fill value the array's filters do not give back (set by build_pipeline):
+    # writes that would store it in part of a chunk are refused.
+    lost_fill_value: LostFillValue | None = field(default=None, repr=False)
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:
@@ -211,6 +215,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             encodes_into_arena=keeps_no_chunk_bytes(byte_codecs),
             planned=self.planned,
             storable=storable,
+            lost_fill_value=self.lost_fill_value,
         )
 
     def chunk_index_of(self, key_holder: object) -> ChunkIndex | None:
@@ -804,6 +809,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self.storable is not None and batch:
             # the whole write's values, before any chunk of it is encoded
             self.storable.refuse(value.as_numpy_array(), self._written_array(batch))
+        if self.lost_fill_value is not None:
+            await self.lost_fill_value.refuse(
+                batch, self._written_array(batch), lambda setter: self._where(setter)[1]
+            )
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
@@ -905,6 +914,7 @@ def build_pipeline(
         chunk_key_encoding=metadata.chunk_key_encoding,
         ndim=len(metadata.shape),
         planned=PlannedRange.recorded(metadata.attributes),
+        lost_fill_value=LostFillValue.of(metadata),
     )
     # As zarr-python's create_codec_pipeline: the spec's shape is a placeholder for
     # irregular grids (the actual chunk shape is passed per call).

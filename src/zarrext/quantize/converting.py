@@ -69,6 +69,7 @@ def convert(
     output_storage_options: Mapping[str, Any] | None = None,
     client: Any = None,
     ome_upgrade: bool = True,
+    allow_larger: bool = False,
 ) -> list[ConvertReport]:
     """Copy an array or a group into zarrext's encodings (Zarr format 3).
 
@@ -142,6 +143,10 @@ def convert(
         OME-Zarr 0.5 in the format 3 copy: under the ``ome`` key, with
         ``dimension_names`` from the axes (:mod:`zarrext.jobs.ome`); each report's
         ``ome_upgrade`` says what changed. ``False`` keeps the attributes as they are.
+    allow_larger : bool
+        Keep a copy whose chunks take more bytes than its source's (by default the
+        output is discarded and :class:`~zarrext.errors.LargerOutputError` raised,
+        as ``zarrext quantize`` does).
 
     Returns
     -------
@@ -153,6 +158,9 @@ def convert(
     ConversionError
         An array cannot be converted as asked (a dtype a codec refuses, a chunk grid
         a layout refuses...), named with the reason; nothing is written.
+    LargerOutputError
+        An array's copy takes more bytes of chunks than its source (without
+        ``allow_larger``): nothing is published.
     OutputConflictError
         As ``zarrext quantize``: the output exists (without ``overwrite``, or on an
         object store), or is the source, inside it or around it.
@@ -167,5 +175,5 @@ def convert(
         overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
         quantizer=quantizer(client, scan_progress),
         storage_options=storage_options, output_storage_options=output_storage_options,
-        client=client, ome_upgrade=ome_upgrade,
+        client=client, ome_upgrade=ome_upgrade, allow_larger=allow_larger,
     )

@@ -9,11 +9,12 @@ measure the error, and publishes it.
 
 :func:`copy_quantized` refuses, before scanning any data, an output over its input or
 one that exists (without ``overwrite``); builds the output under a temporary name and
-moves it into place only when it is complete and no larger than its source (unless
-``allow_larger``), refreshing the consolidated metadata of the groups that hold the
-new output so that readers trusting it (xarray) see it, and never a mix of the old
-and the new (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target`
-also serves :mod:`~zarrext.quantize.groups`.
+moves it into place only when it is complete and not larger than its source
+(:func:`zarrext.jobs.larger.is_larger`; unless ``allow_larger``), refreshing the
+consolidated metadata of the groups that hold the new output so that readers
+trusting it (xarray) see it, and never a mix of the old and the new
+(:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target` also serves
+:mod:`~zarrext.quantize.groups`.
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ from typing import Any
 
 import zarr
 
+from zarrext import errors
 from zarrext.jobs.convert import ConvertReport, Target, source_parts
+from zarrext.jobs.larger import refuse_larger
 from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
 from zarrext.quantize.scanning import Progress, quantized
 
@@ -39,7 +42,7 @@ __all__ = [
     "source_sharding",
 ]
 
-class LargerOutputError(QuantizationError):
+class LargerOutputError(QuantizationError, errors.LargerOutputError):
     """The quantized copy would take more bytes than its source: it was not written."""
 
 
@@ -184,17 +187,11 @@ def collecting(
         quantized = target.quantized
         assert quantized is not None
         assert report.worst_error is not None
-        if report.output_bytes > report.source_bytes and not allow_larger:
-            from zarrext.jobs.inspection import size_change
-
-            raise LargerOutputError(
-                f"the quantized copy of {target.path or '/'} would be "
-                f"{size_change(report.source_bytes, report.output_bytes)} than its source "
-                f"({report.output_bytes:,} vs {report.source_bytes:,} bytes of chunks; "
-                f"{quantized.stored_dtype} codes for "
-                f"max_abs_error={quantized.max_abs_error!r}); "
-                "raise the bound, or accept it with --allow-larger (allow_larger=True)"
-            )
+        refuse_larger(
+            report, allow_larger=allow_larger, copy=f"the quantized copy of {target.path or '/'}",
+            detail=f"{quantized.stored_dtype} codes for max_abs_error={quantized.max_abs_error!r}",
+            remedy="raise the bound", error=LargerOutputError,
+        )
         copies.append(CopyReport(
             plan=quantized.plan, source_bytes=report.source_bytes,
             output_bytes=report.output_bytes, worst_error=report.worst_error,
@@ -237,8 +234,9 @@ def copy_quantized(
         replacement could not keep the old output readable until the new one is
         complete, so write to a new prefix instead).
     allow_larger : bool
-        Keep a copy whose chunks take more bytes than the source's (by default
-        it is discarded and :class:`LargerOutputError` raised).
+        Keep a copy whose chunks take more bytes than the source's, beyond the
+        margin of :func:`zarrext.jobs.larger.is_larger` (by default it is
+        discarded and :class:`LargerOutputError` raised).
     progress : callable, optional
         Called as ``progress(phase, done, total)`` as blocks finish; ``phase`` is
         ``"scan"`` or ``"copy"``.

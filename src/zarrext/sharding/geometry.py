@@ -92,10 +92,14 @@ class ShardGeometry:
         its chunks sit in their own places (slot ``data_start + i * S`` or spare
         slot ``spare_start + i * S``, whole). The slot size that puts most present
         chunks there is the shard's; on a tie (a shard holding only chunk 0, or
-        none in place, such as a dense one), the one whose fresh or fully spared
+        none in place, such as a dense one), the one whose slot area holds no chunk
+        outside its own slot (the others sit after the slots: in a gap, where an
+        earlier version put updates, or past the spare slots, where a chunk goes
+        whose two places are both taken), then the one whose fresh or fully spared
         shard has this file's size (:meth:`_sized_for`), then the newest. Writers
-        keep a shard's slot size (each chunk alternates between its own two
-        places), so the answer does not change from one transaction to the next.
+        keep a shard's slot size (each chunk goes to one of its own two places, or
+        past the spare slots), so the answer does not change from one transaction
+        to the next.
 
         Parameters
         ----------
@@ -117,18 +121,19 @@ class ShardGeometry:
         offsets = table[:, 0].astype(np.int64)
         lengths = table[:, 1].astype(np.int64)
         flats = np.arange(table.shape[0], dtype=np.int64)
-        best, best_score = self.slot_size, (-1, False)
+        best, best_score = self.slot_size, (-1, False, False)
         for slot in (self.slot_size, *self.earlier_slot_sizes):
             candidate = replace(self, slot_size=slot, earlier_slot_sizes=())
-            score = (0, False)
+            score = (0, False, False)
             if slot is not None:
                 start = offsets - flats * slot
                 own = (start == candidate.data_start) | (start == candidate.spare_start)
                 own &= present & (lengths <= slot)
-                score = (int(own.sum()), candidate._sized_for(size))
+                after_slots = bool(np.all(own | ~present | (offsets >= candidate.slots_end)))
+                score = (int(own.sum()), after_slots, candidate._sized_for(size))
             if score > best_score:  # strictly better: ties stay with the newer size
                 best, best_score = slot, score
-            if best_score == (count, True):
+            if best_score == (count, True, True):
                 break  # every chunk in place, the file sized for it: no need to look on
         return replace(self, slot_size=best, earlier_slot_sizes=())
 
