@@ -2,7 +2,8 @@
 and for ``benchmarks/bench_scale.py``.
 
 A real HTTP server in its own process: s3fs, obstore, tensorstore and zarr talk to
-it over HTTP exactly as to a real object store.
+it over HTTP exactly as to a real object store. Its conditional writes are atomic,
+as S3's are (``tests/moto_atomic.py``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 
 def free_port() -> int:
@@ -30,7 +32,8 @@ def moto_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     exit."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(Path(__file__).with_name("moto_atomic.py")),
+         "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
