@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench zarr-suite conformance conformance-results clean
+.PHONY: demo test test-slow lint dist bench zarr-suite conformance conformance-results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -28,6 +28,12 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The sdist and the wheel in dist/, checked as the package index checks them.
+dist: $(STAMP)
+	rm -rf dist
+	$(VENV)/bin/python -m build --outdir dist
+	$(VENV)/bin/twine check --strict dist/*
+
 # The bench extra adds the peers bench_peers.py measures against (zarrs-python).
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e ".[bench]"
@@ -49,4 +55,4 @@ conformance-results: $(STAMP)
 	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("README.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
 
 clean:
-	rm -rf $(VENV)
+	rm -rf $(VENV) dist

@@ -13,11 +13,15 @@ own the errors of the codecs they nest.
 from __future__ import annotations
 
 import copy
+import itertools
+import json
 import random
 import struct
-import time
+import threading
+import tracemalloc
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import FrameType, TracebackType
 from typing import Any
 
 import numpy as np
@@ -162,12 +166,81 @@ def mutate(data: bytes, rng: random.Random) -> bytes:
     return rng.randbytes(rng.randrange(0, 2 * len(buf) + 8))
 
 
+@dataclass(frozen=True)
+class Work:
+    """What one input cost: the function calls made on the read path (zarr's,
+    zarrext's, numcodecs' and numpy's code, Python and C, in every thread) and the
+    most memory held at once beyond what was held before (tracemalloc)."""
+
+    calls: int
+    peak_bytes: int
+
+    def within(self, budget: Work) -> bool:
+        return self.calls <= budget.calls and self.peak_bytes <= budget.peak_bytes
+
+
+# The packages whose calls count as work: the decode path's. Calls made by anything
+# else that happens to run meanwhile (another test's leftover threads) do not.
+_COUNTED = ("zarr", "numcodecs", "numpy")
+
+
+def _counted(frame: FrameType) -> bool:
+    module = frame.f_globals.get("__name__", "")
+    return isinstance(module, str) and module.startswith(_COUNTED)
+
+
+class Meter:
+    """Measures the :class:`Work` of what runs inside ``with meter:``; the result is
+    ``meter.work``, set also when the block raises."""
+
+    work: Work
+
+    def __enter__(self) -> Meter:
+        counter = itertools.count()
+
+        def profile(frame: FrameType, event: str, arg: Any) -> None:
+            # "call" passes the called function's frame, "c_call" the caller's.
+            if event in ("call", "c_call") and _counted(frame):
+                next(counter)
+
+        self._counter = counter
+        self._started = not tracemalloc.is_tracing()
+        if self._started:
+            tracemalloc.start()
+        tracemalloc.reset_peak()
+        self._held = tracemalloc.get_traced_memory()[0]
+        threading.setprofile_all_threads(profile)
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        threading.setprofile_all_threads(None)
+        peak = tracemalloc.get_traced_memory()[1]
+        if self._started:
+            tracemalloc.stop()
+        self.work = Work(calls=next(self._counter), peak_bytes=max(0, peak - self._held))
+
+
+def budget(valid: Work, size: int) -> Work:
+    """What a damaged input of ``size`` bytes may cost, ``valid`` being the cost of
+    the undamaged input: four times as much, plus a share linear in the damaged
+    input's size (a longer document takes longer to refuse, linearly, never by what
+    its bytes claim) and an allowance for building the error."""
+    return Work(calls=4 * (valid.calls + size) + 500,
+                peak_bytes=4 * (valid.peak_bytes + 64 * size) + 64 * 1024)
+
+
+def json_size(document: Any) -> int:
+    """A metadata document's size: the bytes of its JSON."""
+    return len(json.dumps(document))
+
+
 @dataclass
 class Outcome:
-    """What one input did."""
+    """What one input did, and what it cost."""
 
     kind: str  # "ok", "clean" or "unclean"
-    seconds: float
+    work: Work
     detail: str = ""
 
 
@@ -190,22 +263,22 @@ def raised_in_zarrext(error: BaseException) -> bool:
 def decode_one(target: Target, transform: ChunkTransform, data: bytes) -> Outcome:
     """Decode ``data`` with ``target``'s chain and classify the result."""
     spec = target.spec()
-    start = time.perf_counter()
+    meter = Meter()
     try:
-        out = transform.decode_chunk(PROTO.buffer.from_bytes(data), spec)
+        with meter:
+            out = transform.decode_chunk(PROTO.buffer.from_bytes(data), spec)
     except ValueError as e:
-        seconds = time.perf_counter() - start
         if any(name in str(e) for name in target.names) or not raised_in_zarrext(e):
             # zarr's own ``bytes`` codec refusing a wrong length is zarr's error.
-            return Outcome("clean", seconds)
-        return Outcome("unclean", seconds, f"{type(e).__name__} without the codec's name: {e}")
+            return Outcome("clean", meter.work)
+        return Outcome("unclean", meter.work,
+                       f"{type(e).__name__} without the codec's name: {e}")
     except Exception as e:
-        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
-    seconds = time.perf_counter() - start
+        return Outcome("unclean", meter.work, f"{type(e).__name__}: {e}")
     array = out.as_numpy_array()
     if array.shape != target.shape or array.dtype != target.dtype.to_native_dtype():
-        return Outcome("unclean", seconds, f"decoded {array.shape} {array.dtype}")
-    return Outcome("ok", seconds)
+        return Outcome("unclean", meter.work, f"decoded {array.shape} {array.dtype}")
+    return Outcome("ok", meter.work)
 
 
 def inputs(target: Target, seed: int, count: int) -> Callable[[], tuple[bytes, bytes]]:
@@ -295,14 +368,15 @@ def mutate_metadata(document: dict[str, Any], rng: random.Random) -> Any:
 def parse_one(parser: str, document: Any) -> Outcome:
     """Parse ``document``; a ``ValueError``/``TypeError``-family refusal is clean (zarr's
     own parsers refuse bad metadata with either), anything else unclean."""
-    start = time.perf_counter()
+    meter = Meter()
     try:
-        _PARSERS[parser](document)
+        with meter:
+            _PARSERS[parser](document)
     except (ValueError, TypeError) as e:
-        return Outcome("clean", time.perf_counter() - start, type(e).__name__)
+        return Outcome("clean", meter.work, type(e).__name__)
     except Exception as e:
-        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
-    return Outcome("ok", time.perf_counter() - start)
+        return Outcome("unclean", meter.work, f"{type(e).__name__}: {e}")
+    return Outcome("ok", meter.work)
 
 
 # -- zarrext's pipeline: a real array, damaged chunk files, read back ----------------
@@ -387,6 +461,9 @@ class PipelineRun:
         )
         self.pool = [(key, (self.root / key).read_bytes()) for key in keys]
         self.array = zarrext.open_array(store, path="a", mode="r")
+        # Read once whole before any input: what a first read does once (start the
+        # codec threads, import codecs) is no input's work.
+        self.array[...]
         encoding = self.array.metadata.chunk_key_encoding  # type: ignore[union-attr]
         block = target.block()
         # Each input reads the region of the file it damaged (its chunk, or shard).
@@ -418,22 +495,21 @@ class PipelineRun:
 
         (self.root / key).write_bytes(data)
         region = self.region[key]
-        start = time.perf_counter()
+        meter = Meter()
         try:
-            out = self.array[region]
+            with meter:
+                out = self.array[region]
         except ChunkDecodeError as e:
-            seconds = time.perf_counter() - start
             # The key relative to the store: the array's path, then the file's.
             if e.array == "a" and e.key == f"a/{key}" and e.codec and e.codec in str(e):
-                return Outcome("clean", seconds)
-            return Outcome("unclean", seconds, f"ChunkDecodeError naming too little: {e}")
+                return Outcome("clean", meter.work)
+            return Outcome("unclean", meter.work, f"ChunkDecodeError naming too little: {e}")
         except Exception as e:
-            return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
-        seconds = time.perf_counter() - start
+            return Outcome("unclean", meter.work, f"{type(e).__name__}: {e}")
         expected = tuple(s.stop - s.start for s in region)
         if out.shape != expected or out.dtype != self.dtype:
-            return Outcome("unclean", seconds, f"read {out.shape} {out.dtype}")
-        return Outcome("ok", seconds)
+            return Outcome("unclean", meter.work, f"read {out.shape} {out.dtype}")
+        return Outcome("ok", meter.work)
 
 
 # -- optional fill values in metadata --------------------------------------------------
@@ -474,14 +550,14 @@ def mutate_fill_value(fill: Any, rng: random.Random) -> Any:
 def parse_fill_value(dtype: Any, fill: Any) -> Outcome:
     """Parse ``fill`` as ``dtype``'s fill value in metadata: a ``ValueError``-family
     error naming the ``fill_value`` field is clean, anything else unclean."""
-    start = time.perf_counter()
+    meter = Meter()
     try:
-        dtype.from_json_scalar(fill, zarr_format=3)
+        with meter:
+            dtype.from_json_scalar(fill, zarr_format=3)
     except ValueError as e:
-        seconds = time.perf_counter() - start
         if "fill_value" in str(e):
-            return Outcome("clean", seconds)
-        return Outcome("unclean", seconds, f"{type(e).__name__} not naming fill_value: {e}")
+            return Outcome("clean", meter.work)
+        return Outcome("unclean", meter.work, f"{type(e).__name__} not naming fill_value: {e}")
     except Exception as e:
-        return Outcome("unclean", time.perf_counter() - start, f"{type(e).__name__}: {e}")
-    return Outcome("ok", time.perf_counter() - start)
+        return Outcome("unclean", meter.work, f"{type(e).__name__}: {e}")
+    return Outcome("ok", meter.work)

@@ -37,7 +37,8 @@ def moto_process() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
+        # a hang guard, not a bound on the start: a loaded machine imports moto slowly
+        deadline = time.monotonic() + 300
         while True:
             try:
                 socket.create_connection(("127.0.0.1", port), timeout=1).close()

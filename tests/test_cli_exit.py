@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 import pytest
+import zarr
 
 import zarrext
 from zarrext.stores import open_store
@@ -144,16 +145,37 @@ def test_cli_on_s3_never_aborts_in_hundreds_of_runs(s3_array: dict[str, Any]) ->
     _assert_no_abort(300, s3_array)
 
 
-def test_settle_returns_at_once_without_background_io() -> None:
-    from zarrext._exit import foreign_threads_in_python, settle_background_io
+def test_settle_waits_for_nothing_without_background_io(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With zarr's event loop running but idle and no foreign thread in Python,
+    settling awaits no task and sleeps not once (counted, not timed)."""
+    import asyncio
+    from types import SimpleNamespace
 
+    from zarrext import _exit
+
+    zarr.create_array(zarr.storage.MemoryStore(), shape=(2,), dtype="i4")[:] = 1
+    assert _exit.running_io_loop() is not None  # the loop's part of settling runs too
+    awaited: list[int] = []
+    slept: list[float] = []
+
+    async def wait(tasks: Any, timeout: float | None = None) -> Any:
+        awaited.append(len(tasks))
+        return await asyncio.wait(tasks, timeout=timeout)
+
+    monkeypatch.setattr(_exit, "asyncio", SimpleNamespace(
+        current_task=asyncio.current_task, all_tasks=asyncio.all_tasks, wait=wait,
+        run_coroutine_threadsafe=asyncio.run_coroutine_threadsafe))
+    monkeypatch.setattr(_exit, "time", SimpleNamespace(
+        monotonic=time.monotonic, sleep=lambda seconds: slept.append(seconds)))
     # a test runner's own threads (pytest-xdist's) may be foreign ones: nothing new
-    before = set(foreign_threads_in_python())
-    start = time.monotonic()
-    settle_background_io(timeout=0.5)
+    before = set(_exit.foreign_threads_in_python())
+    _exit.settle_background_io(timeout=0.5)
+    assert awaited == []
     if not before:
-        assert time.monotonic() - start < 0.25  # nothing to wait for: at once
-    assert set(foreign_threads_in_python()) <= before
+        assert slept == []  # nothing to wait for: not one pause
+    assert set(_exit.foreign_threads_in_python()) <= before
 
 
 REGISTERED_WHEN = textwrap.dedent(

@@ -30,7 +30,9 @@ def make_store(path: Path) -> None:
 def test_version(run: Run) -> None:
     code, out, _ = run("--version")
     assert code == 0
-    assert out.strip() == f"zarrext {version('zarrext')}"
+    assert out.strip() == f"zarrext {zarrext.__version__}"
+    # one version source: the installed distribution's (pyproject's, dynamic) is it too
+    assert version("zarrext") == zarrext.__version__
 
 
 def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:

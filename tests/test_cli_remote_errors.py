@@ -11,7 +11,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -72,32 +71,32 @@ def test_a_missing_bucket_is_named_by_every_command(
 
 
 TIMEOUT = 3  # ZARREXT_STORE_TIMEOUT in the tests of a frozen server, in seconds
-SLACK = 2.0  # seconds a command may take beyond the bound (its own work, a loaded machine)
+# A guard against a hung command, far above the bound: no test times the commands
+# (that the requests' timeouts add up to the bound is tests/test_stores.py's
+# test_the_store_timeout_bounds_a_request_and_its_retries). obstore's own retries
+# failed a writer after 180.7 s, icechunk's own default waits without end: either
+# fails the guard.
+HANG_GUARD = 120
 
 
-def test_a_frozen_server_fails_within_the_bound_naming_it(
-    run: Run, freezable_s3: dict[str, Any], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_a_frozen_server_fails_naming_the_bound(
+    freezable_s3: dict[str, Any], tmp_path: Path
 ) -> None:
-    # obstore's own retry timeout failed a writer only after 180.7 s
-    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", str(TIMEOUT))
     _float_array(str(tmp_path / "a.zarr"))
     so = json.dumps(freezable_s3["options"])
     out = f"{freezable_s3['url']}/q.zarr"
     runs = [
-        ("quantize", tmp_path / "a.zarr", "--max-abs-error", "0.01", "--out", out,
+        ("quantize", str(tmp_path / "a.zarr"), "--max-abs-error", "0.01", "--out", out,
          "--out-options", so),
         ("info", out, "--storage-options", so),
     ]
     with freezable_s3["frozen"]():
         for args in runs:
-            started = time.monotonic()
-            code, _, err = run(*args)
-            elapsed = time.monotonic() - started
+            code, _, err = _zarrext(*args, env=_environment(ZARREXT_STORE_TIMEOUT=str(TIMEOUT)))
             line = one_line_error(err)
             assert code == 3, line
             assert f"{out}: the request timed out (bound: {TIMEOUT} s, retries included)" in line
             assert "ZARREXT_STORE_TIMEOUT" in line
-            assert elapsed < TIMEOUT + SLACK, (args[0], elapsed)
 
 
 @pytest.mark.parametrize("value", ["soon", "0", "-1", "inf"])
@@ -350,15 +349,14 @@ def test_the_library_names_the_array_of_an_unknown_codec(where: Where) -> None:
 # -- icechunk repositories in S3 -----------------------------------------------------------
 
 
-def _zarrext(*args: str, env: dict[str, str]) -> tuple[int, str, str, float]:
+def _zarrext(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     """``python -m zarrext ARGS`` in a process of its own (icechunk's Rust logger
-    writes to the process's stderr, past Python's): exit code, stdout, stderr, seconds."""
-    started = time.monotonic()
+    writes to the process's stderr, past Python's): exit code, stdout, stderr."""
     done = subprocess.run(
         [sys.executable, "-m", "zarrext", *args], capture_output=True, text=True, env=env,
-        timeout=120,
+        timeout=HANG_GUARD,
     )
-    return done.returncode, done.stdout, done.stderr, time.monotonic() - started
+    return done.returncode, done.stdout, done.stderr
 
 
 def _environment(**settings: str) -> dict[str, str]:
@@ -367,9 +365,6 @@ def _environment(**settings: str) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
         **settings,
     }
-
-
-STARTUP = 12.0  # seconds a fresh interpreter may take to import zarrext and icechunk
 
 
 def test_icechunk_on_s3_with_the_server_down_is_one_bounded_line(
@@ -381,17 +376,15 @@ def test_icechunk_on_s3_with_the_server_down_is_one_bounded_line(
                           "key": "a", "secret": "b"})  # no region: the SDK looks for one
     args = ("info", "s3://bucket/repo", "--icechunk-branch", "main",
             "--storage-options", options)
-    code, out, err, seconds = _zarrext(*args, env=_environment(
-        ZARREXT_STORE_TIMEOUT=str(TIMEOUT)))
+    code, out, err = _zarrext(*args, env=_environment(ZARREXT_STORE_TIMEOUT=str(TIMEOUT)))
     assert code == 3
     assert out == ""
     line = one_line_error(err)  # no log line of the SDK's search for a region
     assert line.startswith("zarrext: error: s3://bucket/repo: cannot reach the icechunk "
                            f"repository: the request timed out (bound: {TIMEOUT} s")
     assert "ZARREXT_STORE_TIMEOUT" in line
-    assert seconds < TIMEOUT + STARTUP
     # the user's own ICECHUNK_LOG wins: the SDK's warnings the command lowers show again
-    _, _, err, _ = _zarrext(*args, env=_environment(
+    _, _, err = _zarrext(*args, env=_environment(
         ZARREXT_STORE_TIMEOUT=str(TIMEOUT), ICECHUNK_LOG="warn"))
     assert "aws_config" in err
     assert err.strip().splitlines()[-1] == line
@@ -402,7 +395,7 @@ def test_icechunk_on_s3_without_credentials_is_one_line(
 ) -> None:
     pytest.importorskip("icechunk")
     options = json.dumps({"endpoint_url": s3_server})
-    code, _, err, _ = _zarrext(
+    code, _, err = _zarrext(
         "info", "s3://bucket/repo", "--icechunk-branch", "main", "--storage-options",
         options, env=_environment(),
     )
@@ -421,22 +414,24 @@ def test_icechunk_in_a_missing_bucket_names_it(run: Run, s3: dict[str, Any]) -> 
     assert f"{url}: the bucket '{MISSING_BUCKET}' does not exist" in one_line_error(err)
 
 
-def test_icechunk_on_a_frozen_server_fails_within_the_bound(
-    run: Run, freezable_s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+def test_icechunk_on_a_frozen_server_fails_naming_the_bound(
+    freezable_s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # icechunk's own default (the AWS SDK's) waits for a frozen server without end
     icechunk = pytest.importorskip("icechunk")
-    from zarrext.jobs.transactions import repository_storage
+    from zarrext.jobs.transactions import open_repository, repository_storage
 
     url = f"{freezable_s3['url']}/repo"
     icechunk.Repository.create(repository_storage(url, freezable_s3["options"]))
     monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", str(TIMEOUT))
+    # the bound is icechunk's on each operation, retries included
+    opened = open_repository(url, storage_options=freezable_s3["options"])
+    assert opened.config.storage.timeouts.operation_timeout_ms == TIMEOUT * 1000
     with freezable_s3["frozen"]():
-        started = time.monotonic()
-        code, _, err = run("info", url, "--icechunk-branch", "main", "--storage-options",
-                           json.dumps(freezable_s3["options"]))
-        elapsed = time.monotonic() - started
+        code, _, err = _zarrext(
+            "info", url, "--icechunk-branch", "main", "--storage-options",
+            json.dumps(freezable_s3["options"]),
+            env=_environment(ZARREXT_STORE_TIMEOUT=str(TIMEOUT)))
     assert code == 3
     assert (f"{url}: cannot reach the icechunk repository: the request timed out "
             f"(bound: {TIMEOUT} s") in one_line_error(err)
-    assert elapsed < TIMEOUT + SLACK

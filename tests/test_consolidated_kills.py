@@ -191,6 +191,18 @@ def _no_temporary_member(group: Path) -> None:
         assert consolidated["metadata"]["q"] == json.loads((group / "q" / "zarr.json").read_text())
 
 
+HANG_GUARD = 600  # seconds a run may take to reach its publication: a hang guard
+
+
+def _published(group: Path, version: tuple[np.ndarray, dict[str, Any]]) -> bool:
+    """Whether ``q`` in ``group`` is ``version`` already (a run that published before
+    its record was seen)."""
+    try:
+        return zarr.open_array(str(group / "q"), mode="r").metadata.to_dict() == version[1]
+    except Exception:  # between a withdrawn member and the new one: not yet
+        return False
+
+
 def _staging(group: Path) -> list[Path]:
     return [p for p in group.iterdir() if p.name.startswith(f".q{STAGING_MARKER}")]
 
@@ -231,12 +243,13 @@ def test_killed_quantize_overwrite_in_a_consolidated_group_reads_old_or_new(
         target = "a" if current == "b" else "b"
         pid = runs.start(_args(sources[target], target, group_path / "q"))
         own = f".q{STAGING_MARKER}{pid}-"  # this run's staging directory
-        if kills % 2:  # at a moment of the publication
-            deadline = time.monotonic() + whole + 5
-            while time.monotonic() < deadline and not any(
+        if kills % 2:  # at a moment of the publication: once its record is written
+            guard = time.monotonic() + HANG_GUARD
+            while not any(
                 (s / "consolidate.json").exists()
                 for s in _staging(group_path) if s.name.startswith(own)
-            ):
+            ) and not _published(group_path, versions[target]):
+                assert time.monotonic() < guard, "the run neither published nor ended"
                 time.sleep(0.001)
             time.sleep(rnd.uniform(0, 0.012))
         else:  # at any moment

@@ -342,27 +342,36 @@ def test_killed_conversion_leaves_old_or_nothing_and_rerun_completes(tmp_path: P
     import signal
     import subprocess
     import sys
-    import time
 
     data = np.arange(256 * 256, dtype="f8").reshape(256, 256)
     zarr.create_array(tmp_path / "src.zarr", shape=data.shape, chunks=(8, 8),
                       dtype="f8")[:] = data
+    # each write unit done is said on stdout (and slowed down): the kill lands after a
+    # counted share of the conversion, not after a time
     script = (
         "import sys, time, zarrext\n"
+        "def progress(path, done, total):\n"
+        "    print(done, flush=True)\n"
+        "    time.sleep(0.005)\n"
         "zarrext.convert(sys.argv[1], sys.argv[2], chunks=(8, 8), overwrite=True,\n"
-        "                progress=lambda p, d, t: time.sleep(0.005))\n"
+        "                progress=progress)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(Path(zarrext.__file__).parents[1])}
-    for delay, old in ((0.5, False), (1.5, True)):
+    for units, old in ((100, False), (300, True)):
         if old:  # an old output to replace: the kill leaves it whole
             zarr.create_array(tmp_path / "out.zarr", shape=(2,), dtype="i1", overwrite=True)
         process = subprocess.Popen(
             [sys.executable, "-c", script, str(tmp_path / "src.zarr"), str(tmp_path / "out.zarr")],
-            env=env,
+            env=env, stdout=subprocess.PIPE, text=True,
         )
-        time.sleep(delay)
+        assert process.stdout is not None
+        for line in process.stdout:
+            if int(line) >= units:
+                break
+        else:
+            raise AssertionError(f"the conversion ended before {units} write units")
         os.kill(process.pid, signal.SIGKILL)
-        process.wait()
+        process.communicate()
         if old:
             assert zarr.open_array(tmp_path / "out.zarr").shape == (2,)
         else:

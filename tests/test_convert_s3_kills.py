@@ -20,7 +20,14 @@ import pytest
 import zarr
 
 from tests.conftest import ROOT
-from tests.test_quantize_s3_kills import _fs, _killed, _no_leftovers, _objects
+from tests.test_quantize_s3_kills import (
+    _fs,
+    _kill_while_writing,
+    _killed,
+    _no_leftovers,
+    _objects,
+    _written,
+)
 from zarrext.jobs.outputs import UNFINISHED
 
 
@@ -77,6 +84,7 @@ def test_killed_convert_on_s3_leaves_nothing_or_all_and_reruns(s3: dict[str, Any
     assert proc.returncode == 0, err
     whole = time.monotonic() - started
     _exact(_opened(f"{s3['url']}/reference.zarr", s3), data)
+    objects = _written(fs, f"{s3['url']}/reference.zarr")
 
     # an existing output is never replaced on an object store: killed or not, it stays
     out = f"{s3['url']}/old.zarr"
@@ -94,14 +102,11 @@ def test_killed_convert_on_s3_leaves_nothing_or_all_and_reruns(s3: dict[str, Any
     in_write = 0
     for cycle in range(6):
         proc = _convert(s3, source, out)
-        if cycle % 2:  # from the moment the job starts writing
-            while proc.poll() is None and not fs.exists(f"{out}/{UNFINISHED}"):
-                fs.invalidate_cache()
-                time.sleep(0.01)
-            time.sleep(rnd.uniform(0, whole / 3))
+        if cycle % 2:  # while the job writes: after a random share of its objects
+            _kill_while_writing(fs, proc, out, rnd.randrange(1, objects // 2))
         else:
             time.sleep(rnd.uniform(0, whole))
-        _killed(proc)
+            _killed(proc)
         left = _objects(fs, out)
         in_write += UNFINISHED in left and "zarr.json" not in left
         values = _opened(out, s3)

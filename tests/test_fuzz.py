@@ -1,20 +1,29 @@
 """Hostile bytes and metadata: every decoder fails cleanly (seeded, small, fast).
 
-The long run with statistics is ``scripts/fuzz.py``; both use ``tests/fuzzing.py``.
+Each damaged input also stays within a budget of work (:func:`tests.fuzzing.budget`:
+calls made and memory held, against the undamaged input's): no input makes a decoder
+allocate or loop by what its bytes claim. The long run with statistics is
+``scripts/fuzz.py``; both use ``tests/fuzzing.py``.
 """
 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 
+import numpy as np
 import pytest
 
 from tests.fuzzing import (
     FILL_VALUE_SEEDS,
     METADATA_SEEDS,
+    Outcome,
     PipelineRun,
+    Work,
+    budget,
     decode_one,
     inputs,
+    json_size,
     mutate_fill_value,
     mutate_metadata,
     parse_fill_value,
@@ -28,6 +37,13 @@ TARGETS = targets()
 PIPELINE_TARGETS = pipeline_targets()
 
 
+def within(allowed: Work, outcome: Outcome, again: Callable[[], Outcome]) -> bool:
+    """Whether ``outcome`` cost at most ``allowed``. One that cost more is measured
+    ``again``: the first run of an error path may import a module or fill a cache,
+    once; an input that allocates or loops by what its bytes claim does so each time."""
+    return outcome.work.within(allowed) or again().work.within(allowed)
+
+
 @pytest.mark.parametrize("target", TARGETS, ids=[t.name for t in TARGETS])
 def test_damaged_chunks_decode_or_fail_cleanly(target) -> None:
     transform = target.transform()
@@ -36,9 +52,12 @@ def test_damaged_chunks_decode_or_fail_cleanly(target) -> None:
     outcomes = {"ok": 0, "clean": 0}
     for _ in range(INPUTS_PER_TARGET):
         valid, damaged = draw()
-        assert decode_one(target, transform, valid).kind == "ok"
+        undamaged = decode_one(target, transform, valid)
+        assert undamaged.kind == "ok"
         outcome = decode_one(target, transform, damaged)
-        if outcome.kind == "unclean" or outcome.seconds > 2:
+        if outcome.kind == "unclean" or not within(
+                budget(undamaged.work, len(damaged)), outcome,
+                lambda: decode_one(target, transform, damaged)):  # noqa: B023
             unclean.append((damaged[:64], outcome))
         else:
             outcomes[outcome.kind] += 1
@@ -59,11 +78,15 @@ def test_damaged_chunk_files_read_or_fail_naming_the_chunk(target, tmp_path) -> 
     for _ in range(150):
         key, valid, damaged = draw()
         outcome = run.read_one(key, damaged)
-        if outcome.kind == "unclean" or outcome.seconds > 2:
+        undamaged = run.read_one(key, valid)
+        assert undamaged.kind == "ok"
+        if outcome.kind == "unclean" or not within(
+                budget(undamaged.work, len(damaged)), outcome,
+                lambda: run.read_one(key, damaged)):  # noqa: B023
             unclean.append((key, damaged[:64], outcome))
         else:
             outcomes[outcome.kind] += 1
-        assert run.read_one(key, valid).kind == "ok"
+        run.read_one(key, valid)  # the file undamaged again, whatever was measured
     assert not unclean, unclean[:3]
     assert outcomes["clean"] > 15
 
@@ -85,12 +108,46 @@ def test_odd_optional_fill_values_fail_naming_the_field(dtype, fill) -> None:
     ("parser", "document"), METADATA_SEEDS, ids=[name for name, _ in METADATA_SEEDS]
 )
 def test_damaged_metadata_parses_or_fails_cleanly(parser: str, document: dict) -> None:
-    assert parse_one(parser, document).kind == "ok"
+    undamaged = parse_one(parser, document)
+    assert undamaged.kind == "ok"
     rng = random.Random(99)
-    outcomes = [parse_one(parser, mutate_metadata(document, rng)) for _ in range(200)]
-    unclean = [o.detail for o in outcomes if o.kind == "unclean" or o.seconds > 2]
+    damaged = [mutate_metadata(document, rng) for _ in range(200)]
+    outcomes = [parse_one(parser, d) for d in damaged]
+    unclean = [
+        (o.detail, o.work) for d, o in zip(damaged, outcomes, strict=True)
+        if o.kind == "unclean" or not within(
+            budget(undamaged.work, json_size(d)), o, lambda d=d: parse_one(parser, d))
+    ]
     assert not unclean, unclean[:3]
     assert sum(o.kind == "clean" for o in outcomes) > 20
+
+
+@pytest.mark.parametrize("waste", ["allocates", "loops"])
+def test_a_decoder_that_works_by_what_its_bytes_claim_is_over_budget(waste, monkeypatch):
+    """The budget can fail: a shuffle decoder that allocates 16 MiB, or decodes 1000
+    times over, for a damaged input is over it, each time it is measured."""
+    from zarrext.codecs.shuffle import ShuffleCodec
+
+    target = next(t for t in TARGETS if t.name == "shuffle")
+    transform = target.transform()
+    valid, damaged = inputs(target, seed=5, count=1)()
+    undamaged = decode_one(target, transform, valid)
+    allowed = budget(undamaged.work, len(damaged))
+    decode = ShuffleCodec._decode_sync
+
+    def wasteful(self, chunk_bytes, chunk_spec):
+        if waste == "allocates":
+            claimed = np.ones(16 * 2**20, np.uint8)
+            assert claimed.sum() == claimed.size
+        else:
+            for _ in range(1000):
+                decode(self, chunk_bytes, chunk_spec)
+        return decode(self, chunk_bytes, chunk_spec)
+
+    assert decode_one(target, transform, damaged).work.within(allowed)
+    monkeypatch.setattr(ShuffleCodec, "_decode_sync", wasteful)
+    outcome = decode_one(target, transform, damaged)
+    assert not within(allowed, outcome, lambda: decode_one(target, transform, damaged))
 
 
 def test_raised_in_zarrext_is_decided_by_module_not_path(tmp_path) -> None:

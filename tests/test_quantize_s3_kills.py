@@ -36,6 +36,23 @@ def _objects(fs: s3fs.S3FileSystem, url: str) -> dict[str, bytes]:
     return {k[len(root) + 1:]: fs.cat_file(k) for k in fs.find(root)}
 
 
+def _written(fs: s3fs.S3FileSystem, url: str) -> int:
+    """How many objects lie under ``url`` (listed afresh)."""
+    fs.invalidate_cache()
+    return len(fs.find(url.removeprefix("s3://")))
+
+
+def _kill_while_writing(fs: s3fs.S3FileSystem, proc: subprocess.Popen[str], out: str,
+                        least: int) -> None:
+    """Wait (counting, not timing) until ``proc`` has marked ``out`` unfinished and
+    written ``least`` objects there, or has ended; then kill it."""
+    while proc.poll() is None and not (
+        fs.exists(f"{out}/{UNFINISHED}") and _written(fs, out) >= least
+    ):
+        time.sleep(0.005)
+    _killed(proc)
+
+
 def _opened(url: str, s3: dict[str, Any]) -> np.ndarray | None:
     """The values of the array at ``url``, or None when nothing opens there."""
     try:
@@ -87,19 +104,20 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
     source = _source(s3, "src.zarr", 15.0)
 
     # what a complete run writes (quantizing is deterministic), and how long it takes
+    # (the untargeted kills land at a random moment of it; the targeted ones by count)
     started = time.monotonic()
     proc = _quantize(s3, source, f"{s3['url']}/reference.zarr")
-    marker = None
+    marked = False
     while proc.poll() is None:
-        if marker is None and fs.exists(f"{s3['url']}/reference.zarr/{UNFINISHED}"):
-            marker = time.monotonic() - started
+        marked = marked or fs.exists(f"{s3['url']}/reference.zarr/{UNFINISHED}")
         time.sleep(0.02)
     _, err = proc.communicate()
     assert proc.returncode == 0, err
     whole = time.monotonic() - started
-    assert marker is not None
+    assert marked
     new = _opened(f"{s3['url']}/reference.zarr", s3)
     assert new is not None
+    objects = _written(fs, f"{s3['url']}/reference.zarr")
 
     # 1. An existing output, replaced with --overwrite: killed at random moments, the
     # old output stays byte for byte; the rerun ends with one line naming what to do.
@@ -131,14 +149,11 @@ def test_killed_quantize_overwrite_on_s3_keeps_old_or_new_and_reruns(
     in_write = 0
     for cycle in range(8):
         proc = _quantize(s3, source, out)
-        if cycle % 2:  # from the moment the job starts writing
-            while proc.poll() is None and not fs.exists(f"{out}/{UNFINISHED}"):
-                fs.invalidate_cache()
-                time.sleep(0.01)
-            time.sleep(rnd.uniform(0, whole - marker))
+        if cycle % 2:  # while the job writes: after a random share of its objects
+            _kill_while_writing(fs, proc, out, rnd.randrange(1, objects // 2))
         else:
             time.sleep(rnd.uniform(0, whole))
-        _killed(proc)
+            _killed(proc)
         left = _objects(fs, out)
         in_write += UNFINISHED in left and "zarr.json" not in left
         values = _opened(out, s3)

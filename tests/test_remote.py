@@ -245,7 +245,10 @@ def test_remote_writes_store_the_local_bytes(
 def _spy_encode_jobs(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
     """The codec threads that ran each shard's encoding jobs (one set per shard). A
     shard's jobs wait for each other: they pass only if they run at once, each in
-    a thread of its own (a barrier that times out breaks the write)."""
+    a thread of its own. The barrier's timeout is a hang guard, not a bound on the
+    jobs: jobs run one after another would wait for each other without end; it
+    breaks the write then (after 120 s, far beyond what starting a few threads
+    takes on a loaded machine)."""
     shards: list[set[str]] = []
     real = RuntimeShardingCodec.encode_jobs
 
@@ -253,7 +256,7 @@ def _spy_encode_jobs(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
         jobs, assemble = real(self, *args, **kwargs)
         names: set[str] = set()
         shards.append(names)
-        together = threading.Barrier(len(jobs), timeout=10)
+        together = threading.Barrier(len(jobs), timeout=120)
 
         def named(job: Any) -> Any:
             def run() -> None:

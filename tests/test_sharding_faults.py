@@ -1,8 +1,9 @@
 """Writers killed with SIGKILL at random points: shards stay valid and consistent.
 
 Each cycle starts two writer processes on the same shards (disjoint inner chunks),
-some with kill points inside the write transaction (``ZARREXT_SHARDING_FAULT``),
-and kills whatever is still running after a random delay. Every writer logs
+some with kill points inside the write transaction (``ZARREXT_SHARDING_FAULT``,
+seeded per writer), and kills whatever is still running once each writer has
+completed a random number of writes (counted in its log, never timed). Every writer logs
 ``B step`` before and ``E step`` after each write call. Afterwards:
 
 - ``check`` without repair reports and changes no byte;
@@ -37,14 +38,17 @@ INNER = 8
 WRITERS = 2
 
 ROOT = Path(__file__).resolve().parents[1]
+CYCLES = 28  # WRITERS killed in each: 56 kills
+HANG_GUARD = 300  # seconds a cycle's writers may take to start and write: a hang guard
 
 WORKER = r"""
-import os, sys
+import os, random, sys
 sys.path.insert(0, sys.argv[6])
 import zarrext
 from tests.test_sharding_faults import value
 path, layout, writer, cycle, log = sys.argv[1:6]
 writer, cycle = int(writer), int(cycle)
+random.seed(f"{cycle}-{writer}")  # the fault points' draws: the same each run
 array = zarrext.open_array(path, shard_layout=layout, decision="compress_if_smaller")
 fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 os.write(fd, b"R\n")
@@ -98,6 +102,13 @@ def _parse(log: Path) -> tuple[list[tuple[int, int, int]], tuple[int, int, int] 
     return done, inflight
 
 
+def _completed(log: Path) -> int:
+    """Writes a writer's log says it completed (whole lines only)."""
+    text = log.read_text() if log.exists() else ""
+    return sum(line.startswith("E ") for line in text.splitlines(keepends=True)
+               if line.endswith("\n"))
+
+
 def _create(path: Path, location: str) -> None:
     zarrext.create_array(
         str(path),
@@ -122,10 +133,8 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
     for loc, path in arrays.items():
         _create(path, loc)
         expected[loc] = np.full((GRID * INNER, GRID * INNER), -7, dtype="i4")
-    kills = cycles = interrupted = completed = 0
-    started = time.monotonic()
-    while kills < 56 or cycles < 24:
-        assert time.monotonic() - started < 170, f"only {kills} kills in time"
+    kills = interrupted = completed = 0
+    for cycles in range(CYCLES):
         loc = ("start", "end")[cycles % 2]
         path = arrays[loc]
         layout = "fixed-slot" if cycles % 4 < 3 else "append"
@@ -144,11 +153,15 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
             )
             for w, log in enumerate(logs)
         ]
-        # Wait until the writers are writing, then kill them at a random moment.
-        deadline = time.monotonic() + 20
-        while not all(log.exists() for log in logs) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        time.sleep(rnd.uniform(0.0, 0.4))
+        # Kill the writers once each has completed a random number of writes (or died
+        # at a fault point): wherever the next write is then.
+        least = rnd.randrange(1, 12)
+        guard = time.monotonic() + HANG_GUARD
+        while not all(proc.poll() is not None or _completed(log) >= least
+                      for proc, log in zip(procs, logs, strict=True)):
+            assert time.monotonic() < guard, "writers hung"
+            time.sleep(0.002)
+        faulted = [proc.poll() is not None for proc in procs]
         for proc in procs:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
@@ -174,6 +187,7 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
         for w, log in enumerate(logs):
             done, inflight = _parse(log)
             completed += len(done)
+            assert faulted[w] or len(done) >= least, (cycles, w, len(done), least)
             for step, row, col in done:
                 exp[row * 8 : row * 8 + 8, col * 8 : col * 8 + 16] = value(cycles, w, step)
             if inflight is not None:
@@ -187,9 +201,8 @@ def test_sigkill_writers_at_random_points(tmp_path: Path) -> None:
                     else:
                         np.testing.assert_array_equal(got, exp[region])
         np.testing.assert_array_equal(actual, exp)
-        cycles += 1
-    assert kills >= 50
-    # the kills did land inside transactions, and writers got work done in between
+    assert kills == WRITERS * CYCLES
+    # the kills did land inside transactions (the writers got work done in between:
+    # each the writes it was let complete, unless a fault point ended it first)
     assert interrupted >= 5, interrupted
-    assert completed >= 200, completed
-    print(f"{kills} kills, {cycles} cycles, {interrupted} interrupted writes, {completed} writes")
+    print(f"{kills} kills, {CYCLES} cycles, {interrupted} interrupted writes, {completed} writes")

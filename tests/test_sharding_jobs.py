@@ -78,14 +78,29 @@ def expected(writes: int, seed: int = 5) -> np.ndarray:
     return out
 
 
+# The writer and the jobs overlap by count, never by time: halfway through its writes
+# the writer waits until every job has finished a least number of runs (each job
+# keeps its count in a file), so those runs happen between the writer's writes.
 WRITER = r"""
-import sys
+import os, sys, time
 sys.path.insert(0, sys.argv[1])
 import zarrext
 from tests.test_sharding_jobs import plan, value
-path, writes = sys.argv[2], int(sys.argv[3])
+path, writes, least, runs = sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
+
+
+def ran(name):
+    try:
+        return int(open(name).read() or 0)
+    except FileNotFoundError:
+        return 0
+
+
 array = zarrext.open_array(path, shard_layout="fixed-slot", decision="compress_if_smaller")
 for step, (i, j) in enumerate(plan(writes)):
+    if step == writes // 2:
+        while not all(ran(name) >= least for name in runs):
+            time.sleep(0.01)  # the jobs run (the test's hang guard bounds this)
     array[i * 8:(i + 1) * 8, j * 8:(j + 1) * 8] = value((i, j), step)
 """
 
@@ -93,7 +108,7 @@ JOB = r"""
 import os, sys
 sys.path.insert(0, sys.argv[1])
 import zarr, zarrext
-path, job, stop = sys.argv[2], sys.argv[3], sys.argv[4]
+path, job, stop, runs = sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5]
 n = 0
 while not os.path.exists(stop):
     if job == "recompress":
@@ -105,24 +120,31 @@ while not os.path.exists(stop):
     else:
         zarrext.check(zarr.open_array(path, mode="r+"), repair=True)
     n += 1
+    with open(runs + ".new", "w") as f:
+        f.write(str(n))
+    os.replace(runs + ".new", runs)
 print(n)
 """
 
 
-def _run_with_jobs(path: Path, writes: int, jobs: list[str]) -> list[int]:
+def _run_with_jobs(path: Path, writes: int, jobs: list[str], least: int) -> list[int]:
+    """``writes`` writes, with each of ``jobs`` running over and over meanwhile, at
+    least ``least`` times halfway through the writes; how often each job ran."""
     stop = path.parent / "stop"
+    runs = [path.parent / f"runs-{k}" for k in range(len(jobs))]
     runners = [
         subprocess.Popen(
-            [sys.executable, "-c", JOB, str(ROOT), str(path), job, str(stop)],
+            [sys.executable, "-c", JOB, str(ROOT), str(path), job, str(stop), str(count)],
             stdout=subprocess.PIPE,
             text=True,
         )
-        for job in jobs
+        for job, count in zip(jobs, runs, strict=True)
     ]
     try:
         proc = subprocess.run(
-            [sys.executable, "-c", WRITER, str(ROOT), str(path), str(writes)],
-            timeout=600,
+            [sys.executable, "-c", WRITER, str(ROOT), str(path), str(writes), str(least),
+             *map(str, runs)],
+            timeout=900,  # a hang guard
             capture_output=True,
             text=True,
         )
@@ -156,7 +178,7 @@ def _lost(path: Path, writes: int) -> int:
 def test_jobs_lose_no_write(tmp_path: Path, jobs: list[str], writes: int) -> None:
     path = tmp_path / "a"
     create(path)
-    counts = _run_with_jobs(path, writes, jobs)
+    counts = _run_with_jobs(path, writes, jobs, least=1)
     assert all(n >= 1 for n in counts), counts  # every job ran while the writer wrote
     array = zarr.open_array(str(path), mode="r")
     assert zarrext.check(array, deep=True) == []
@@ -170,7 +192,7 @@ def test_jobs_lose_no_write(tmp_path: Path, jobs: list[str], writes: int) -> Non
 def test_jobs_lose_no_write_500(tmp_path: Path, jobs: list[str]) -> None:
     path = tmp_path / "a"
     create(path)
-    counts = _run_with_jobs(path, 500, jobs)
+    counts = _run_with_jobs(path, 500, jobs, least=3)
     assert all(n >= 3 for n in counts), counts
     assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
     lost = _lost(path, 500)

@@ -17,7 +17,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -231,12 +230,16 @@ def test_torn_read_of_a_first_store(
     assert_versions({c: v for c, v in got.items() if c != 2}, {})
 
 
+# The race is counted, never timed: the writer and the job start, each says so with a
+# file in the race's folder, the readers wait for that and then make their reads, and
+# the writer and the job go on (past a least count of their own) until every reader
+# is done (the folder's "stop" file).
 WRITER = r"""
-import sys, time
+import os, sys
 sys.path.insert(0, sys.argv[1])
 import numpy as np, zarrext
 from tests.test_sharding_readers import GRID, chunk_value
-path, seconds = sys.argv[2], float(sys.argv[3])
+path, race, least = sys.argv[2], sys.argv[3], int(sys.argv[4])
 crc = open(path + "/../codecs").read() == "crc"
 array = zarrext.open_array(
     path, shard_layout="fixed-slot", decision="compress_if_smaller" if crc else None
@@ -244,45 +247,49 @@ array = zarrext.open_array(
 rng = np.random.default_rng(1)
 version = [0] * (GRID * GRID)
 hot = [0, 9, 27, 63]
-end = time.monotonic() + seconds
 n = 0
-while time.monotonic() < end:
+while n < least or not os.path.exists(os.path.join(race, "stop")):
     c = hot[n % 4] if n % 2 else int(rng.integers(GRID * GRID))
     version[c] += 1
     i, j = divmod(c, GRID)
     array[i * 8:(i + 1) * 8, j * 8:(j + 1) * 8] = chunk_value(c, version[c])
     n += 1
+    if n == 1:
+        open(os.path.join(race, "writer.started"), "w").close()
 print(n)
 """
 
 JOB = r"""
-import sys, time
+import os, sys
 sys.path.insert(0, sys.argv[1])
 import zarr, zarrext
-path, seconds = sys.argv[2], float(sys.argv[3])
-end = time.monotonic() + seconds
+path, race, least = sys.argv[2], sys.argv[3], int(sys.argv[4])
 n = 0
-while time.monotonic() < end:
+while n < least or not os.path.exists(os.path.join(race, "stop")):
     array = zarr.open_array(path, mode="r+")
     (zarrext.compact if n % 2 == 0 else zarrext.expand)(array)
     n += 1
+    if n == 1:
+        open(os.path.join(race, "job.started"), "w").close()
 print(n)
 """
 
 READER = r"""
-import json, sys, time
+import json, os, sys, time
 sys.path.insert(0, sys.argv[1])
 import numpy as np, zarr, zarrext
 from tests.test_sharding_readers import GRID
-path, seconds, how = sys.argv[2], float(sys.argv[3]), sys.argv[4]
+path, race, reads, how = sys.argv[2], sys.argv[3], int(sys.argv[4]), sys.argv[5]
+started = [os.path.join(race, name) for name in sys.argv[6:]]
+while not all(os.path.exists(name) for name in started):
+    time.sleep(0.01)  # the others are starting (the test's hang guard bounds this)
 opener = (lambda: zarrext.open_array(path, mode="r")) if how == "zarrext" else (
     lambda: zarr.open_array(path, mode="r"))
 array = opener()
 rng = np.random.default_rng(2)
 counts = {"reads": 0, "chunks": 0, "wrong": 0, "fill": 0, "errors": 0}
-end = time.monotonic() + seconds
 n = 0
-while time.monotonic() < end:
+while n < reads:
     kind = n % 3
     if kind == 0:  # one inner chunk
         i, j = (int(v) for v in rng.integers(GRID, size=2))
@@ -313,36 +320,43 @@ print(json.dumps(counts))
 """
 
 
-def _race(path: Path, seconds: float, readers: list[str], compact: bool) -> list[dict[str, int]]:
+HANG_GUARD = 900  # seconds: a guard against a hung process, not a bound on the race
+LEAST = 6  # writes the writer makes, compactions the job makes, at least
+
+
+def _race(path: Path, reads: int, readers: list[str], compact: bool) -> list[dict[str, int]]:
+    """Each of ``readers`` makes ``reads`` reads while the writer writes (and the job
+    compacts and expands); their counts."""
+    race = path.parent / f"race-{path.name}"
+    race.mkdir()
+    others = [("writer", WRITER), *([("job", JOB)] if compact else [])]
     procs = [
         subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(ROOT), str(path), str(seconds)],
+            [sys.executable, "-c", script, str(ROOT), str(path), str(race), str(LEAST)],
             stdout=subprocess.PIPE, text=True,
         )
+        for _, script in others
     ]
-    if compact:
-        procs.append(
-            subprocess.Popen(
-                [sys.executable, "-c", JOB, str(ROOT), str(path), str(seconds)],
-                stdout=subprocess.PIPE, text=True,
-            )
-        )
     reader_procs = [
         subprocess.Popen(
-            [sys.executable, "-c", READER, str(ROOT), str(path), str(seconds), how],
+            [sys.executable, "-c", READER, str(ROOT), str(path), str(race), str(reads), how,
+             *(f"{name}.started" for name, _ in others)],
             stdout=subprocess.PIPE, text=True,
         )
         for how in readers
     ]
+    try:
+        results = []
+        for proc in reader_procs:
+            out, _ = proc.communicate(timeout=HANG_GUARD)
+            assert proc.returncode == 0
+            results.append(json.loads(out))
+    finally:
+        (race / "stop").touch()
     for proc in procs:
-        out, _ = proc.communicate(timeout=seconds + 120)
+        out, _ = proc.communicate(timeout=HANG_GUARD)
         assert proc.returncode == 0
-        assert int(out) > 5  # the writer wrote, the job ran, while readers read
-    results = []
-    for proc in reader_procs:
-        out, _ = proc.communicate(timeout=seconds + 120)
-        assert proc.returncode == 0
-        results.append(json.loads(out))
+        assert int(out) >= LEAST  # the writer wrote, the job ran, while readers read
     return results
 
 
@@ -350,8 +364,8 @@ def _race(path: Path, seconds: float, readers: list[str], compact: bool) -> list
 def test_plain_readers_against_writer(tmp_path: Path, location: str) -> None:
     path = tmp_path / "a"
     create(path, location)
-    (counts,) = _race(path, 3.0, ["zarr"], compact=False)
-    assert counts["reads"] > 20, counts
+    (counts,) = _race(path, 60, ["zarr"], compact=False)
+    assert counts["reads"] == 60, counts
     assert counts["wrong"] == 0, counts
     assert counts["fill"] == 0, counts
 
@@ -359,27 +373,24 @@ def test_plain_readers_against_writer(tmp_path: Path, location: str) -> None:
 def test_zarrext_readers_against_writer_and_compact(tmp_path: Path) -> None:
     path = tmp_path / "a"
     create(path, "end")
-    (counts,) = _race(path, 3.0, ["zarrext"], compact=True)
-    assert counts["reads"] > 20, counts
+    (counts,) = _race(path, 60, ["zarrext"], compact=True)
+    assert counts["reads"] == 60, counts
     assert counts == {**counts, "wrong": 0, "fill": 0, "errors": 0}, counts
     assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("location", ["start", "end"])
-def test_readers_15s(tmp_path: Path, location: str) -> None:
+def test_readers_600_reads_each(tmp_path: Path, location: str) -> None:
     path = tmp_path / "a"
     create(path, location)
-    plain, ours = _race(path, 15.0, ["zarr", "zarrext"], compact=False)
+    plain, ours = _race(path, 600, ["zarr", "zarrext"], compact=False)
     print(f"\nindex at {location}, writer only: zarr-python {plain}, zarrext {ours}")
     assert plain["wrong"] == plain["fill"] == 0, plain
     assert ours["wrong"] == ours["fill"] == ours["errors"] == 0, ours
     path2 = tmp_path / "b"
     create(path2, location)
-    t0 = time.monotonic()
-    plain, ours = _race(path2, 15.0, ["zarr", "zarrext"], compact=True)
-    print(
-        f"index at {location}, writer + compact/expand loop ({time.monotonic() - t0:.0f} s): "
-        f"zarr-python {plain}, zarrext {ours}"
-    )
+    plain, ours = _race(path2, 600, ["zarr", "zarrext"], compact=True)
+    print(f"index at {location}, writer + compact/expand loop: zarr-python {plain}, "
+          f"zarrext {ours}")
     assert ours["wrong"] == ours["fill"] == ours["errors"] == 0, ours

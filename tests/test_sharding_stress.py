@@ -124,19 +124,26 @@ def test_four_processes_same_shards(tmp_path: Path, location: str) -> None:
 # chunk of zeros per 5 s.
 
 TORN_N, TORN_E = 32, 16  # inner chunks per axis, inner chunk edge
+HANG_GUARD = 1800  # seconds: a guard against a hung process, not a bound on the race
+
+# Counted, never timed: each writer says it has started with a file in the race's
+# folder, the reader waits for both and then makes its reads, and the writers go on
+# (past a least count of writes) until the reader is done (the folder's "stop" file).
+TORN_READS, TORN_LEAST_WRITES = 150, 400
 
 TORN_WRITER = r"""
-import sys, time
+import os, sys
 import numpy as np, zarrext
-path, seconds, seed = sys.argv[1], float(sys.argv[2]), int(sys.argv[3])
-N, E = int(sys.argv[4]), int(sys.argv[5])
+path, race, seed = sys.argv[1], sys.argv[2], int(sys.argv[3])
+N, E, least = int(sys.argv[4]), int(sys.argv[5]), int(sys.argv[6])
 array = zarrext.open_array(path, mode="r+", shard_layout="fixed-slot")
 rng = np.random.default_rng(seed)
 base = (np.arange(N * N).reshape(N, N) * 1000).repeat(E, 0).repeat(E, 1).astype("i4")
-end = time.monotonic() + seconds
 n = 0
-while time.monotonic() < end:
+while n < least or not os.path.exists(os.path.join(race, "stop")):
     n += 1
+    if n == 1:
+        open(os.path.join(race, f"writer{seed}.started"), "w").close()
     if seed == 0 and n % 200 == 0:
         array[:] = base + n % 999 + 1
         continue
@@ -147,13 +154,14 @@ print(n)
 """
 
 TORN_READER = r"""
-import json, sys, time
+import json, os, sys, time
 import numpy as np, zarr
-path, seconds, N, E = sys.argv[1], float(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+path, race, N, E, reads = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+while not all(os.path.exists(os.path.join(race, f"writer{s}.started")) for s in (0, 1)):
+    time.sleep(0.01)  # the writers are starting (the test's hang guard bounds this)
 array = zarr.open_array(path, mode="r")
 counts = {"reads": 0, "zeros": 0, "wrong": 0, "errors": 0}
-end = time.monotonic() + seconds
-while time.monotonic() < end:
+while counts["reads"] < reads:
     counts["reads"] += 1
     try:
         got = array[:]
@@ -171,8 +179,10 @@ print(json.dumps(counts))
 
 @pytest.mark.slow
 def test_whole_shard_readers_never_get_zeros(tmp_path: Path) -> None:
-    n, e, seconds = TORN_N, TORN_E, 40.0
+    n, e = TORN_N, TORN_E
     path = tmp_path / "a"
+    race = tmp_path / "race"
+    race.mkdir()
     array = zarrext.create_array(
         str(path), shape=(n * e, n * e), chunks=(n * e, n * e), dtype="i4", fill_value=-1,
         compressors=None,
@@ -180,25 +190,29 @@ def test_whole_shard_readers_never_get_zeros(tmp_path: Path) -> None:
         shard_layout="fixed-slot",
     )
     array[:] = (np.arange(n * n).reshape(n, n) * 1000 + 1).repeat(e, 0).repeat(e, 1)
-    args = [str(path), str(seconds)]
+    args = [str(path), str(race)]
     writers = [
         subprocess.Popen(
-            [sys.executable, "-c", TORN_WRITER, *args, str(seed), str(n), str(e)],
+            [sys.executable, "-c", TORN_WRITER, *args, str(seed), str(n), str(e),
+             str(TORN_LEAST_WRITES)],
             stdout=subprocess.PIPE, text=True,
         )
         for seed in range(2)
     ]
     reader = subprocess.Popen(
-        [sys.executable, "-c", TORN_READER, *args, str(n), str(e)],
+        [sys.executable, "-c", TORN_READER, *args, str(n), str(e), str(TORN_READS)],
         stdout=subprocess.PIPE, text=True,
     )
-    for proc in writers:
-        out, _ = proc.communicate(timeout=seconds + 120)
-        assert proc.returncode == 0
-        assert int(out) > 200  # the whole shard was rewritten at least once
-    out, _ = reader.communicate(timeout=seconds + 120)
+    try:
+        out, _ = reader.communicate(timeout=HANG_GUARD)
+    finally:
+        (race / "stop").touch()
     assert reader.returncode == 0
+    for proc in writers:
+        written, _ = proc.communicate(timeout=HANG_GUARD)
+        assert proc.returncode == 0
+        assert int(written) >= TORN_LEAST_WRITES  # the whole shard rewritten twice or more
     counts = json.loads(out)
     print(f"\nwhole-shard reads against 2 writers: {counts}")
-    assert counts["reads"] > 20, counts
+    assert counts["reads"] == TORN_READS, counts
     assert counts["zeros"] == counts["wrong"] == 0, counts

@@ -8,8 +8,10 @@ would to a real object store.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 import zipfile
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -545,20 +547,15 @@ def test_api_errors_name_the_url_and_the_cause_with_obstores_chained(
     freezable_s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # an obstore GenericError with a multi-line debug dump, after 180.7 s; then, with the
-    # bucket gone, "Object ... not found ... PUT 404"
-    import time
-
+    # bucket gone, "Object ... not found ... PUT 404". Not timed: that the requests'
+    # timeouts add up to the bound is test_the_store_timeout_bounds_a_request_and_its_retries
     monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", "3")
     url, options = f"{freezable_s3['url']}/a.zarr", freezable_s3["options"]
     array = zarrext.create_array(url, storage_options=options, shape=(40,), chunks=(10,),
                                  dtype="f4")
     values = np.linspace(0, 1, 40, dtype="f4")
-    with freezable_s3["frozen"]():
-        started = time.monotonic()
-        with pytest.raises(StoreAccessError) as raised:
-            array[:] = values
-        elapsed = time.monotonic() - started
-    assert elapsed < 3 + 2.0
+    with freezable_s3["frozen"](), pytest.raises(StoreAccessError) as raised:
+        array[:] = values
     assert raised.value.cause == "timed out"
     assert raised.value.location == url
     assert str(raised.value).startswith(f"{url}: the request timed out (bound: 3 s")
@@ -593,6 +590,36 @@ def test_the_store_timeout_applies_unless_the_options_set_obstores(
         monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", bad)
         with pytest.raises(StoreOpenError, match="ZARREXT_STORE_TIMEOUT"):
             open_store(url, storage_options=plain)
+
+
+def _seconds(duration: Any) -> float:
+    """obstore's duration (a ``timedelta``, or text such as ``"1s 500ms"``) in seconds."""
+    if isinstance(duration, timedelta):
+        return duration.total_seconds()
+    units = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    parts = re.findall(r"([\d.]+)\s*(ns|us|ms|s|m|h)\b", str(duration))
+    assert parts, duration
+    return sum(float(n) * units[unit] for n, unit in parts)
+
+
+@pytest.mark.parametrize("bound", [0.5, 3, 7.5, 60, 600])
+def test_the_store_timeout_bounds_a_request_and_its_retries(
+    monkeypatch: pytest.MonkeyPatch, bound: float
+) -> None:
+    """A request that gets no answer fails within ZARREXT_STORE_TIMEOUT, retries
+    included, by obstore's settings: no retry starts after its retry window (plus one
+    pause), and that attempt ends after its own timeout; the connection's fits inside."""
+    monkeypatch.setenv("ZARREXT_STORE_TIMEOUT", str(bound))
+    store = open_store("s3://bucket/x.zarr", storage_options={
+        "endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"})
+    assert store.timeout == bound
+    client, retry = store.store.client_options, store.store.retry_config
+    attempt = _seconds(client["timeout"])
+    window = _seconds(retry["retry_timeout"])
+    pause = _seconds(retry["backoff"]["max_backoff"])
+    assert attempt > 0
+    assert _seconds(client["connect_timeout"]) <= attempt
+    assert window + pause + attempt <= bound * (1 + 1e-9)
 
 
 def test_a_remote_store_keeps_its_url_through_copies(s3: dict[str, Any]) -> None:

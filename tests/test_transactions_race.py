@@ -37,18 +37,24 @@ icechunk = pytest.importorskip("icechunk")
 WRITER_COMMITS = 120
 ROWS = 4  # the writer's commit i writes rows [i * ROWS, (i + 1) * ROWS) of "w" with i + 1
 
+JOB_RUNS = 2  # recompress runs the writer waits for halfway through its commits
+
+# Halfway through its commits the writer waits until the test has run JOB_RUNS jobs
+# (their count in a file): the jobs race the writer by count, not by speed.
 WRITER = """
-import json, sys
+import json, os, sys, time
 import zarr
 from zarrext.jobs.transactions import commit, open_repository
 
-url, options, n, rows, log = sys.argv[1:6]
-n, rows = int(n), int(rows)
+url, options, n, rows, log, runs, least = sys.argv[1:8]
+n, rows, least = int(n), int(rows), int(least)
 repo = open_repository(url, storage_options=json.loads(options))
 with open(log, "w") as out:
     out.write("started\\n")
     out.flush()
     for i in range(n):
+        while i == n // 2 and int(open(runs).read() or 0) < least:
+            time.sleep(0.05)  # the jobs run (the test's hang guard bounds this)
         session = repo.writable_session("main")
         zarr.open_array(session.store, path="w")[i * rows : (i + 1) * rows] = i + 1
         snapshot = commit(session, f"writer {i}")  # rebases over others' commits
@@ -80,9 +86,11 @@ def test_a_writer_and_zarrext_jobs_lose_no_commit_in_s3(
     first = session.commit("arrays")
 
     log = tmp_path / "writer.log"
+    counted = tmp_path / "runs"
+    counted.write_text("0")
     writer = subprocess.Popen(
         [sys.executable, "-c", WRITER, url, json.dumps(options), str(WRITER_COMMITS),
-         str(ROWS), str(log)],
+         str(ROWS), str(log), str(counted), str(JOB_RUNS)],
         env=environment(), stderr=subprocess.PIPE, text=True,
     )
     job_snapshots: list[str] = []
@@ -105,6 +113,7 @@ def test_a_writer_and_zarrext_jobs_lose_no_commit_in_s3(
             assert found is not None, done.stderr
             job_snapshots.append(found.group(1))
             runs += 1
+            counted.write_text(str(runs))
     finally:
         if writer.poll() is None:
             writer.kill()
@@ -113,7 +122,7 @@ def test_a_writer_and_zarrext_jobs_lose_no_commit_in_s3(
 
     written = dict(line.split() for line in log.read_text().splitlines()[1:])
     assert len(written) == WRITER_COMMITS
-    assert runs >= 2  # the jobs did race the writer
+    assert runs >= JOB_RUNS  # the jobs did race the writer
     repo = open_repository(url, storage_options=options)
     ancestors = {info.id for info in repo.ancestry(branch="main")}
     lost = [i for i, snapshot in written.items() if snapshot not in ancestors]

@@ -108,9 +108,9 @@ def one_line_errors(command: Callable[..., Any]) -> Callable[..., Any]:
 
 def _print_version(value: bool) -> None:
     if value:
-        from importlib.metadata import version
+        from zarrext import __version__
 
-        typer.echo(f"zarrext {version('zarrext')}")
+        typer.echo(f"zarrext {__version__}")
         raise typer.Exit()
 
 
