@@ -376,6 +376,8 @@ def hex_bytes(text: str) -> str:
     'Stored: 0x4007ef3b. Computed: 0x00010203.'
     >>> hex_bytes("header b'ZARR\\x00\\x01\\x02\\x03\\x04'")
     'header 5a 41 52 52 00 01 02 03 04 (9 bytes)'
+    >>> hex_bytes("Zstd decompression error: b'Data corruption detected'")
+    "Zstd decompression error: 'Data corruption detected'"
     """
 
     def as_hex(match: re.Match[str]) -> str:
@@ -385,6 +387,8 @@ def hex_bytes(text: str) -> str:
             return match.group(0)
         if not isinstance(value, bytes):
             return match.group(0)
+        if len(value) > 8 and all(32 <= b < 127 for b in value):
+            return repr(value.decode("ascii"))  # text (numcodecs' zstd: b'Data corruption')
         if len(value) <= 8:
             return "0x" + value.hex() if value else "0x (no bytes)"
         shown = value[:MAX_HEX_BYTES].hex(" ")

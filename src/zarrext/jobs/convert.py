@@ -301,10 +301,12 @@ def opened_store(location: Any, storage_options: Mapping[str, Any] | None) -> An
 
 
 def readable(array: Any) -> Any:
-    """A v3 array read through zarrext's pipeline (decode errors name the chunk)."""
+    """The array read through zarrext's pipeline (decode errors name the chunk), format
+    3 or 2."""
     from zarrext.api import with_runtime
+    from zarrext.pipeline.format2 import format_2_reader
 
-    return with_runtime(array) if array.metadata.zarr_format == 3 else array
+    return with_runtime(array) if array.metadata.zarr_format == 3 else format_2_reader(array)
 
 
 def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -402,7 +404,8 @@ def _target(
     decision = like.get("decision") or "compress_if_smaller"
     kwargs: dict[str, Any] = {
         "shape": tuple(src.shape),
-        "dtype": src.dtype,
+        # quantized: cast_value casts native floats (a format 2 '>f8' is read as such)
+        "dtype": src.dtype.newbyteorder("=") if quantized is not None else src.dtype,
         "chunks": tuple(chunks),
         "shards": tuple(shards) if shards is not False else None,
         "fill_value": src.fill_value,
@@ -806,6 +809,8 @@ def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool,
     data = reader.read(region) if reader is not None else None
     if data is None:
         data = np.asarray(src[region])
+    if not data.dtype.isnative:  # a format 2 '>f8': filters (cast_value) take native values
+        data = data.astype(data.dtype.newbyteorder("="))
     if storable is not None:
         storable.refuse(data, array_label(str(src.store_path)))
     if writer is None or not writer.write(region, data):
@@ -1096,7 +1101,8 @@ def _listed(store: Any, prefix: str) -> list[str]:
     async def keys() -> list[str]:
         return [k[len(prefix):] async for k in store.list_prefix(prefix)]
 
-    return [k for k in sync(keys()) if STAGING_MARKER not in k]
+    # a zip archive made by shutil.make_archive lists its directories ("sub/"): no objects
+    return [k for k in sync(keys()) if STAGING_MARKER not in k and not k.endswith("/")]
 
 
 def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
@@ -1155,7 +1161,10 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     if metadata.fill_value is None:
         metadata = dataclasses.replace(metadata, fill_value=metadata.dtype.default_scalar())
         member = zarr.Array(zarr.AsyncArray(metadata=metadata, store_path=member.store_path))
-    migrate_to_v3(member, StorePath(store, path))
+    if _variable_length(metadata) is not None:
+        _migrated_strings(metadata, store, path)
+    else:
+        migrate_to_v3(member, StorePath(store, path))
     key = f"{path}/zarr.json"
     prototype = default_buffer_prototype()
     document = json.loads(sync(store.get(key, prototype=prototype)).to_bytes())
@@ -1163,6 +1172,55 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     if dims is not None:
         document["dimension_names"] = list(dims)
         sync(store.set(key, prototype.buffer.from_bytes(json.dumps(document, indent=2).encode())))
+
+
+_VARIABLE_LENGTH = {"vlen-utf8": "vlen-utf8", "vlen-bytes": "vlen-bytes"}
+"""Format 2 filters that are format 3 serializers of the same bytes (strings, bytes)."""
+
+
+def _variable_length(metadata: Any) -> str | None:
+    """The format 3 serializer of a format 2 array whose only filter encodes
+    variable-length strings or bytes (zarr-python's and xarray's strings), else None."""
+    filters = metadata.filters or ()
+    if len(filters) != 1 or metadata.order != "C":
+        return None
+    return _VARIABLE_LENGTH.get(getattr(filters[0], "codec_id", ""))
+
+
+def _migrated_strings(metadata: Any, store: Any, path: str) -> None:
+    """Format 3 metadata at ``path`` for a format 2 array of variable-length strings or
+    bytes, its chunks read where they are: format 2's ``vlen-utf8`` filter is format
+    3's serializer of the same bytes (zarr's ``migrate_to_v3`` refuses it), the
+    compressor as ``migrate_to_v3`` gives it."""
+    import dataclasses
+
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.dtype import UInt8
+    from zarr.core.sync import sync
+    from zarr.metadata.migrate_v3 import migrate_to_v3
+    from zarr.storage import MemoryStore, StorePath
+
+    compressors: list[Any] = []
+    if metadata.compressor is not None:  # zarr's own translation of the compressor
+        probe = dataclasses.replace(metadata, filters=None, dtype=UInt8(), fill_value=0,
+                                    attributes={})
+        scratch = MemoryStore()
+        migrate_to_v3(zarr.Array(zarr.AsyncArray(metadata=probe, store_path=StorePath(
+            MemoryStore()))), StorePath(scratch))
+        stored = sync(scratch.get("zarr.json", prototype=default_buffer_prototype()))
+        compressors = json.loads(stored.to_bytes())["codecs"][1:]
+    attributes = dict(metadata.attributes)
+    dims = attributes.pop("_ARRAY_DIMENSIONS", None)
+    zarr.create_array(
+        StorePath(store, path), shape=metadata.shape, dtype=metadata.dtype,
+        chunks=metadata.chunks, fill_value=metadata.fill_value, filters=[],
+        serializer={"name": _variable_length(metadata), "configuration": {}},
+        compressors=compressors, attributes=attributes,
+        dimension_names=list(dims) if dims is not None else None,
+        chunk_key_encoding={"name": "v2", "separator": metadata.dimension_separator},
+        zarr_format=3,
+    )
 
 
 def _v2_consolidated(group: Any) -> bool:
@@ -1210,6 +1268,8 @@ def convert(
     in the group) override it per array. With a Dask ``client``, each array's write
     units run on its workers (:func:`write_units`); a dry run stays here.
     """
+    from dataclasses import replace
+
     import zarr
 
     from zarrext.jobs.outputs import check_disjoint, refuse_taken
@@ -1235,6 +1295,9 @@ def convert(
         selected = {name: members[name] for name in chosen}
     for name in selected:
         per_array[name] = (encodings or {}).get(name, base_encoding)
+        if arrays is None and selected[name].dtype.kind != "f":
+            # every array of a group, quantizing: the floats; the rest converted exactly
+            per_array[name] = replace(per_array[name], max_abs_error=None)
     targets = plan_targets(
         {name: readable(a) for name, a in selected.items()}, per_array,
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
