@@ -30,7 +30,7 @@ from zarr.errors import NodeNotFoundError
 
 from zarrext._text import counted
 from zarrext.codecs.decisions import BUILTIN_DECISIONS
-from zarrext.errors import naming_codec_holder
+from zarrext.errors import MalformedMetadataError, naming_codec_holder, naming_malformed_metadata
 from zarrext.jobs.group_metadata import is_staging
 from zarrext.stores import (
     StoreOpenError,
@@ -60,6 +60,7 @@ __all__ = [
     "iter_arrays",
     "one_line",
     "open_node",
+    "refuse_non_zarr_file",
     "require_writable",
     "valid_storage_options",
     "run_each",
@@ -409,6 +410,8 @@ def open_node(
     local = local_path(text)
     if local is not None and not local.exists():
         fail(f"{text}: no such file or directory")
+    if local is not None:
+        refuse_non_zarr_file(text, local)
     try:
         store = open_store(
             text, mode="r" if mode == "r" else "r+",
@@ -426,8 +429,10 @@ def open_node(
         except Exception as e:
             fail(_unreachable(text, e), ExitCode.UNREACHABLE)
     try:
-        with naming_codec_holder(store=text):
+        with naming_codec_holder(store=text), naming_malformed_metadata(store):
             node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
+    except MalformedMetadataError as e:
+        fail(str(e.named_in(text)))
     except json.JSONDecodeError as e:
         fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
     except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
@@ -449,11 +454,35 @@ def open_node(
     if node.metadata.zarr_format != 3 and not format_2:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
-            f"{text}: Zarr format 2 {kind}s are not supported by zarrext; add Zarr "
-            f"format 3 metadata with zarr-python's `zarr migrate v3 {text}` (no data is "
-            "copied, the format 2 files stay) and run zarrext again"
+            f"{text}: a Zarr format 2 {kind}; this command reads Zarr format 3: make a "
+            f"format 3 copy with `zarrext convert {text} --out COPY.zarr` (consolidated "
+            "stores too; the source stays as it is) and run it on the copy"
         )
     return node
+
+
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # TIFF and BigTIFF
+
+
+def refuse_non_zarr_file(text: str, local: Path) -> None:
+    """Fail in one line on a local file that is no store (a zip archive is one),
+    saying what to do with it: a TIFF image is read with tifffile, not opened as Zarr."""
+    if not local.is_file() or local.suffix == ".zip":
+        return
+    try:
+        with local.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return
+    if head in _TIFF_MAGIC or local.suffix.lower() in (".tif", ".tiff"):
+        fail(
+            f"{text}: a TIFF file, not a Zarr store; zarrext jobs read Zarr: read the image "
+            "with tifffile (tifffile.imread, or tifffile.imread(path, aszarr=True) as a "
+            "store) and write it with zarrext.create_array (zarrext.formats.tiff.create_kwargs "
+            "makes each chunk a TIFF itself)"
+        )
+    fail(f"{text}: a file, not a Zarr store; give a directory holding zarr.json (or "
+         ".zarray, .zgroup), a .zip archive of one, or a URL")
 
 
 def _is_icechunk_repository(path: Path) -> bool:
@@ -495,8 +524,11 @@ def iter_arrays(
         yield node
         return
     try:
-        with naming_codec_holder(store=str(path), group=node):
+        with naming_codec_holder(store=str(path), group=node), \
+                naming_malformed_metadata(node.store, node.store_path.path):
             members = sorted(node.members(max_depth=None), key=lambda m: m[0])
+    except MalformedMetadataError as e:
+        fail(str(e.named_in(str(path))))
     except json.JSONDecodeError as e:
         fail(f"{path}: a member's zarr.json is malformed ({e}); fix or restore it")
     for name, member in members:
@@ -707,6 +739,10 @@ def named_by_path(error: BaseException, path: Any) -> BaseException:
     the store's root)."""
     from zarrext.errors import ChunkDecodeError, CodecUnavailableError
 
+    if isinstance(error, MalformedMetadataError) and error.store is None and isinstance(
+        path, str
+    ):
+        return error.named_in(path)
     if isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
         path, str
     ):

@@ -26,6 +26,7 @@ from zarrext.cli._common import (
     in_icechunk,
     named_by_path,
     one_line,
+    refuse_non_zarr_file,
 )
 from zarrext.jobs.inspection import size_change
 
@@ -64,9 +65,12 @@ def _codecs(text: str | None) -> list[dict[str, Any]] | None:
 @contextmanager
 def _bars(console: Console) -> Iterator[tuple[Any, Any]]:
     """``progress(name, done, total)`` and ``scanning(name, done, total)``, drawing one
-    bar per array's write units (and one per quantized array's scan), from the first."""
+    bar per array's write units (and one per quantized array's scan), from the first, on
+    ``console`` (stderr: stdout keeps the report)."""
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console)
+                   TimeElapsedColumn(), console=console,
+                   # stdout keeps the report; on a file or pipe, no bar at all
+                   disable=not console.is_interactive)
     tasks: dict[tuple[str, str], Any] = {}
 
     def drawn(verb: str) -> Any:
@@ -250,6 +254,7 @@ def register(app: typer.Typer) -> None:
         commit; --out the source's own path (the root: /) converts in place,
         replacing the arrays in that commit (earlier snapshots keep the old ones).
         """
+        from zarrext.jobs.convert import ArraySelectionError
         from zarrext.jobs.outputs import OutputConflictError
         from zarrext.quantize.converting import convert as run
         from zarrext.stores import local_path, parse_storage_options
@@ -277,11 +282,13 @@ def register(app: typer.Typer) -> None:
         local = local_path(path) if not isinstance(path, SessionPath) else None
         if local is not None and not local.exists():
             fail(f"{path}: no such file or directory")
+        if local is not None:
+            refuse_non_zarr_file(path, local)
         options = parse_storage_options(storage_options)
         console = Console(quiet=as_json or quiet)
         shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
         with dask_client(None if dry_run else scheduler, "convert") as client, \
-                _bars(console) as (progress, scanning):
+                _bars(Console(stderr=True, quiet=as_json or quiet)) as (progress, scanning):
             try:
                 reports = run(
                     source, output, codecs=_codecs(codecs),
@@ -295,6 +302,8 @@ def register(app: typer.Typer) -> None:
                 )
             except OutputConflictError as e:
                 fail(str(e), ExitCode.FAILED)
+            except ArraySelectionError as e:
+                fail(f"--arrays: {e}", ExitCode.FAILED)
             except (TypeError, ValueError, FileNotFoundError) as e:
                 fail(*failure(named_by_path(e, path), [path, out]))
             except KeyboardInterrupt as e:

@@ -53,6 +53,7 @@ def _bars(console: Console) -> Iterator[Any]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
+        disable=not console.is_interactive,  # stdout keeps the report; no bar in a pipe
     )
     tasks: dict[tuple[str, str], Any] = {}
     verbs = {"scan": "scanning value range", "copy": "writing quantized blocks"}
@@ -298,7 +299,8 @@ def register(app: typer.Typer) -> None:
             "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
             "storage_options": parse_storage_options(output_options),
         }
-        with dask_client(scheduler, "quantize") as client, _bars(console) as progress:
+        bars = Console(stderr=True, quiet=as_json or quiet)
+        with dask_client(scheduler, "quantize") as client, _bars(bars) as progress:
             try:
                 if isinstance(node, zarr.Group):
                     reports = jobs.copy_group_quantized(

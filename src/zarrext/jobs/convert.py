@@ -44,6 +44,7 @@ from zarrext.jobs import cluster
 from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref
 
 __all__ = [
+    "ArraySelectionError",
     "ConversionError",
     "ConvertReport",
     "Encoding",
@@ -76,6 +77,10 @@ _V2_METADATA = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
 
 class ConversionError(ValueError):
     """An array cannot be converted as asked; nothing was written."""
+
+
+class ArraySelectionError(ConversionError):
+    """The arrays selected (``arrays=``) are not arrays of the group converted."""
 
 
 @dataclass(frozen=True)
@@ -445,6 +450,7 @@ def _check(target: Target, scratch: str, output_in_place: bool) -> Target:
             "which only a local directory can (not a .zip or an object store); convert "
             "with the dense layout, or to a local directory"
         )
+    _check_grid(label, target.kwargs)
     try:
         probe = create_array(LocalStore(scratch), name="probe", overwrite=True,
                              **target.kwargs)
@@ -454,6 +460,28 @@ def _check(target: Target, scratch: str, output_in_place: bool) -> Target:
     codecs = getattr(probe.metadata, "codecs", ())
     outer = [c for c in codecs if c not in inner and not hasattr(c, "codecs")]
     return dataclasses.replace(target, chain=" -> ".join(codec_chain([*outer, *inner])))
+
+
+def _check_grid(label: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse chunks or shards of another rank than the array, and shards that are not
+    whole multiples of the chunks, saying which shape is which (zarr's own messages
+    name the shards "chunks" and swap the two sizes)."""
+    shape, chunks, shards = kwargs["shape"], kwargs["chunks"], kwargs.get("shards")
+    for what, grid in (("chunks", chunks), ("shards", shards)):
+        if grid is not None and len(grid) != len(shape):
+            raise ConversionError(
+                f"cannot convert {label}: {what} {_shape(grid)} have {len(grid)} "
+                f"dimensions and the array {len(shape)} (shape {_shape(shape)})"
+            )
+    if shards is None:
+        return
+    for axis, (shard, chunk) in enumerate(zip(shards, chunks, strict=True)):
+        if shard % chunk:
+            raise ConversionError(
+                f"cannot convert {label}: shards {_shape(shards)} are not a multiple of the "
+                f"chunks {_shape(chunks)} (dimension {axis}: {shard} is not a multiple of "
+                f"{chunk}); give shards that hold whole chunks, or other chunks"
+            )
 
 
 def plan_targets(
@@ -1044,10 +1072,11 @@ def group_members(group: Any) -> dict[str, Any]:
     an earlier job); an unknown codec names the array holding it."""
     import zarr
 
-    from zarrext.errors import naming_codec_holder
+    from zarrext.errors import naming_codec_holder, naming_malformed_metadata
     from zarrext.jobs.group_metadata import is_staging
 
-    with naming_codec_holder(group=group):
+    with naming_codec_holder(group=group), \
+            naming_malformed_metadata(group.store, group.store_path.path):
         members = group.members(max_depth=None)
     return {
         name: member for name, member in members
@@ -1065,7 +1094,7 @@ def _chosen(members: Mapping[str, Any], names: Sequence[str] | None, where: str)
     for name in dict.fromkeys(n.strip("/") for n in names):
         if name not in arrays:
             known = ", ".join(arrays) or "none"
-            raise ConversionError(f"no array {name!r} in group {where} (its arrays: {known})")
+            raise ArraySelectionError(f"no array {name!r} in group {where} (its arrays: {known})")
         chosen.append(name)
     return chosen
 
@@ -1286,7 +1315,8 @@ def convert(
     per_array: dict[str, Encoding] = {}
     if isinstance(node, zarr.Array):
         if arrays:
-            raise ConversionError(f"arrays= names arrays of a group, and {source} is an array")
+            raise ArraySelectionError(f"{source} is an array, not a group: it has no arrays "
+                                      "to select")
         selected = {"": node}
         members: dict[str, Any] = {}
     else:
@@ -1315,11 +1345,16 @@ def open_source(source: Any, storage_options: Mapping[str, Any] | None) -> Any:
     """The array or group at ``source`` (a path, URL or store), read-only; a group
     with its members as stored, not as its consolidated metadata says."""
     import zarr
+    from zarr.storage import StorePath
+
+    from zarrext.errors import naming_malformed_metadata
 
     store = opened_store(source, storage_options)
-    node = zarr.open(store, mode="r")
-    if isinstance(node, zarr.Group):
-        node = zarr.open_group(store, mode="r", use_consolidated=False)
+    inside = store if isinstance(store, StorePath) else StorePath(store)
+    with naming_malformed_metadata(inside.store, inside.path):
+        node = zarr.open(store, mode="r")
+        if isinstance(node, zarr.Group):
+            node = zarr.open_group(store, mode="r", use_consolidated=False)
     return node
 
 
