@@ -311,3 +311,13 @@ def test_a_failed_s3_run_that_leaves_objects_says_so_and_check_finds_them(
     assert code == 1
     [left] = json.loads(out_text)["leftovers"]
     assert left["key"] == out
+    code, _, err = run("check", out, "--storage-options", options)  # the leftover itself
+    assert code == 1
+    assert f"{out}: an unfinished output of a zarrext job" in err
+    # a rerun replaces them
+    (tmp_path / "g.zarr" / "b" / "3").unlink()
+    code, _, err = run("convert", tmp_path / "g.zarr", "--out", out, "--out-options",
+                       options, "-q")
+    assert (code, err) == (0, "")
+    code, out_text, _ = run("check", parent, "--storage-options", options, "--json")
+    assert json.loads(out_text)["leftovers"] == []

@@ -32,6 +32,7 @@ from zarrext._text import counted
 from zarrext.codecs.decisions import BUILTIN_DECISIONS
 from zarrext.errors import MalformedMetadataError, naming_codec_holder, naming_malformed_metadata
 from zarrext.jobs.group_metadata import is_staging
+from zarrext.jobs.outputs import UNFINISHED as _UNFINISHED
 from zarrext.stores import (
     StoreOpenError,
     local_path,
@@ -46,6 +47,7 @@ __all__ = [
     "ICECHUNK_SNAPSHOT",
     "ICECHUNK_SNAPSHOT_HELP",
     "SNAPSHOT_WITH_DRY_RUN",
+    "OUT_OPTIONS",
     "STORAGE_OPTIONS",
     "CliError",
     "EXIT_CODES_HELP",
@@ -64,6 +66,7 @@ __all__ = [
     "require_writable",
     "valid_storage_options",
     "run_each",
+    "storage_options_of",
 ]
 
 
@@ -160,6 +163,33 @@ STORAGE_OPTIONS = typer.Option(
     callback=valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
+
+
+OUT_OPTIONS = typer.Option(
+    "--out-options", callback=valid_storage_options,
+    help="JSON object of options for an --out URL's store (as --storage-options). "
+    "Default: --storage-options when --out is a URL; with a local PATH, "
+    "--storage-options are --out's alone.",
+)
+"""The ``--out-options`` option of the commands writing a copy (see :func:`storage_options_of`)."""
+
+
+def storage_options_of(
+    path: str, out: str | None, storage_options: str | None, out_storage_options: str | None
+) -> tuple[str | None, str | None]:
+    """The storage options of PATH and of --out: ``--storage-options`` are for the
+    command's URLs (PATH's; --out's too, unless ``--out-options`` are given)."""
+    in_repository = isinstance(path, SessionPath)  # --out is a path inside it
+    path_is_url = not in_repository and local_path(path) is None
+    out_is_url = not in_repository and out is not None and local_path(out) is None
+    if out_storage_options is not None and not out_is_url:
+        fail(f"--out-options are for an --out URL, and {out} is not one",
+             ExitCode.USAGE)
+    if not out_is_url:
+        return storage_options, None  # PATH's (refused for a local PATH when it is opened)
+    if out_storage_options is not None:
+        return storage_options, out_storage_options
+    return (storage_options if path_is_url else None), storage_options
 
 
 def _known_decision(name: str) -> str:
@@ -441,6 +471,12 @@ def open_node(
                 f"{text}: an icechunk repository, not a Zarr store; add --icechunk-branch "
                 "main (or the branch to use)", 2,
             )
+        if local is None and _unfinished(store):
+            fail(
+                f"{text}: an unfinished output of a zarrext job (it holds "
+                f"{_UNFINISHED}), not a Zarr array or group: rerun the job that writes it "
+                "(it replaces what is there), or delete it once no zarrext job is writing it"
+            )
         fail(
             f"{text}: not a Zarr array or group (no zarr.json); "
             "give the directory holding zarr.json"
@@ -483,6 +519,16 @@ def refuse_non_zarr_file(text: str, local: Path) -> None:
         )
     fail(f"{text}: a file, not a Zarr store; give a directory holding zarr.json (or "
          ".zarray, .zgroup), a .zip archive of one, or a URL")
+
+
+def _unfinished(store: Any) -> bool:
+    """Whether an object store's location is an output a zarrext job did not finish."""
+    from zarr.core.sync import sync
+
+    try:
+        return bool(sync(store.exists(_UNFINISHED)))
+    except Exception:  # unreadable now: said as not a Zarr store
+        return False
 
 
 def _is_icechunk_repository(path: Path) -> bool:
@@ -739,21 +785,26 @@ def named_by_path(error: BaseException, path: Any) -> BaseException:
     the store's root)."""
     from zarrext.errors import ChunkDecodeError, CodecUnavailableError
 
+    named: BaseException
     if isinstance(error, MalformedMetadataError) and error.store is None and isinstance(
         path, str
     ):
-        return error.named_in(path)
-    if isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
+        named = error.named_in(path)
+    elif isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
         path, str
     ):
-        return CodecUnavailableError(error.reason, array=error.array, store=path,
-                                     codec=error.codec)
-    if not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
+        named = CodecUnavailableError(error.reason, array=error.array, store=path,
+                                      codec=error.codec)
+    elif not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
         return error
-    inside = (error.array or "").strip("/")
-    array = f"{path.rstrip('/')}/{inside}" if inside else path
-    key = error.key
-    if key is not None and inside and key.startswith(f"{inside}/"):
-        key = key[len(inside) + 1 :]  # the key within the array just named
-    return ChunkDecodeError(error.reason, array=array, key=key, codec=error.codec,
-                            inner=error.inner)
+    else:
+        inside = (error.array or "").strip("/")
+        array = f"{path.rstrip('/')}/{inside}" if inside else path
+        key = error.key
+        if key is not None and inside and key.startswith(f"{inside}/"):
+            key = key[len(inside) + 1 :]  # the key within the array just named
+        named = ChunkDecodeError(error.reason, array=array, key=key, codec=error.codec,
+                                 inner=error.inner)
+    for note in getattr(error, "__notes__", ()):  # how far the job got, what it left
+        named.add_note(note)
+    return named

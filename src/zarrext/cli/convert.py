@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from zarrext.cli._common import (
+    OUT_OPTIONS,
     QUIET_HELP,
     SCHEDULER,
     SNAPSHOT_WITH_DRY_RUN,
@@ -27,6 +28,7 @@ from zarrext.cli._common import (
     named_by_path,
     one_line,
     refuse_non_zarr_file,
+    storage_options_of,
 )
 from zarrext.jobs.inspection import size_change
 
@@ -231,6 +233,7 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
         quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        out_storage_options: Annotated[str | None, OUT_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
         icechunk_path: Annotated[
             str | None,
@@ -284,7 +287,8 @@ def register(app: typer.Typer) -> None:
             fail(f"{path}: no such file or directory")
         if local is not None:
             refuse_non_zarr_file(path, local)
-        options = parse_storage_options(storage_options)
+        source_options, output_options = storage_options_of(
+            path, out, storage_options, out_storage_options)
         console = Console(quiet=as_json or quiet)
         shard_shape: Any = False if shards == "none" else _shape("--shards", shards)
         with dask_client(None if dry_run else scheduler, "convert") as client, \
@@ -297,7 +301,9 @@ def register(app: typer.Typer) -> None:
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
                     scan_progress=scanning,
-                    storage_options=None if isinstance(path, SessionPath) else options,
+                    storage_options=(None if isinstance(path, SessionPath)
+                                     else parse_storage_options(source_options)),
+                    output_storage_options=parse_storage_options(output_options),
                     client=client,
                 )
             except OutputConflictError as e:
