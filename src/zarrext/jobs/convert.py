@@ -943,6 +943,10 @@ def copy_units_on_worker(
     from zarrext.codecs.quantized_writes import StorableValues
 
     src = source.open()
+    if src.metadata.zarr_format == 2:  # a damaged chunk named, as in this process
+        from zarrext.pipeline.format2 import format_2_reader
+
+        src = format_2_reader(src)
     dst = output.open()
     storable = StorableValues.of_metadata(dst.metadata)
     worst = 0.0
