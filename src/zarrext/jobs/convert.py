@@ -1214,7 +1214,7 @@ _VARIABLE_LENGTH = {"vlen-utf8": "vlen-utf8", "vlen-bytes": "vlen-bytes"}
 def _variable_length(metadata: Any) -> str | None:
     """The format 3 serializer of a format 2 array whose only filter encodes
     variable-length strings or bytes (zarr-python's and xarray's strings), else None."""
-    filters = metadata.filters or ()
+    filters: tuple[Any, ...] = tuple(metadata.filters or ())
     if len(filters) != 1 or metadata.order != "C":
         return None
     return _VARIABLE_LENGTH.get(getattr(filters[0], "codec_id", ""))
@@ -1242,6 +1242,7 @@ def _migrated_strings(metadata: Any, store: Any, path: str) -> None:
         migrate_to_v3(zarr.Array(zarr.AsyncArray(metadata=probe, store_path=StorePath(
             MemoryStore()))), StorePath(scratch))
         stored = sync(scratch.get("zarr.json", prototype=default_buffer_prototype()))
+        assert stored is not None  # migrate_to_v3 wrote it
         compressors = json.loads(stored.to_bytes())["codecs"][1:]
     attributes = dict(metadata.attributes)
     dims = attributes.pop("_ARRAY_DIMENSIONS", None)

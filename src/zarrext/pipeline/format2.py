@@ -77,8 +77,9 @@ def format_2_reader(array: zarr.Array) -> zarr.Array:
     metadata = async_array.metadata
     if metadata.zarr_format != 2:
         raise ValueError("format_2_reader reads Zarr format 2 arrays")
+    codecs: Any = async_array.codec_pipeline  # zarr's batched pipeline: its codecs in order
     pipeline = dataclasses.replace(
-        Format2Pipeline.from_codecs(list(async_array.codec_pipeline)),
+        Format2Pipeline.from_codecs(list(codecs)),
         array_path=async_array.store_path.path,
         ndim=len(metadata.shape),
     )
