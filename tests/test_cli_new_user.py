@@ -134,3 +134,28 @@ def test_json_output_is_parseable_from_a_pipe(run: Run, tmp_path: Path) -> None:
     code, out, _ = run("convert", tmp_path / "a.zarr", "--out", tmp_path / "o.zarr", "--json")
     assert code == 0
     assert json.loads(out)["arrays"][0]["total_write_units"] == 16
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("convert",), ("quantize", "--max-abs-error", "0.01"), ("compact",)],
+)
+def test_on_a_terminal_the_bars_are_drawn_on_stderr(
+    run: Run, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: tuple[str, ...]
+) -> None:
+    monkeypatch.setenv("TTY_COMPATIBLE", "1")  # rich: draw as on a terminal
+    monkeypatch.setenv("TTY_INTERACTIVE", "1")
+    if args[0] == "compact":
+        data = np.arange(64 * 64, dtype="f4").reshape(64, 64)
+        zarr.create_array(tmp_path / "a.zarr", shape=data.shape, chunks=(16, 16),
+                          shards=(32, 32), dtype="f4")[:] = data
+        code, out, err = run("compact", tmp_path / "a.zarr")
+        verb = "compacting"
+    else:
+        _f4(tmp_path / "a.zarr")
+        code, out, err = run(args[0], tmp_path / "a.zarr", "--out", tmp_path / "o.zarr",
+                             *args[1:])
+        verb = "converting" if args[0] == "convert" else "writing quantized"
+    assert code == 0
+    assert verb not in out
+    assert verb in err

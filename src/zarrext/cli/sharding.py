@@ -222,7 +222,7 @@ def register(app: typer.Typer) -> None:
         form = "in fixed slots" if expand else "dense"
 
         def one(array: zarr.Array) -> RewriteReport:
-            with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
+            with progress_bar(f"{verb} {array.path or '/'}", enabled=not quiet) as progress:
                 if expand:
                     return run_expand(array, workers=workers, progress=progress)
                 return run_compact(array, workers=workers, progress=progress, client=client)
