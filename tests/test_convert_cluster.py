@@ -119,3 +119,15 @@ def test_cli_scheduler(where: Where, client: Any, run: Run) -> None:  # noqa: F8
     np.testing.assert_array_equal(
         zarr.open_array(where.location("out.zarr"), mode="r", storage_options=where.options)[:],
         data)
+
+
+def test_a_damaged_format_2_chunk_is_named_from_a_worker(tmp_path: Any, client: Any) -> None:  # noqa: F811
+    from zarrext.errors import ChunkDecodeError
+
+    zarr.create_array(tmp_path / "src.zarr", shape=(40,), chunks=(10,), dtype="f8",
+                      zarr_format=2)[:] = np.arange(40.0)
+    (tmp_path / "src.zarr" / "2").write_bytes(b"\x01" * 9)  # issue 42, item 7
+    with pytest.raises(ChunkDecodeError) as raised:
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "out.zarr", client=client)
+    assert raised.value.key == "2"
+    assert not (tmp_path / "out.zarr").exists()

@@ -16,11 +16,11 @@ def test_of_concurrent_conditional_creates_exactly_one_succeeds(s3: dict[str, An
         openers = [stores.open_store(f"{s3['url']}/race", mode="a",
                                      storage_options=s3["options"]) for _ in range(8)]
 
-        def create(i: int) -> bool | None:
-            return stores.create_object(openers[i], key, f"writer {i}".encode())
-
         with ThreadPoolExecutor(8) as pool:
-            outcomes = list(pool.map(create, range(8)))
+            outcomes = list(pool.map(
+                lambda i, key=key, openers=openers: stores.create_object(
+                    openers[i], key, f"writer {i}".encode()),
+                range(8)))
         assert outcomes.count(True) == 1, outcomes
         assert outcomes.count(False) == 7, outcomes
         found = stores.read_object(openers[0], key)

@@ -33,6 +33,7 @@ __all__ = [
     "DamagedChunksError",
     "FillValueError",
     "LargerOutputError",
+    "MalformedMetadataError",
     "UnstorableValueError",
     "codec_name",
     "error_text",
@@ -41,6 +42,7 @@ __all__ = [
     "is_decode_error",
     "naming_chunk",
     "naming_codec_holder",
+    "naming_malformed_metadata",
 ]
 
 DECODE_ERRORS: tuple[type[Exception], ...] = (
@@ -368,6 +370,130 @@ def _holder_of(group: Any, codec: str) -> str | None:
         return None
 
 
+METADATA_DOCUMENTS = ("zarr.json", ".zarray", ".zgroup", ".zattrs", ".zmetadata")
+"""The metadata documents of Zarr formats 3 and 2."""
+
+
+class MalformedMetadataError(ValueError):
+    """A metadata document (``zarr.json``, ``.zarray``, ...) that is not valid JSON.
+
+    Attributes
+    ----------
+    reason : str
+        The JSON parser's message.
+    document : str
+        The document's key in its store (``"t/.zarray"``).
+    kind : str
+        ``"array"``, ``"group"`` or ``"array or group"`` (a document too broken to say).
+    store : str or None
+        The store as the user named it (a path or URL), if known: the message names
+        ``store/document``.
+    """
+
+    def __init__(self, reason: str, *, document: str, kind: str,
+                 store: str | None = None) -> None:
+        self.reason = reason
+        self.document = document
+        self.kind = kind
+        self.store = store
+        super().__init__(self._message())
+
+    @property
+    def node(self) -> str:
+        """The path in its store of the array or group the document describes."""
+        return self.document.rpartition("/")[0]
+
+    def _message(self) -> str:
+        if self.store is None:
+            where, document = f"{self.kind} {self.node or '/'!r}", self.document
+        else:
+            base = self.store.rstrip("/")
+            where = f"{self.kind} {base}/{self.node}" if self.node else f"{self.kind} {base}"
+            document = f"{base}/{self.document}"
+        return (f"{where}: its metadata {document} is not valid JSON ({self.reason}); "
+                "fix or restore it")
+
+    def named_in(self, store: str) -> MalformedMetadataError:
+        """This error naming the store ``store`` (a path or URL)."""
+        named = MalformedMetadataError(self.reason, document=self.document, kind=self.kind,
+                                       store=store)
+        named.__cause__ = self.__cause__
+        return named
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_malformed, (self.reason, self.document, self.kind, self.store))
+
+
+def _rebuild_malformed(
+    reason: str, document: str, kind: str, store: str | None
+) -> MalformedMetadataError:
+    return MalformedMetadataError(reason, document=document, kind=kind, store=store)
+
+
+_NODE_TYPE = re.compile(rb'"node_type"\s*:\s*"(array|group)"')
+
+
+def _described_kind(name: str, text: bytes) -> str:
+    if name == ".zarray":
+        return "array"
+    if name == ".zgroup":
+        return "group"
+    found = _NODE_TYPE.search(text) if name == "zarr.json" else None
+    return found.group(1).decode() if found else "array or group"
+
+
+@contextmanager
+def naming_malformed_metadata(store: Any, path: str = "") -> Iterator[None]:
+    """Raise a metadata document's ``json.JSONDecodeError`` inside the block (zarr's
+    open names no file) as a :class:`MalformedMetadataError` naming the document and
+    the array or group it describes: the first document under ``path`` in ``store``
+    (a zarr store; in key order) that does not parse, ``from`` the parser's error."""
+    import json
+
+    try:
+        yield
+    except json.JSONDecodeError as e:
+        found = _malformed_document(store, path)
+        if found is None:
+            raise
+        key, text, reason = found
+        raise MalformedMetadataError(
+            reason, document=key, kind=_described_kind(key.rsplit("/", 1)[-1], text)
+        ) from e
+
+
+def _malformed_document(store: Any, path: str) -> tuple[str, bytes, str] | None:
+    """(key, bytes, the parser's message) of the first metadata document under
+    ``path`` that is not valid JSON; None when every one parses or the store cannot
+    be read."""
+    import json
+
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.sync import sync
+
+    async def find() -> tuple[str, bytes, str] | None:
+        prefix = f"{path.strip('/')}/" if path.strip("/") else ""
+        keys = sorted([k async for k in store.list_prefix(prefix)],
+                      key=lambda k: (k.count("/"), k))  # the outer documents first
+        for key in keys:
+            if key.rsplit("/", 1)[-1] not in METADATA_DOCUMENTS:
+                continue
+            stored = await store.get(key, prototype=default_buffer_prototype())
+            if stored is None:
+                continue
+            text = stored.to_bytes()
+            try:
+                json.loads(text)
+            except ValueError as e:
+                return key, text, str(e)
+        return None
+
+    try:
+        return sync(find())
+    except Exception:  # a store that cannot be listed: the parser's error as it is
+        return None
+
+
 _BYTES_LITERAL = re.compile(r"""(?<![\w'"])b('(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*")""")
 MAX_HEX_BYTES = 32  # longer byte strings are cut, their length said
 
@@ -382,6 +508,8 @@ def hex_bytes(text: str) -> str:
     'Stored: 0x4007ef3b. Computed: 0x00010203.'
     >>> hex_bytes("header b'ZARR\\x00\\x01\\x02\\x03\\x04'")
     'header 5a 41 52 52 00 01 02 03 04 (9 bytes)'
+    >>> hex_bytes("Zstd decompression error: b'Data corruption detected'")
+    "Zstd decompression error: 'Data corruption detected'"
     """
 
     def as_hex(match: re.Match[str]) -> str:
@@ -391,6 +519,8 @@ def hex_bytes(text: str) -> str:
             return match.group(0)
         if not isinstance(value, bytes):
             return match.group(0)
+        if len(value) > 8 and all(32 <= b < 127 for b in value):
+            return repr(value.decode("ascii"))  # text (numcodecs' zstd: b'Data corruption')
         if len(value) <= 8:
             return "0x" + value.hex() if value else "0x (no bytes)"
         shown = value[:MAX_HEX_BYTES].hex(" ")

@@ -38,9 +38,14 @@ from zarrext.cli._common import (
 from zarrext.cli._help import HelpCommand, HelpGroup
 from zarrext.cli._warnings import wrapped as shown_warnings
 
+HELP = (
+    "Jobs on whole Zarr stores: convert and quantize copy Zarr format 3 or 2 into "
+    "format 3; the other jobs work on format 3 (see each command's --help)."
+)
+
 app = typer.Typer(
     name="zarrext",
-    help="Jobs on whole Zarr format 3 stores (see each command's --help).",
+    help=HELP,
     epilog=EXIT_CODES_HELP,
     no_args_is_help=True,
     add_completion=True,
@@ -123,7 +128,7 @@ def _options(
         ),
     ] = False,
 ) -> None:
-    """Jobs on whole Zarr format 3 stores (see each command's --help)."""
+    """Jobs on whole Zarr stores (see each command's --help)."""
 
 
 for _name in COMMAND_MODULES:

@@ -30,8 +30,9 @@ from zarr.errors import NodeNotFoundError
 
 from zarrext._text import counted
 from zarrext.codecs.decisions import BUILTIN_DECISIONS
-from zarrext.errors import naming_codec_holder
+from zarrext.errors import MalformedMetadataError, naming_codec_holder, naming_malformed_metadata
 from zarrext.jobs.group_metadata import is_staging
+from zarrext.jobs.outputs import UNFINISHED as _UNFINISHED
 from zarrext.stores import (
     StoreOpenError,
     local_path,
@@ -46,6 +47,7 @@ __all__ = [
     "ICECHUNK_SNAPSHOT",
     "ICECHUNK_SNAPSHOT_HELP",
     "SNAPSHOT_WITH_DRY_RUN",
+    "OUT_OPTIONS",
     "STORAGE_OPTIONS",
     "CliError",
     "EXIT_CODES_HELP",
@@ -60,9 +62,11 @@ __all__ = [
     "iter_arrays",
     "one_line",
     "open_node",
+    "refuse_non_zarr_file",
     "require_writable",
     "valid_storage_options",
     "run_each",
+    "storage_options_of",
 ]
 
 
@@ -159,6 +163,33 @@ STORAGE_OPTIONS = typer.Option(
     callback=valid_storage_options,
 )
 """The ``--storage-options`` option every command taking a PATH has."""
+
+
+OUT_OPTIONS = typer.Option(
+    "--out-options", callback=valid_storage_options,
+    help="JSON object of options for an --out URL's store (as --storage-options). "
+    "Default: --storage-options when --out is a URL; with a local PATH, "
+    "--storage-options are --out's alone.",
+)
+"""The ``--out-options`` option of the commands writing a copy (see :func:`storage_options_of`)."""
+
+
+def storage_options_of(
+    path: str, out: str | None, storage_options: str | None, out_storage_options: str | None
+) -> tuple[str | None, str | None]:
+    """The storage options of PATH and of --out: ``--storage-options`` are for the
+    command's URLs (PATH's; --out's too, unless ``--out-options`` are given)."""
+    in_repository = isinstance(path, SessionPath)  # --out is a path inside it
+    path_is_url = not in_repository and local_path(path) is None
+    out_is_url = not in_repository and out is not None and local_path(out) is None
+    if out_storage_options is not None and not out_is_url:
+        fail(f"--out-options are for an --out URL, and {out} is not one",
+             ExitCode.USAGE)
+    if not out_is_url:
+        return storage_options, None  # PATH's (refused for a local PATH when it is opened)
+    if out_storage_options is not None:
+        return storage_options, out_storage_options
+    return (storage_options if path_is_url else None), storage_options
 
 
 def _known_decision(name: str) -> str:
@@ -409,6 +440,8 @@ def open_node(
     local = local_path(text)
     if local is not None and not local.exists():
         fail(f"{text}: no such file or directory")
+    if local is not None:
+        refuse_non_zarr_file(text, local)
     try:
         store = open_store(
             text, mode="r" if mode == "r" else "r+",
@@ -426,8 +459,10 @@ def open_node(
         except Exception as e:
             fail(_unreachable(text, e), ExitCode.UNREACHABLE)
     try:
-        with naming_codec_holder(store=text):
+        with naming_codec_holder(store=text), naming_malformed_metadata(store):
             node = zarr.open(store, mode=mode)  # type: ignore[arg-type]
+    except MalformedMetadataError as e:
+        fail(str(e.named_in(text)))
     except json.JSONDecodeError as e:
         fail(f"{text}: malformed Zarr metadata ({e}); fix or restore its zarr.json")
     except (NodeNotFoundError, FileNotFoundError, NotADirectoryError):
@@ -435,6 +470,12 @@ def open_node(
             fail(
                 f"{text}: an icechunk repository, not a Zarr store; add --icechunk-branch "
                 "main (or the branch to use)", 2,
+            )
+        if local is None and _unfinished(store):
+            fail(
+                f"{text}: an unfinished output of a zarrext job (it holds "
+                f"{_UNFINISHED}), not a Zarr array or group: rerun the job that writes it "
+                "(it replaces what is there), or delete it once no zarrext job is writing it"
             )
         fail(
             f"{text}: not a Zarr array or group (no zarr.json); "
@@ -449,11 +490,45 @@ def open_node(
     if node.metadata.zarr_format != 3 and not format_2:
         kind = "array" if isinstance(node, zarr.Array) else "group"
         fail(
-            f"{text}: Zarr format 2 {kind}s are not supported by zarrext; add Zarr "
-            f"format 3 metadata with zarr-python's `zarr migrate v3 {text}` (no data is "
-            "copied, the format 2 files stay) and run zarrext again"
+            f"{text}: a Zarr format 2 {kind}; this command reads Zarr format 3: make a "
+            f"format 3 copy with `zarrext convert {text} --out COPY.zarr` (consolidated "
+            "stores too; the source stays as it is) and run it on the copy"
         )
     return node
+
+
+_TIFF_MAGIC = (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+")  # TIFF and BigTIFF
+
+
+def refuse_non_zarr_file(text: str, local: Path) -> None:
+    """Fail in one line on a local file that is no store (a zip archive is one),
+    saying what to do with it: a TIFF image is read with tifffile, not opened as Zarr."""
+    if not local.is_file() or local.suffix == ".zip":
+        return
+    try:
+        with local.open("rb") as f:
+            head = f.read(4)
+    except OSError:
+        return
+    if head in _TIFF_MAGIC or local.suffix.lower() in (".tif", ".tiff"):
+        fail(
+            f"{text}: a TIFF file, not a Zarr store; zarrext jobs read Zarr: read the image "
+            "with tifffile (tifffile.imread, or tifffile.imread(path, aszarr=True) as a "
+            "store) and write it with zarrext.create_array (zarrext.formats.tiff.create_kwargs "
+            "makes each chunk a TIFF itself)"
+        )
+    fail(f"{text}: a file, not a Zarr store; give a directory holding zarr.json (or "
+         ".zarray, .zgroup), a .zip archive of one, or a URL")
+
+
+def _unfinished(store: Any) -> bool:
+    """Whether an object store's location is an output a zarrext job did not finish."""
+    from zarr.core.sync import sync
+
+    try:
+        return bool(sync(store.exists(_UNFINISHED)))
+    except Exception:  # unreadable now: said as not a Zarr store
+        return False
 
 
 def _is_icechunk_repository(path: Path) -> bool:
@@ -495,8 +570,11 @@ def iter_arrays(
         yield node
         return
     try:
-        with naming_codec_holder(store=str(path), group=node):
+        with naming_codec_holder(store=str(path), group=node), \
+                naming_malformed_metadata(node.store, node.store_path.path):
             members = sorted(node.members(max_depth=None), key=lambda m: m[0])
+    except MalformedMetadataError as e:
+        fail(str(e.named_in(str(path))))
     except json.JSONDecodeError as e:
         fail(f"{path}: a member's zarr.json is malformed ({e}); fix or restore it")
     for name, member in members:
@@ -707,17 +785,26 @@ def named_by_path(error: BaseException, path: Any) -> BaseException:
     the store's root)."""
     from zarrext.errors import ChunkDecodeError, CodecUnavailableError
 
-    if isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
+    named: BaseException
+    if isinstance(error, MalformedMetadataError) and error.store is None and isinstance(
         path, str
     ):
-        return CodecUnavailableError(error.reason, array=error.array, store=path,
-                                     codec=error.codec)
-    if not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
+        named = error.named_in(path)
+    elif isinstance(error, CodecUnavailableError) and error.store is None and isinstance(
+        path, str
+    ):
+        named = CodecUnavailableError(error.reason, array=error.array, store=path,
+                                      codec=error.codec)
+    elif not isinstance(error, ChunkDecodeError) or not isinstance(path, str):
         return error
-    inside = (error.array or "").strip("/")
-    array = f"{path.rstrip('/')}/{inside}" if inside else path
-    key = error.key
-    if key is not None and inside and key.startswith(f"{inside}/"):
-        key = key[len(inside) + 1 :]  # the key within the array just named
-    return ChunkDecodeError(error.reason, array=array, key=key, codec=error.codec,
-                            inner=error.inner)
+    else:
+        inside = (error.array or "").strip("/")
+        array = f"{path.rstrip('/')}/{inside}" if inside else path
+        key = error.key
+        if key is not None and inside and key.startswith(f"{inside}/"):
+            key = key[len(inside) + 1 :]  # the key within the array just named
+        named = ChunkDecodeError(error.reason, array=array, key=key, codec=error.codec,
+                                 inner=error.inner)
+    for note in getattr(error, "__notes__", ()):  # how far the job got, what it left
+        named.add_note(note)
+    return named

@@ -14,6 +14,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from zarrext.cli._common import (
+    OUT_OPTIONS,
     QUIET_HELP,
     SCHEDULER,
     SNAPSHOT_WITH_DRY_RUN,
@@ -26,6 +27,8 @@ from zarrext.cli._common import (
     in_icechunk,
     named_by_path,
     one_line,
+    refuse_non_zarr_file,
+    storage_options_of,
 )
 from zarrext.jobs.inspection import size_change
 
@@ -64,9 +67,12 @@ def _codecs(text: str | None) -> list[dict[str, Any]] | None:
 @contextmanager
 def _bars(console: Console) -> Iterator[tuple[Any, Any]]:
     """``progress(name, done, total)`` and ``scanning(name, done, total)``, drawing one
-    bar per array's write units (and one per quantized array's scan), from the first."""
+    bar per array's write units (and one per quantized array's scan), from the first, on
+    ``console`` (stderr: stdout keeps the report)."""
     bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), console=console)
+                   TimeElapsedColumn(), console=console,
+                   # stdout keeps the report; on a file or pipe, no bar at all
+                   disable=not console.is_interactive)
     tasks: dict[tuple[str, str], Any] = {}
 
     def drawn(verb: str) -> Any:
@@ -241,6 +247,7 @@ def register(app: typer.Typer) -> None:
                          "(default: upgraded to OME-Zarr 0.5, as Zarr format 3 needs)."),
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
+        out_storage_options: Annotated[str | None, OUT_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
         icechunk_path: Annotated[
             str | None,
@@ -266,6 +273,7 @@ def register(app: typer.Typer) -> None:
         commit; --out the source's own path (the root: /) converts in place,
         replacing the arrays in that commit (earlier snapshots keep the old ones).
         """
+        from zarrext.jobs.convert import ArraySelectionError
         from zarrext.jobs.outputs import OutputConflictError
         from zarrext.quantize.converting import convert as run
         from zarrext.stores import local_path, parse_storage_options
@@ -293,12 +301,15 @@ def register(app: typer.Typer) -> None:
         local = local_path(path) if not isinstance(path, SessionPath) else None
         if local is not None and not local.exists():
             fail(f"{path}: no such file or directory")
-        options = parse_storage_options(storage_options)
+        if local is not None:
+            refuse_non_zarr_file(path, local)
+        source_options, output_options = storage_options_of(
+            path, out, storage_options, out_storage_options)
         console = Console(quiet=as_json or quiet)
         shard_shape: Any = (False if shards == "none" else shards if shards == "auto"
                             else _shape("--shards", shards))
         with dask_client(None if dry_run else scheduler, "convert") as client, \
-                _bars(console) as (progress, scanning):
+                _bars(Console(stderr=True, quiet=as_json or quiet)) as (progress, scanning):
             try:
                 reports = run(
                     source, output, codecs=_codecs(codecs),
@@ -307,11 +318,15 @@ def register(app: typer.Typer) -> None:
                     like=like, max_abs_error=max_abs_error, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
                     scan_progress=scanning, allow_larger=allow_larger,
-                    storage_options=None if isinstance(path, SessionPath) else options,
+                    storage_options=(None if isinstance(path, SessionPath)
+                                     else parse_storage_options(source_options)),
+                    output_storage_options=parse_storage_options(output_options),
                     client=client, ome_upgrade=not keep_attributes,
                 )
             except OutputConflictError as e:
                 fail(str(e), ExitCode.FAILED)
+            except ArraySelectionError as e:
+                fail(f"--arrays: {e}", ExitCode.FAILED)
             except (TypeError, ValueError, FileNotFoundError) as e:
                 fail(*failure(named_by_path(e, path), [path, out]))
             except KeyboardInterrupt as e:

@@ -15,6 +15,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from zarrext.cli._common import (
+    OUT_OPTIONS,
     QUIET_HELP,
     SCHEDULER,
     STORAGE_OPTIONS,
@@ -27,7 +28,7 @@ from zarrext.cli._common import (
     named_by_path,
     one_line,
     open_node,
-    valid_storage_options,
+    storage_options_of,
 )
 from zarrext.jobs.inspection import size_change
 
@@ -53,6 +54,7 @@ def _bars(console: Console) -> Iterator[Any]:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
+        disable=not console.is_interactive,  # stdout keeps the report; no bar in a pipe
     )
     tasks: dict[tuple[str, str], Any] = {}
     verbs = {"scan": "scanning value range", "copy": "writing quantized blocks"}
@@ -138,26 +140,6 @@ def _open_in_repository(path: SessionPath, inside: str) -> zarr.Array | zarr.Gro
     return node
 
 
-def _options_of(
-    path: str, out: str, storage_options: str | None, out_storage_options: str | None
-) -> tuple[str | None, str | None]:
-    """The storage options of PATH and of --out: ``--storage-options`` are for the
-    command's URLs (PATH's; --out's too, unless ``--out-options`` are given)."""
-    from zarrext.stores import local_path
-
-    in_repository = isinstance(path, SessionPath)  # --out is a path inside it
-    path_is_url = not in_repository and local_path(path) is None
-    out_is_url = not in_repository and local_path(out) is None
-    if out_storage_options is not None and not out_is_url:
-        fail(f"--out-options are for an --out URL, and {out} is not one",
-             ExitCode.USAGE)
-    if not out_is_url:
-        return storage_options, None  # PATH's (refused for a local PATH when it is opened)
-    if out_storage_options is not None:
-        return storage_options, out_storage_options
-    return (storage_options if path_is_url else None), storage_options
-
-
 def register(app: typer.Typer) -> None:
     @app.command()
     @in_icechunk(
@@ -223,15 +205,7 @@ def register(app: typer.Typer) -> None:
             bool, typer.Option("--quiet", "-q", help=QUIET_HELP)
         ] = False,
         storage_options: Annotated[str | None, STORAGE_OPTIONS] = None,
-        out_storage_options: Annotated[
-            str | None,
-            typer.Option(
-                "--out-options", callback=valid_storage_options,
-                help="JSON object of options for an --out URL's store (as "
-                "--storage-options). Default: --storage-options when --out is a URL; "
-                "with a local PATH, --storage-options are --out's alone.",
-            ),
-        ] = None,
+        out_storage_options: Annotated[str | None, OUT_OPTIONS] = None,
         scheduler: Annotated[str | None, SCHEDULER] = None,
         icechunk_path: Annotated[
             str | None,
@@ -267,8 +241,8 @@ def register(app: typer.Typer) -> None:
 
         # Opened once here for one-line errors (missing, not Zarr); the
         # store goes to the job, so a URL's storage options reach it.
-        source_options, output_options = _options_of(path, out, storage_options,
-                                                     out_storage_options)
+        source_options, output_options = storage_options_of(path, out, storage_options,
+                                                            out_storage_options)
         if icechunk_path is not None and not isinstance(path, SessionPath):
             fail("--icechunk-path names a group or array in an icechunk repository: "
                  "add --icechunk-branch (elsewhere, give the group's or array's own path)",
@@ -298,7 +272,8 @@ def register(app: typer.Typer) -> None:
             "max_abs_error": max_abs_error, "overwrite": overwrite, "allow_larger": allow_larger,
             "storage_options": parse_storage_options(output_options),
         }
-        with dask_client(scheduler, "quantize") as client, _bars(console) as progress:
+        bars = Console(stderr=True, quiet=as_json or quiet)
+        with dask_client(scheduler, "quantize") as client, _bars(bars) as progress:
             try:
                 if isinstance(node, zarr.Group):
                     reports = jobs.copy_group_quantized(

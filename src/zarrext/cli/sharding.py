@@ -84,22 +84,27 @@ def _print_problems(finding: Any) -> None:
             typer.echo(f"    --repair cannot fix this: {problem.advice}")
 
 
-def _interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
+def _interrupted_outputs(
+    location: str, *, repair: bool, storage_options: str | None = None
+) -> list[Any]:
     """The temporary outputs killed jobs left beside and inside a local array or group
     (:func:`zarrext.jobs.outputs.find_leftovers`), as findings of kind ``interrupted_output``
-    keyed by their path (as ``location`` is given), saying whose and their size.
+    keyed by their path (as ``location`` is given), saying whose and their size; on an
+    object store, the unfinished outputs under it (:func:`_unfinished_remote_outputs`).
 
     With ``repair``, a killed job's (its process gone, on this host) is removed once
     what its publication had left undone is done (:func:`zarrext.jobs.outputs.remove_leftover`);
     one not provably a killed job's (another host's, an earlier zarrext's) is left,
-    with advice; a running job's is not reported. Nothing for other stores.
+    with advice; a running job's is not reported. Nothing for a zip archive.
     """
     from zarrext.jobs.outputs import find_leftovers, remove_leftover
     from zarrext.jobs.shards.check_report import ShardCheck
     from zarrext.stores import local_path
 
     given = local_path(location)
-    if given is None or given.suffix == ".zip":
+    if given is None:
+        return _unfinished_remote_outputs(location, storage_options)
+    if given.suffix == ".zip":
         return []
     base = given.parent.resolve()
     found = []
@@ -117,6 +122,29 @@ def _interrupted_outputs(location: str, *, repair: bool) -> list[Any]:
                 f"delete it once no zarrext job is writing {leftover.output.name}"
             ),
             repaired=repair,
+        )
+        found.append(finding)
+    return found
+
+
+def _unfinished_remote_outputs(location: str, storage_options: str | None) -> list[Any]:
+    """The outputs under an object-store ``location`` that a zarrext job did not finish
+    (:func:`zarrext.jobs.outputs.find_remote_leftovers`), as findings of kind
+    ``interrupted_output`` keyed by their URL. Never removed by --repair: an object
+    store keeps no process to ask whether the job that writes one still runs."""
+    from zarrext.jobs.outputs import find_remote_leftovers
+    from zarrext.jobs.shards.check_report import ShardCheck
+    from zarrext.stores import open_store, parse_storage_options
+
+    store = open_store(location, mode="r", storage_options=parse_storage_options(storage_options))
+    found = []
+    for leftover in find_remote_leftovers(store):
+        url = f"{location.rstrip('/')}/{leftover.prefix}" if leftover.prefix else location
+        finding = ShardCheck(url)
+        finding.problem(
+            "interrupted_output", leftover.describe(), fix=None,
+            advice=(f"rerun the job that writes {url} (it replaces them), or delete {url} "
+                    "once no zarrext job is writing it"),
         )
         found.append(finding)
     return found
@@ -194,7 +222,7 @@ def register(app: typer.Typer) -> None:
         form = "in fixed slots" if expand else "dense"
 
         def one(array: zarr.Array) -> RewriteReport:
-            with progress_bar(f"{verb} {array.path or '/'}", console=console) as progress:
+            with progress_bar(f"{verb} {array.path or '/'}", enabled=not quiet) as progress:
                 if expand:
                     return run_expand(array, workers=workers, progress=progress)
                 return run_compact(array, workers=workers, progress=progress, client=client)
@@ -310,7 +338,8 @@ def register(app: typer.Typer) -> None:
                 _print_findings(name, findings, sharded=sharded, unverified=unverified,
                                 checked=checked)
         # temporary outputs killed jobs left in the groups (and beside PATH)
-        left = [] if isinstance(path, SessionPath) else _interrupted_outputs(path, repair=repair)
+        left = [] if isinstance(path, SessionPath) else _interrupted_outputs(
+            path, repair=repair, storage_options=storage_options)
         unrepaired += sum(1 for f in left if not f.ok or not repair)
         if as_json:
             typer.echo(json.dumps({"store": str(path), "arrays": report,

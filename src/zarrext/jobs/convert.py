@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from zarrext.jobs.ome import OmeUpgrade
 
 __all__ = [
+    "ArraySelectionError",
     "ConversionError",
     "ConvertReport",
     "Encoding",
@@ -79,6 +80,10 @@ _V2_METADATA = (".zarray", ".zattrs", ".zgroup", ".zmetadata")
 
 class ConversionError(ValueError):
     """An array cannot be converted as asked; nothing was written."""
+
+
+class ArraySelectionError(ConversionError):
+    """The arrays selected (``arrays=``) are not arrays of the group converted."""
 
 
 @dataclass(frozen=True)
@@ -310,10 +315,12 @@ def opened_store(location: Any, storage_options: Mapping[str, Any] | None) -> An
 
 
 def readable(array: Any) -> Any:
-    """A v3 array read through zarrext's pipeline (decode errors name the chunk)."""
+    """The array read through zarrext's pipeline (decode errors name the chunk), format
+    3 or 2."""
     from zarrext.api import with_runtime
+    from zarrext.pipeline.format2 import format_2_reader
 
-    return with_runtime(array) if array.metadata.zarr_format == 3 else array
+    return with_runtime(array) if array.metadata.zarr_format == 3 else format_2_reader(array)
 
 
 def _like_encoding(like: Any, storage_options: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -423,7 +430,8 @@ def _target(
     decision = like.get("decision") or "compress_if_smaller"
     kwargs: dict[str, Any] = {
         "shape": tuple(src.shape),
-        "dtype": src.dtype,
+        # quantized: cast_value casts native floats (a format 2 '>f8' is read as such)
+        "dtype": src.dtype.newbyteorder("=") if quantized is not None else src.dtype,
         "chunks": tuple(chunks),
         "shards": tuple(shards) if shards is not False else None,
         "fill_value": src.fill_value,
@@ -463,6 +471,7 @@ def _check(target: Target, scratch: str, output_in_place: bool) -> Target:
             "which only a local directory can (not a .zip or an object store); convert "
             "with the dense layout, or to a local directory"
         )
+    _check_grid(label, target.kwargs)
     try:
         probe = create_array(LocalStore(scratch), name="probe", overwrite=True,
                              **target.kwargs)
@@ -472,6 +481,28 @@ def _check(target: Target, scratch: str, output_in_place: bool) -> Target:
     codecs = getattr(probe.metadata, "codecs", ())
     outer = [c for c in codecs if c not in inner and not hasattr(c, "codecs")]
     return dataclasses.replace(target, chain=" -> ".join(codec_chain([*outer, *inner])))
+
+
+def _check_grid(label: str, kwargs: Mapping[str, Any]) -> None:
+    """Refuse chunks or shards of another rank than the array, and shards that are not
+    whole multiples of the chunks, saying which shape is which (zarr's own messages
+    name the shards "chunks" and swap the two sizes)."""
+    shape, chunks, shards = kwargs["shape"], kwargs["chunks"], kwargs.get("shards")
+    for what, grid in (("chunks", chunks), ("shards", shards)):
+        if grid is not None and len(grid) != len(shape):
+            raise ConversionError(
+                f"cannot convert {label}: {what} {_shape(grid)} have {len(grid)} "
+                f"dimensions and the array {len(shape)} (shape {_shape(shape)})"
+            )
+    if shards is None:
+        return
+    for axis, (shard, chunk) in enumerate(zip(shards, chunks, strict=True)):
+        if shard % chunk:
+            raise ConversionError(
+                f"cannot convert {label}: shards {_shape(shards)} are not a multiple of the "
+                f"chunks {_shape(chunks)} (dimension {axis}: {shard} is not a multiple of "
+                f"{chunk}); give shards that hold whole chunks, or other chunks"
+            )
 
 
 def plan_targets(
@@ -827,6 +858,8 @@ def _copy_unit(src: Any, dst: Any, region: tuple[slice, ...], measure: bool,
     data = reader.read(region) if reader is not None else None
     if data is None:
         data = np.asarray(src[region])
+    if not data.dtype.isnative:  # a format 2 '>f8': filters (cast_value) take native values
+        data = data.astype(data.dtype.newbyteorder("="))
     if storable is not None:
         storable.refuse(data, array_label(str(src.store_path)))
     if writer is None or not writer.write(region, data):
@@ -931,6 +964,10 @@ def copy_units_on_worker(
     from zarrext.codecs.quantized_writes import StorableValues
 
     src = source.open()
+    if src.metadata.zarr_format == 2:  # a damaged chunk named, as in this process
+        from zarrext.pipeline.format2 import format_2_reader
+
+        src = format_2_reader(src)
     dst = output.open()
     storable = StorableValues.of_metadata(dst.metadata)
     worst = 0.0
@@ -1060,10 +1097,11 @@ def group_members(group: Any) -> dict[str, Any]:
     an earlier job); an unknown codec names the array holding it."""
     import zarr
 
-    from zarrext.errors import naming_codec_holder
+    from zarrext.errors import naming_codec_holder, naming_malformed_metadata
     from zarrext.jobs.group_metadata import is_staging
 
-    with naming_codec_holder(group=group):
+    with naming_codec_holder(group=group), \
+            naming_malformed_metadata(group.store, group.store_path.path):
         members = group.members(max_depth=None)
     return {
         name: member for name, member in members
@@ -1081,7 +1119,7 @@ def _chosen(members: Mapping[str, Any], names: Sequence[str] | None, where: str)
     for name in dict.fromkeys(n.strip("/") for n in names):
         if name not in arrays:
             known = ", ".join(arrays) or "none"
-            raise ConversionError(f"no array {name!r} in group {where} (its arrays: {known})")
+            raise ArraySelectionError(f"no array {name!r} in group {where} (its arrays: {known})")
         chosen.append(name)
     return chosen
 
@@ -1117,7 +1155,8 @@ def _listed(store: Any, prefix: str) -> list[str]:
     async def keys() -> list[str]:
         return [k[len(prefix):] async for k in store.list_prefix(prefix)]
 
-    return [k for k in sync(keys()) if STAGING_MARKER not in k]
+    # a zip archive made by shutil.make_archive lists its directories ("sub/"): no objects
+    return [k for k in sync(keys()) if STAGING_MARKER not in k and not k.endswith("/")]
 
 
 def _copy_as_is(group: Any, members: Mapping[str, Any], store: Any, base: str,
@@ -1180,7 +1219,10 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     if metadata.fill_value is None:
         metadata = dataclasses.replace(metadata, fill_value=metadata.dtype.default_scalar())
         member = zarr.Array(zarr.AsyncArray(metadata=metadata, store_path=member.store_path))
-    migrate_to_v3(member, StorePath(store, path))
+    if _variable_length(metadata) is not None:
+        _migrated_strings(metadata, store, path)
+    else:
+        migrate_to_v3(member, StorePath(store, path))
     key = f"{path}/zarr.json"
     prototype = default_buffer_prototype()
     document = json.loads(sync(store.get(key, prototype=prototype)).to_bytes())
@@ -1188,6 +1230,56 @@ def _migrated(member: Any, store: Any, path: str) -> None:
     if dims is not None:
         document["attributes"], document["dimension_names"] = attributes, list(dims)
         sync(store.set(key, prototype.buffer.from_bytes(json.dumps(document, indent=2).encode())))
+
+
+_VARIABLE_LENGTH = {"vlen-utf8": "vlen-utf8", "vlen-bytes": "vlen-bytes"}
+"""Format 2 filters that are format 3 serializers of the same bytes (strings, bytes)."""
+
+
+def _variable_length(metadata: Any) -> str | None:
+    """The format 3 serializer of a format 2 array whose only filter encodes
+    variable-length strings or bytes (zarr-python's and xarray's strings), else None."""
+    filters: tuple[Any, ...] = tuple(metadata.filters or ())
+    if len(filters) != 1 or metadata.order != "C":
+        return None
+    return _VARIABLE_LENGTH.get(getattr(filters[0], "codec_id", ""))
+
+
+def _migrated_strings(metadata: Any, store: Any, path: str) -> None:
+    """Format 3 metadata at ``path`` for a format 2 array of variable-length strings or
+    bytes, its chunks read where they are: format 2's ``vlen-utf8`` filter is format
+    3's serializer of the same bytes (zarr's ``migrate_to_v3`` refuses it), the
+    compressor as ``migrate_to_v3`` gives it."""
+    import dataclasses
+
+    import zarr
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.dtype import UInt8
+    from zarr.core.sync import sync
+    from zarr.metadata.migrate_v3 import migrate_to_v3
+    from zarr.storage import MemoryStore, StorePath
+
+    compressors: list[Any] = []
+    if metadata.compressor is not None:  # zarr's own translation of the compressor
+        probe = dataclasses.replace(metadata, filters=None, dtype=UInt8(), fill_value=0,
+                                    attributes={})
+        scratch = MemoryStore()
+        migrate_to_v3(zarr.Array(zarr.AsyncArray(metadata=probe, store_path=StorePath(
+            MemoryStore()))), StorePath(scratch))
+        stored = sync(scratch.get("zarr.json", prototype=default_buffer_prototype()))
+        assert stored is not None  # migrate_to_v3 wrote it
+        compressors = json.loads(stored.to_bytes())["codecs"][1:]
+    attributes = dict(metadata.attributes)
+    dims = attributes.pop("_ARRAY_DIMENSIONS", None)
+    zarr.create_array(
+        StorePath(store, path), shape=metadata.shape, dtype=metadata.dtype,
+        chunks=metadata.chunks, fill_value=metadata.fill_value, filters=[],
+        serializer={"name": _variable_length(metadata), "configuration": {}},
+        compressors=compressors, attributes=attributes,
+        dimension_names=list(dims) if dims is not None else None,
+        chunk_key_encoding={"name": "v2", "separator": metadata.dimension_separator},
+        zarr_format=3,
+    )
 
 
 def _v2_consolidated(group: Any) -> bool:
@@ -1239,6 +1331,8 @@ def convert(
     group's OME-Zarr 0.4 metadata becomes 0.5 (:mod:`zarrext.jobs.ome`) unless
     ``ome_upgrade`` is false.
     """
+    from dataclasses import replace
+
     import zarr
 
     from zarrext.jobs.outputs import check_disjoint, refuse_taken
@@ -1255,7 +1349,8 @@ def convert(
     per_array: dict[str, Encoding] = {}
     if isinstance(node, zarr.Array):
         if arrays:
-            raise ConversionError(f"arrays= names arrays of a group, and {source} is an array")
+            raise ArraySelectionError(f"{source} is an array, not a group: it has no arrays "
+                                      "to select")
         selected = {"": node}
         members: dict[str, Any] = {}
     else:
@@ -1264,6 +1359,9 @@ def convert(
         selected = {name: members[name] for name in chosen}
     for name in selected:
         per_array[name] = (encodings or {}).get(name, base_encoding)
+        if arrays is None and selected[name].dtype.kind != "f":
+            # every array of a group, quantizing: the floats; the rest converted exactly
+            per_array[name] = replace(per_array[name], max_abs_error=None)
     targets = plan_targets(
         {name: readable(a) for name, a in selected.items()}, per_array,
         quantizer=quantizer, output_in_place=dry_run or _in_place(output),
@@ -1289,11 +1387,16 @@ def open_source(source: Any, storage_options: Mapping[str, Any] | None) -> Any:
     """The array or group at ``source`` (a path, URL or store), read-only; a group
     with its members as stored, not as its consolidated metadata says."""
     import zarr
+    from zarr.storage import StorePath
+
+    from zarrext.errors import naming_malformed_metadata
 
     store = opened_store(source, storage_options)
-    node = zarr.open(store, mode="r")
-    if isinstance(node, zarr.Group):
-        node = zarr.open_group(store, mode="r", use_consolidated=False)
+    inside = store if isinstance(store, StorePath) else StorePath(store)
+    with naming_malformed_metadata(inside.store, inside.path):
+        node = zarr.open(store, mode="r")
+        if isinstance(node, zarr.Group):
+            node = zarr.open_group(store, mode="r", use_consolidated=False)
     return node
 
 

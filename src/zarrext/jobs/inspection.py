@@ -36,7 +36,12 @@ from zarrext.codecs.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.codecs.chunk_context import chunk_index
 from zarrext.codecs.decisions import decision_record, format_mask
 from zarrext.codecs.specs import array_spec
-from zarrext.errors import ChunkDecodeError, naming_chunk, naming_codec_holder
+from zarrext.errors import (
+    ChunkDecodeError,
+    naming_chunk,
+    naming_codec_holder,
+    naming_malformed_metadata,
+)
 from zarrext.jobs.progress import ProgressCallback
 from zarrext.stores import list_keys, object_sizes
 
@@ -627,7 +632,8 @@ def node_info(
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
             "damaged": len(stored.damaged),
         }
-    with naming_codec_holder(group=node):
+    with naming_codec_holder(group=node), \
+            naming_malformed_metadata(node.store, node.store_path.path):
         listed = sorted(node.members(), key=lambda m: m[0])
     members = [node_info(member, progress=progress) for _, member in listed]
     return {

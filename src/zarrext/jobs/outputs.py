@@ -103,12 +103,15 @@ __all__ = [
     "STAGING_MARKER",
     "UNFINISHED",
     "Leftover",
+    "RemoteLeftover",
     "MetadataLastStore",
     "OutputConflictError",
     "OutputLeftoverWarning",
     "UnconditionalStoreWarning",
     "check_disjoint",
     "find_leftovers",
+    "find_remote_leftovers",
+    "left_after_failure",
     "run_staged",
     "local_path",
     "refuse_taken",
@@ -913,6 +916,55 @@ def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
     return sorted(found, key=lambda f: f.path)
 
 
+@dataclass(frozen=True)
+class RemoteLeftover:
+    """An object-store output a job did not finish: a prefix holding :data:`UNFINISHED`
+    (a job writing there now, or one killed or failed before its clean-up ended).
+
+    Attributes
+    ----------
+    prefix : str
+        Its path under the location searched (``""``: the location itself).
+    objects, size : int
+        How many objects are under it, and their bytes.
+    published : bool
+        Whether its root ``zarr.json`` landed (killed while consolidating the groups
+        above: complete, and a rerun finishes it).
+    """
+
+    prefix: str
+    objects: int
+    size: int
+    published: bool
+
+    def describe(self) -> str:
+        """The leftover in words, with its size."""
+        state = ("complete, but the groups above may not list it yet" if self.published
+                 else "nothing opens there")
+        return (f"unfinished output of a zarrext job (it holds {UNFINISHED}): {state}; "
+                f"{self.objects:,} objects, {self.size:,} bytes")
+
+
+def find_remote_leftovers(store: Store) -> list[RemoteLeftover]:
+    """The unfinished outputs under an object store's location, sorted by path: every
+    prefix holding :data:`UNFINISHED`, the location itself included. Not whose they are:
+    an object store keeps no process to ask, so a job may still be writing one."""
+    sizes = stores.object_sizes(store)
+    if sizes is None:
+        keys = stores.list_keys(store, "")
+        sizes = dict.fromkeys(keys, 0)
+    found = []
+    for key in sorted(sizes):
+        if key.rsplit("/", 1)[-1] != UNFINISHED:
+            continue
+        prefix = key[: -len(UNFINISHED)].rstrip("/")
+        inside = f"{prefix}/" if prefix else ""
+        under = {k: n for k, n in sizes.items() if k.startswith(inside)}
+        found.append(RemoteLeftover(prefix, len(under), sum(under.values()),
+                                    f"{inside}zarr.json" in under))
+    return found
+
+
 def remove_leftover(leftover: Leftover) -> None:
     """Finish what the killed job left and remove its temporary output.
 
@@ -1253,12 +1305,47 @@ def run_staged[T](
     output: Any, overwrite: bool, storage_options: Mapping[str, Any] | None,
     job: Callable[[Any], T],
 ) -> T:
-    """``job(target)`` inside :func:`staged_output`; a failure notes that nothing was
-    written at ``output``. staged_output refuses an existing (or non-Zarr) output
-    before yielding, so that refusal comes before the job reads anything."""
-    with staged_output(output, overwrite=overwrite, storage_options=storage_options) as target:
-        try:
-            return job(target)
-        except BaseException as e:
-            e.add_note(f"nothing was written at {output}")
-            raise
+    """``job(target)`` inside :func:`staged_output`; a failure notes what it left at
+    ``output``: nothing, or (an object store whose clean-up failed) the objects still
+    there (:func:`left_after_failure`). staged_output refuses an existing (or
+    non-Zarr) output before yielding, so that refusal comes before the job reads
+    anything."""
+    failed = False
+    try:
+        with staged_output(output, overwrite=overwrite,
+                           storage_options=storage_options) as target:
+            try:
+                return job(target)
+            except BaseException:
+                failed = True
+                raise
+    except BaseException as e:
+        if failed:  # the clean-up has run (or failed) by now
+            e.add_note(left_after_failure(output, storage_options))
+        raise
+
+
+def left_after_failure(output: Any, storage_options: Mapping[str, Any] | None = None) -> str:
+    """What a failed job left at ``output``, in words: on an object store the objects
+    its clean-up could not delete (the network gone, say), marked as a killed job's
+    (:data:`UNFINISHED`: a rerun replaces them, ``zarrext check`` on the group above
+    lists them); elsewhere nothing (the staging directory is removed)."""
+    nothing = f"nothing was written at {output}"
+    try:
+        store = output
+        if isinstance(output, str) and local_path(output) is None:
+            store = stores.open_store(output, mode="r", storage_options=storage_options)
+        remote = _remote(store) if isinstance(store, Store) else None
+        if remote is None:
+            return nothing
+        keys = set(sync(_keys(store)))
+    except Exception:  # the store cannot be read now: what is there is unknown
+        return (f"objects may be left at {output} (it could not be listed after the "
+                f"failure); a rerun replaces what a zarrext job left there")
+    if not keys:
+        return nothing
+    marked = (f", marked by {UNFINISHED} as an unfinished job's: nothing opens there, a "
+              "rerun replaces them" if UNFINISHED in keys else "")
+    return (f"{len(keys)} objects left at {output} (its clean-up failed){marked}; "
+            "`zarrext check` on the group above lists them; delete them to write there "
+            "again")

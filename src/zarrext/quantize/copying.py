@@ -30,7 +30,7 @@ from zarrext import errors
 from zarrext.jobs.convert import ConvertReport, Target, source_parts
 from zarrext.jobs.larger import refuse_larger
 from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
-from zarrext.quantize.scanning import Progress, quantized
+from zarrext.quantize.scanning import Progress, quantized, read_fill_value
 
 __all__ = [
     "CopyReport",
@@ -166,7 +166,7 @@ def quantized_target(
     kwargs = {
         "shape": tuple(src.shape),
         "dtype": float_dtype(src.dtype),
-        "fill_value": float(src.fill_value),
+        "fill_value": read_fill_value(src),
         # no conditional codec in the copy: no decision recorded, the plan instead
         "attributes": planned.attributes,
         "dimension_names": source_parts(src)[3],

@@ -25,7 +25,7 @@ from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quant
 if TYPE_CHECKING:
     from zarrext.jobs.store_refs import ArrayRef
 
-__all__ = ["Progress", "ValueRange", "quantized", "scan", "scan_on_worker"]
+__all__ = ["Progress", "ValueRange", "quantized", "read_fill_value", "scan", "scan_on_worker"]
 
 Progress = Callable[[str, int, int], None]
 """``progress(phase, done, total)``: ``phase`` is ``"scan"`` or ``"copy"``."""
@@ -131,7 +131,7 @@ def quantized(
         ``"cannot {job_name} {label}: ..."``: the fill value, or no plan meets the bound.
     """
     ftype = float_dtype(src.dtype)
-    fill = float(src.fill_value)
+    fill = read_fill_value(src)
     planned_fill = None if math.isnan(fill) else fill
     try:
         plan_quantization(max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
@@ -146,3 +146,12 @@ def quantized(
     attributes = planned.planned.recorded_in(source_parts(src)[2])
     return Quantized(tuple(planned.filters), dict(attributes), max_abs_error,
                      str(planned.stored_dtype), planned, sampled=regions is not None)
+
+
+def read_fill_value(src: Any) -> float:
+    """The value ``src`` reads where a chunk is missing: its fill value, or for a
+    format 2 ``fill_value`` of null, its data type's default (0.0), as zarr-python
+    reads it (and as convert's copy of it says, format 3 needing a fill value)."""
+    if src.fill_value is None:
+        return float(src.metadata.dtype.default_scalar())
+    return float(src.fill_value)
