@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint bench zarr-suite conformance conformance-results clean
+.PHONY: demo test test-slow lint docs bench zarr-suite conformance conformance-results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -28,6 +28,11 @@ lint: $(STAMP)
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a warning, a broken
+# link or an unresolved reference fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # The bench extra adds the peers bench_peers.py measures against (zarrs-python).
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e ".[bench]"
@@ -43,10 +48,11 @@ zarr-suite: $(STAMP)
 conformance: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --report-only
 
-# Regenerate conformance/RESULTS.md from the runner's output, and the README's summary of it.
+# Regenerate conformance/RESULTS.md from the runner's output, and the summary of it on the
+# documentation's Interoperability page.
 conformance-results: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --markdown > conformance/RESULTS.md
-	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("README.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
+	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("docs/interoperability.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
 
 clean:
 	rm -rf $(VENV)
