@@ -4,7 +4,7 @@ PYTHON ?= python3
 VENV := .venv
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-slow lint dist bench zarr-suite conformance conformance-results clean
+.PHONY: demo test test-slow lint docs dist bench zarr-suite conformance conformance-results clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 12), f"zarrext needs Python >= 3.12, {sys.executable} is {sys.version}"'
@@ -34,6 +34,11 @@ dist: $(STAMP)
 	$(VENV)/bin/python -m build --outdir dist
 	$(VENV)/bin/twine check --strict dist/*
 
+# The documentation site (docs/, mkdocs.yml) into site/, strict: a warning, a broken
+# link or an unresolved reference fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 # The bench extra adds the peers bench_peers.py measures against (zarrs-python).
 bench: $(STAMP)
 	$(VENV)/bin/pip install --quiet -e ".[bench]"
@@ -49,10 +54,11 @@ zarr-suite: $(STAMP)
 conformance: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --report-only
 
-# Regenerate conformance/RESULTS.md from the runner's output, and the README's summary of it.
+# Regenerate conformance/RESULTS.md from the runner's output, and the summary of it on the
+# documentation's Interoperability page.
 conformance-results: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --markdown > conformance/RESULTS.md
-	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("README.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
+	$(VENV)/bin/python -c 'from pathlib import Path; from conformance.run import with_readme_summary as w; r = Path("docs/interoperability.md"); r.write_text(w(r.read_text(), Path("conformance/RESULTS.md").read_text()))'
 
 clean:
 	rm -rf $(VENV) dist

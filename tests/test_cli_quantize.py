@@ -369,15 +369,16 @@ def test_readme_quantize_block_runs(
 ) -> None:
     import shlex
 
-    from tests.conftest import ROOT
+    from tests.docs_text import page
 
-    section = (ROOT / "README.md").read_text().split("## `quantize`", 1)[1].split("\n## ")[0]
-    code_block = re.search(r"```python\n(.*?)```", section, flags=re.S)
-    sh_block = re.search(r"```sh\n(.*?)```", section, flags=re.S)
+    guide, job = page("docs/guide/quantize.md"), page("docs/jobs/quantize.md")
+    code_block = re.search(r"```python\n(.*?)```", guide, flags=re.S)
+    sh_block = re.search(r"```sh\n(.*?)```", job, flags=re.S)
     assert code_block is not None
     assert sh_block is not None
     monkeypatch.chdir(tmp_path)
-    exec(compile(code_block.group(1), "README.md", "exec"), {"__name__": "__readme__"})
+    exec(compile(code_block.group(1), "docs/guide/quantize.md", "exec"),
+         {"__name__": "__readme__"})
     commands = [shlex.split(line, comments=True) for line in sh_block.group(1).splitlines()]
     assert len(commands) >= 2
     for command in commands:

@@ -198,11 +198,12 @@ def test_command_protocol(case_id: str, tmp_path: Path) -> None:
 
 
 def test_the_readme_summary_is_the_runners() -> None:
-    """README.md's interoperability table is RESULTS.md's summary, as the runner wrote it."""
+    """The documentation's interoperability table is RESULTS.md's summary, as the runner
+    wrote it."""
     from conformance.run import with_readme_summary
 
     root = CASES.parent.parent
-    readme = (root / "README.md").read_text()
+    readme = (root / "docs" / "interoperability.md").read_text()
     results = (root / "conformance" / "RESULTS.md").read_text()
     assert with_readme_summary(readme, results) == readme
 

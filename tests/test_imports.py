@@ -251,9 +251,11 @@ def test_the_layer_contract_holds() -> None:
 
 
 def _names_the_readme_uses() -> set[str]:
-    """Dotted ``zarrext`` names in the README's code and ``from zarrext... import`` names."""
-    readme = (SRC.parent.parent / "README.md").read_text()
-    code = "\n".join(re.findall(r"```(?:python|py)\n(.*?)```", readme, re.S))
+    """Dotted ``zarrext`` names in the documentation's code and ``from zarrext... import``
+    names."""
+    from tests.docs_text import PYTHON
+
+    code = "\n".join(block.code for block in PYTHON)
     names = set(re.findall(r"\bzarrext(?:\.[A-Za-z_][A-Za-z0-9_]*)+", code))
     for module, in_parens, plain in re.findall(
             r"from (zarrext[\w.]*) import (?:\(([\w, \n]+)\)|([\w, ]+))", code):

@@ -1509,7 +1509,9 @@ def test_readme_states_the_headroom_a_plain_writer_has() -> None:
     nan_value = _value_at_code(p, p.reserved["NaN"])
     assert nan_value is not None
     storable = StorableValues.of_codecs(p.filters, p.dtype, np.nan, p.planned)
-    text = " ".join(Path(__file__).parent.parent.joinpath("README.md").read_text().split())
+    from tests.docs_text import page
+
+    text = " ".join(page("docs/guide/quantize.md").split())
     assert (f"planned over {lo:.0f} to {hi:.0f} K, anything from {lo_ok:.1f} to "
             f"{hi_ok:.1f} K; below {storable.storable_range[0]:.1f} K it gets cast_value's "
             f"out-of-range error, and only a value of about {nan_value:.1f} K lands on the "

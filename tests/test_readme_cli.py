@@ -1,4 +1,4 @@
-"""The README's command-line block runs: every command exits 0, ``--json`` parses."""
+"""The command-line page's blocks run: every command exits 0, ``--json`` parses."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, Run
-from tests.test_readme import BLOCKS, MAKER
+from tests.conftest import Run
+from tests.docs_text import page
+from tests.test_docs_examples import MAKER, one_block
 
-README = (ROOT / "README.md").read_text()
-SECTION = README[README.index("## Command line") :]
+PAGE = page("docs/jobs/command-line.md")
+SECTION = PAGE[PAGE.index("# Command line") :]
 
 
 def _commands(section: str) -> list[list[str]]:
@@ -24,7 +25,7 @@ def _commands(section: str) -> list[list[str]]:
 
 
 COMMANDS = _commands(SECTION)
-URL_COMMANDS = _commands(README[README.index("### Object stores and zip archives") :])
+URL_COMMANDS = _commands(PAGE[PAGE.index("## Object stores and zip archives") :])
 
 
 def test_the_block_is_found() -> None:
@@ -53,8 +54,8 @@ def test_readme_object_store_block_runs(run: Run, readme_folder: str) -> None:
 
     s3_server = readme_folder
     exec(compile(MAKER, "README.md", "exec"), {"__name__": "__readme__"})
-    zipper = next(b for b in BLOCKS if "make_archive" in b)  # the README makes ingest.zip
-    exec(compile(zipper, "README.md", "exec"), {"__name__": "__readme__"})
+    zipper = one_block("python", "make_archive").code  # the page makes ingest.zip
+    exec(compile(zipper, "docs/jobs/command-line.md", "exec"), {"__name__": "__readme__"})
     fs = s3fs.S3FileSystem(
         endpoint_url=s3_server, client_kwargs={"region_name": "eu-west-1"},
         skip_instance_cache=True,

@@ -50,7 +50,7 @@ codec alone, the codecs it enables then applied in order; and
 ``from_function(func, cascade=False)`` shows a decision function the original
 chunk, and trials of it, for every codec. With ``[shuffle, zstd]`` the literal
 rule stores zstd alone (mask ``0b10``) where ``compress_if_smaller`` stores both
-(``0b11``); see README's ``conditional`` section.
+(``0b11``); see the documentation's ``conditional`` guide (docs/guide/conditional.md).
 """
 
 from __future__ import annotations

@@ -253,6 +253,8 @@ def copy_quantized(
         For an ``output`` URL whose store wants other options than the source's
         (another endpoint or account); by default ``storage_options``.
 
+    Notes
+    -----
     Where the output is built (:func:`zarrext.jobs.outputs.staged_output`): a local
     directory or zip archive under a temporary name, renamed into place at the
     end; a new output on an object store at its final keys, its ``zarr.json``
