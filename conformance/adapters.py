@@ -270,7 +270,7 @@ def _unknown_to_zarr(error: BaseException) -> bool:
     """zarr-python's own word that it has no codec or data type of a name."""
     from zarr.errors import UnknownCodecError
 
-    return any(isinstance(e, UnknownCodecError) or "No data type class matches" in str(e)
+    return any(isinstance(e, UnknownCodecError) or "No Zarr data type found" in str(e)
                for e in _chain(error))
 
 
@@ -295,7 +295,7 @@ def without_zarrext_entry_points() -> None:
                                         if not e.value.startswith("zarrext"))
         return found
 
-    metadata.entry_points = entry_points  # type: ignore[assignment]
+    metadata.entry_points = entry_points
 
 
 class ZarrPluginAdapter(Adapter):
@@ -361,8 +361,8 @@ class TensorstoreAdapter(Adapter):
     @staticmethod
     def _unknown(error: BaseException) -> bool:
         """tensorstore's own word that it has no codec or data type of a name."""
-        return bool(re.search(r"is not registered|Unsupported data type|not a valid data type"
-                              r"|unsupported data type", str(error)))
+        return bool(re.search(r"is not registered|is not one of the supported data types",
+                              str(error)))
 
     @classmethod
     def _open(cls, store: Path, **options: Any) -> Any:

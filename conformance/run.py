@@ -43,8 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from conformance.adapters import (ADAPTERS, Adapter, Crashed, Refused, Unsupported, adapter,
-                                  is_bug)
+from conformance.adapters import ADAPTERS, Adapter, Crashed, Refused, Unsupported, adapter, is_bug
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
@@ -129,8 +128,11 @@ def _failure(case: dict[str, Any], error: BaseException, scratch: Path,
     """The outcome of a case the implementation raised on: a refusal only when the
     adapter says so with a cause (:class:`Refused`)."""
     cause = ""
-    original = error.__cause__ if isinstance(error, Refused) and error.__cause__ else error
+    wrapped = isinstance(error, Refused | Unsupported | Crashed)
+    original = error.__cause__ if wrapped and error.__cause__ else error
     detail = _short(original, scratch)
+    if original is error and wrapped:  # a program's message, without a Python type
+        detail = detail.split(": ", 1)[1] if ": " in detail else detail
     if isinstance(error, Unsupported):
         outcome = "not supported"
     elif isinstance(error, Refused):
@@ -452,8 +454,8 @@ def markdown(runs: dict[str, dict[str, Any]]) -> str:
         cells = []
         for n in names:
             other = by_id[n][r.id]
-            failed = not other.passed and other.outcome not in ("not supported", "deviation")
-            cells.append(other.outcome + (" **✗**" if failed else ""))
+            marked = not other.passed and other.outcome not in ("not supported", "deviation")
+            cells.append(other.outcome + (" **✗**" if marked else ""))
         lines.append(f"| `{r.id}` | {r.kind} | {r.level} | " + " | ".join(cells) + " |")
     lines += ["", "## Failures other than \"not supported\"", ""]
     for n in names:

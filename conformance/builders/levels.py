@@ -12,6 +12,7 @@ quotes that clause instead. Applied by :func:`relevel` to the builders' cases.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from conformance.builders.common import Case
 
@@ -91,7 +92,7 @@ def relevel(cases: list[Case]) -> list[Case]:
     """``cases`` with the levels and citations above."""
     out = []
     for case in cases:
-        changes: dict[str, str] = {}
+        changes: dict[str, Any] = {}
         if case.id in RECITED:
             changes["section"], changes["clause"] = RECITED[case.id]
         if case.id in LEVELS:
