@@ -413,10 +413,16 @@ class ZarrsAdapter(Adapter):
 
     @staticmethod
     def _unknown(error: BaseException) -> bool:
-        """zarr-python's or zarrs' own word that it has no codec or data type of a name."""
+        """zarr-python's or zarrs' own word that it has no codec or data type of a name.
+
+        zarrs' ``UnsupportedMetadataError`` also stands for metadata it judges invalid
+        ("missing array to bytes codec"): only the message it wraps tells them apart.
+        """
+        chain = _chain(error)
         return _unknown_to_zarr(error) or any(
-            type(e).__name__ in ("UnsupportedDataTypeError", "UnsupportedMetadataError")
-            for e in _chain(error))
+            type(e).__name__ == "UnsupportedDataTypeError" for e in chain) or (
+            any(type(e).__name__ == "UnsupportedMetadataError" for e in chain)
+            and any(re.search(r"is not supported|unsupported", str(e), re.I) for e in chain))
 
     def _open(self, store: Path, mode: str) -> Any:
         import zarr

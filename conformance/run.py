@@ -130,6 +130,8 @@ def _failure(case: dict[str, Any], error: BaseException, scratch: Path,
     cause = ""
     wrapped = isinstance(error, Refused | Unsupported | Crashed)
     original = error.__cause__ if wrapped and error.__cause__ else error
+    while not str(original) and (original.__cause__ or original.__context__):
+        original = original.__cause__ or original.__context__  # type: ignore[assignment]
     detail = _short(original, scratch)
     if original is error and wrapped:  # a program's message, without a Python type
         detail = detail.split(": ", 1)[1] if ": " in detail else detail
@@ -401,7 +403,7 @@ SPEC_FOLDERS = {"000": "000 conditional", "001": "001 sharding_indexed",
 
 
 def _cell(row: dict[str, int]) -> str:
-    extra = ", ".join(f"{row[k]} {k}" + ("s" if k == "deviation" and row[k] > 1 else "")
+    extra = ", ".join(f"{row[k]} {k}" + ("s" if k != "not supported" and row[k] > 1 else "")
                       for k in ("not supported", "error", "deviation") if row.get(k))
     cell = f"{row.get('MUST passed', 0)} · {row.get('other passed', 0)}"
     return cell + (f" ({extra})" if extra else "")

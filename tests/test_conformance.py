@@ -218,3 +218,78 @@ def test_results_md_holds_what_zarrext_gives_today(route: str, tmp_path: Path) -
         recorded[cells[1].strip("`")] = cells[column].replace(" **✗**", "")
     now = {r.id: r.outcome for r in run(adapter(route))}
     assert recorded == now
+
+
+def test_every_refuse_case_names_a_cause_of_the_protocol() -> None:
+    from conformance.adapters import CAUSES
+
+    refuse = [case for _, case in ALL if case["kind"] == "refuse"]
+    assert {case["expected"]["cause"] for case in refuse} == set(CAUSES)
+    protocol = (CASES.parent / "PROTOCOL.md").read_text()
+    assert all(f"`{cause}`" in protocol for cause in CAUSES)
+
+
+def test_spec_000_cases_run_under_the_name_its_text_uses() -> None:
+    """Each spec 000 case under ``conditional`` has a twin under ``optional``."""
+    names = {case["id"]: case["codec_name"] for _, case in ALL if case["spec"] == "000"}
+    conditional = {i for i, name in names.items() if name == "conditional"}
+    assert conditional
+    assert all(names.get(f"{i}-as-optional") == "optional" for i in conditional)
+    for case_id in conditional:
+        folder, _ = BY_ID[case_id]
+        twin, _ = BY_ID[f"{case_id}-as-optional"]
+        original = (folder / "store" / "zarr.json").read_text()
+        assert (twin / "store" / "zarr.json").read_text() == original.replace(
+            '"conditional"', '"optional"')
+
+
+def test_compress_if_smaller_expects_the_texts_masks() -> None:
+    """Trials on the original chunk, ``len(trial) < len(unencoded)``: zarrext's masks
+    are its deviation, not the expected bytes."""
+    for case_id, header in [("cond-write-compress-if-smaller-chain", 0b11),
+                            ("cond-write-compress-if-smaller-shuffle", 0b10)]:
+        folder, case = BY_ID[case_id]
+        assert (folder / "expected" / "c" / "0").read_bytes()[0] == header
+        assert case["zarrext_deviation"]["zarrext_outcome"] == "bytes differ"
+        assert case["zarrext_deviation"]["zarrext_masks"][0] != header
+
+
+def test_levels_say_what_the_quoted_clause_binds() -> None:
+    levels = {case["id"]: case["level"] for _, case in ALL}
+    assert set(levels.values()) == {"MUST", "SHOULD", "implied", "interop"}
+    assert {i for i in levels if i.endswith("-zero-length") and levels[i] == "interop"} == {
+        "opt-all-missing-gzip-zero-length", "opt-all-missing-crc32c-zero-length",
+        "opt-all-missing-zstd-zero-length", "opt-all-missing-gzip-crc32c-zero-length",
+        "opt-nested-outer-all-missing-zero-length"}
+    assert levels["opt-all-missing-bytes-zero-length"] == "MUST"  # [bytes] of nothing: 0
+    assert all(levels[i] == "implied" for i in levels if i.startswith("cond-reserved-bit"))
+    assert levels["opt-trailing-bytes"] == levels["pad-padding-length-differs"] == "implied"
+    for _, case in ALL:  # no motivation or example quoted under MUST
+        if case["level"] == "MUST":
+            assert not case["section"].startswith(("Motivation", "Abstract", "Usage")), case
+            assert not case["clause"].startswith(("This allows", "This ensures")), case
+
+
+@pytest.mark.parametrize(("impl", "case_id", "outcome", "said"), [
+    ("zarr", "cond-mask-1-applies", "not supported", "UnknownCodecError"),
+    ("zarr", "opt-nested", "not supported", "No Zarr data type found"),
+    ("tensorstore", "pad-start-zeros", "not supported", "is not registered"),
+    ("zarrs", "so-decode-int16", "not supported", "scale_offset is not supported"),
+    ("zarrs", "shard-index-codecs-without-array-to-bytes", "refused", "missing array to bytes"),
+])
+def test_a_peer_column_reports_what_the_peer_says(impl: str, case_id: str, outcome: str,
+                                                  said: str) -> None:
+    """No name lists: "not supported" is the peer's own word, and zarr-python and zarrs
+    run without zarrext's entry points (a process of their own)."""
+    import subprocess
+
+    from conformance.adapters import ADAPTERS
+
+    if ADAPTERS[impl]().unavailable():
+        pytest.skip(f"{impl} is not installed")
+    done = subprocess.run([sys.executable, "-m", "conformance.run", "--impl", impl, "--only",
+                           case_id, "--json"], capture_output=True, text=True, check=True,
+                          cwd=CASES.parent.parent)
+    result = next(r for r in json.loads(done.stdout)[impl]["results"] if r["id"] == case_id)
+    assert result["outcome"] == outcome, result
+    assert said in result["detail"], result
