@@ -6,9 +6,9 @@ implementation, subclass :class:`Adapter` (or run any program through
 :class:`CommandAdapter`) and add it to :data:`ADAPTERS`:
 
 - ``read(store, case) -> numpy array``: open the Zarr v3 array whose root is the
-  folder ``store`` and read all of it. Raise any exception to refuse; raise
-  :class:`Unsupported` when the implementation lacks a codec or data type the case
-  uses.
+  folder ``store`` and read all of it. Raise :class:`Refused` with a cause to
+  refuse; raise :class:`Unsupported` when the implementation says it lacks a codec
+  or data type the case uses.
 - ``write(store, case, values, selection)``: ``store`` holds ``zarr.json`` only;
   write ``values`` into ``selection`` (a list of ``[start, stop]`` per dimension, or
   ``None`` for the whole array). The runner then compares the objects the

@@ -28,6 +28,7 @@ class Mutant:
     name: str
     defect: str
     targets: tuple[str, ...] = ()  # ids of cases the defect must fail
+    spec: str = ""  # the spec whose cases the defect is about (--wide runs them all)
 
 
 MUTANTS: dict[str, Mutant] = {m.name: m for m in (
@@ -35,22 +36,22 @@ MUTANTS: dict[str, Mutant] = {m.name: m for m in (
            "bit first within each byte",
            ("cond-mask-1-applies", "cond-mask-1-applies-as-optional", "cond-bit-7-is-codec-7",
             "cond-two-codecs-every-mask", "cond-write-codec-order",
-            "cond-write-header-bits-16")),
+            "cond-write-header-bits-16"), "000"),
     Mutant("shard-index-big-endian", "the shard index's offsets and lengths byte-swapped "
            "(read and written big-endian under a little-endian bytes codec)",
            ("shard-index-end", "shard-index-start", "shard-empty-inner-chunks",
-            "shard-write-index-end", "shard-write-empty-inner-chunks")),
+            "shard-write-index-end", "shard-write-empty-inner-chunks"), "001"),
     Mutant("pad-off-by-one", "pad removes nbytes + 1 bytes and writes nbytes + 1 bytes",
            ("pad-start-zeros", "pad-end-zeros", "pad-start-literal", "pad-write-zeros-default",
-            "pad-write-literal-end")),
+            "pad-write-literal-end"), "004"),
     Mutant("optional-mask-inverted", "spec 003's mask read and written inverted (present "
            "as missing)",
            ("opt-mask-bytes-codec", "opt-inner-uint16", "opt-nested", "opt-write-mask-bytes",
-            "opt-write-packbits-bytes")),
+            "opt-write-packbits-bytes"), "003"),
     Mutant("rounding-half-away", "cast_value's default rounding, nearest-even, done as "
            "nearest-away (ties away from zero)",
            ("cv-decode-rounding-nearest-even", "cv-write-rounding-nearest-even",
-            "cv-write-float64-to-float32-nearest-even")),
+            "cv-write-float64-to-float32-nearest-even"), "002"),
     Mutant("refuse-everything", "every call refused outside the protocol's causes (exit 1, "
            "the old protocol's refusal)"),
     Mutant("refuse-everything-as-invalid_metadata", "every call refused for "
@@ -81,12 +82,17 @@ def cases_for(mutant: Mutant, root: Path = CASES) -> list[tuple[Path, dict[str, 
             if case["id"] in wanted or (not mutant.targets and case["kind"] == "refuse")]
 
 
-def run_mutant(name: str, timeout: float = 60.0, root: Path = CASES) -> list[Result]:
-    """Mutant ``name`` against its cases (:func:`cases_for`)."""
+def run_mutant(name: str, timeout: float = 60.0, root: Path = CASES,
+               wide: bool = False) -> list[Result]:
+    """Mutant ``name`` against its cases (:func:`cases_for`); ``wide``: a planted
+    defect against every case of its spec instead."""
     impl = program(name, timeout)
+    mutant = MUTANTS[name]
+    cases = cases_for(mutant, root)
+    if wide and mutant.spec:
+        cases = [(f, c) for f, c in load_cases(root) if c["spec"] == mutant.spec]
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
-        return [run_case(impl, folder, case, Path(tmp))
-                for folder, case in cases_for(MUTANTS[name], root)]
+        return [run_case(impl, folder, case, Path(tmp)) for folder, case in cases]
 
 
 def table(results: dict[str, list[Result]]) -> str:
