@@ -463,23 +463,29 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
     staging = _staging_path(path)
     staging.mkdir(parents=True)
     zipped = path.suffix == ".zip"
-    built = staging / (f"{_BUILT}.zip" if zipped else _BUILT)
-    target: Any = str(built)
-    if zipped:
-        target = ZipStore(built, mode="w")
-    elif isinstance(output, LocalStore):
-        target = LocalStore(built)
+    # A zip archive is built as a directory, then archived whole: a job writes some
+    # objects twice (a group's zarr.json, consolidated again), which a zip cannot replace.
+    tree = staging / _BUILT
+    built = staging / f"{_BUILT}.zip" if zipped else tree
+    target: Any = LocalStore(tree) if zipped or isinstance(output, LocalStore) else str(tree)
     try:
         yield target
         if zipped:
-            target.close()
+            archived(tree, built)
     except BaseException:
-        if zipped:
-            with contextlib.suppress(Exception):
-                target.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _publish(staging, built, path, seen)
+
+
+def archived(tree: Path, archive: Path) -> None:
+    """Write the directory ``tree`` as the zip ``archive``, its root at the archive's root
+    (as zarr's ``ZipStore`` writes one: entries stored uncompressed), then remove ``tree``."""
+    with zipfile.ZipFile(archive, mode="x", compression=zipfile.ZIP_STORED,
+                         allowZip64=True) as out:
+        for file in sorted(p for p in tree.rglob("*") if p.is_file()):
+            out.write(file, file.relative_to(tree).as_posix())
+    shutil.rmtree(tree)
 
 
 def _refuse_inside_format_2(output: Any, group: str | None) -> None:
