@@ -163,7 +163,8 @@ def test_a_group_converts_into_a_zip_archive(tmp_path: Path, consolidated: bool)
     with zipfile.ZipFile(tmp_path / "out.zip") as archive:
         names = archive.namelist()
     assert len(names) == len(set(names))  # every entry once
-    assert "zarr.json" in names and "a/zarr.json" in names
+    assert "zarr.json" in names
+    assert "a/zarr.json" in names
     copy = zarr.open_group(ZipStore(tmp_path / "out.zip", mode="r"), mode="r")
     np.testing.assert_array_equal(copy["a"][:], np.arange(64))
     if consolidated:
