@@ -13,7 +13,6 @@ import struct
 
 import numpy as np
 
-from conformance.builders.conditional import CHAIN_DEVIATION
 from conformance.builders.common import (
     SHARD_COMPARE,
     Case,
@@ -42,6 +41,7 @@ from conformance.builders.common import (
     write_case,
     zstd,
 )
+from conformance.builders.conditional import CHAIN_DEVIATION
 
 PHASE1 = "Implementation / Phase 1: Core Codec Logic (Required)"
 PHASE2 = "Implementation / Phase 2: Writer-Side Automation (Required)"

@@ -224,8 +224,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         overwrite: Annotated[
             bool,
-            typer.Option(help="Replace an existing output (local: in one step). An output "
-                         "on an object store is never replaced."),
+            typer.Option(help="Replace the output that exists when the run starts (local: "
+                         "in one step); anything put at --out during the run is left as it "
+                         "is and the run fails. An output on an object store is never "
+                         "replaced."),
         ] = False,
         allow_larger: Annotated[
             bool,
@@ -268,7 +270,8 @@ def register(app: typer.Typer) -> None:
         keep, codecs that compress less) is discarded unless --allow-larger, as
         quantize does. The output is published as quantize publishes its copy: nothing
         opens at --out until it is complete; an existing --out is replaced only
-        with --overwrite, and never on an object store. With --icechunk-branch,
+        with --overwrite, and never on an object store; whatever appears at --out
+        during the run is never replaced. With --icechunk-branch,
         PATH is a repository and --out a path inside it: the conversion is one
         commit; --out the source's own path (the root: /) converts in place,
         replacing the arrays in that commit (earlier snapshots keep the old ones).
