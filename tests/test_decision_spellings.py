@@ -19,12 +19,15 @@ from zarrext.codecs.decisions import (
     BUILTIN_DECISIONS,
     CompressIfSmaller,
     DecisionError,
+    builtin_choices,
     builtin_spelling,
     from_spelling,
     resolve_decision,
 )
 
 DATA = np.arange(256, dtype="i4").reshape(16, 16) // 7
+SPELLINGS = [cls.example_spelling() for cls in BUILTIN_DECISIONS.values()]
+PLAIN_NAMES = [name for name, cls in BUILTIN_DECISIONS.items() if not cls.parameters]
 
 
 def conditional_array(path: Path, **kwargs: Any) -> zarr.Array:
@@ -44,32 +47,33 @@ def recorded(path: Path) -> Any:
     return json.loads(attributes["zarrext"])["decision"]
 
 
-@pytest.mark.parametrize("name", list(BUILTIN_DECISIONS))
+@pytest.mark.parametrize("spelling", SPELLINGS)
 @pytest.mark.parametrize("given", ["spelling", "object"])
 def test_every_builtin_round_trips_through_the_record(
-    tmp_path: Path, name: str, given: str
+    tmp_path: Path, spelling: str, given: str
 ) -> None:
-    decision = name if given == "spelling" else resolve_decision(name)
+    decision = spelling if given == "spelling" else resolve_decision(spelling)
+    canonical = from_spelling(spelling).spelling()
     created = conditional_array(tmp_path / "a.zarr", decision=decision)
-    assert recorded(tmp_path / "a.zarr") == name  # the record's format: the name alone
+    assert recorded(tmp_path / "a.zarr") == canonical  # for a name: the name alone
     reopened = zarrext.open_array(str(tmp_path / "a.zarr"))
     again = decision_of(reopened)
-    assert type(again) is type(resolve_decision(name))
-    assert repr(again) == repr(decision_of(created)) == f"<decision {name}>"
+    assert type(again) is type(resolve_decision(spelling))
+    assert repr(again) == repr(decision_of(created)) == f"<decision {canonical}>"
     reopened[:] = DATA
     expected = zarrext.create_array(
         str(tmp_path / "b.zarr"), shape=(16, 16), chunks=(8, 8), dtype="i4",
         serializer=BytesCodec(), compressors=[zarrext.ConditionalCodec([ZstdCodec()])],
-        decision=name,
+        decision=spelling,
     )
     expected[:] = DATA
     assert zarrext.inventory(reopened).mask_counts == zarrext.inventory(expected).mask_counts
 
 
-@pytest.mark.parametrize("name", list(BUILTIN_DECISIONS))
-def test_every_builtin_is_taken_by_the_cli(run: Run, tmp_path: Path, name: str) -> None:
+@pytest.mark.parametrize("spelling", SPELLINGS)
+def test_every_builtin_is_taken_by_the_cli(run: Run, tmp_path: Path, spelling: str) -> None:
     conditional_array(tmp_path / "a.zarr", decision="never_apply")[:] = DATA
-    code, _, err = run("recompress", tmp_path / "a.zarr", "--decision", name, "--json")
+    code, _, err = run("recompress", tmp_path / "a.zarr", "--decision", spelling, "--json")
     assert code == 0, err
     assert np.array_equal(zarr.open_array(str(tmp_path / "a.zarr"))[:], DATA)
 
@@ -146,7 +150,7 @@ def test_a_bad_spelling_is_refused_naming_it(spelling: str, match: str) -> None:
     assert builtin_spelling(spelling) is None
 
 
-@pytest.mark.parametrize("name", list(BUILTIN_DECISIONS))
+@pytest.mark.parametrize("name", PLAIN_NAMES)
 def test_a_name_is_its_own_canonical_spelling(name: str) -> None:
     decision = from_spelling(f"  {name} ")
     assert type(decision) is BUILTIN_DECISIONS[name]
@@ -160,3 +164,17 @@ def test_a_subclass_of_a_builtin_has_no_spelling() -> None:
 
     assert builtin_spelling(Mine()) is None
     assert builtin_spelling(CompressIfSmaller()) == "compress_if_smaller"
+
+
+@pytest.mark.parametrize(
+    "cls", [c for c in BUILTIN_DECISIONS.values() if c.parameters], ids=lambda c: c.name
+)
+def test_a_parameterized_builtin_has_an_example_whose_canonical_spelling_is_stable(
+    cls: Any,
+) -> None:
+    assert cls.example is not None
+    canonical = from_spelling(cls.example).spelling()
+    assert canonical.startswith(f"{cls.name}(")
+    assert all(f"{p}=" in canonical for p in cls.parameters)
+    assert from_spelling(canonical).spelling() == canonical
+    assert cls.usage() in builtin_choices()

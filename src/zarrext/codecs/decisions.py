@@ -228,12 +228,15 @@ class BuiltinDecision(Decision):
     ``--decision``, and the record from which a reopened array takes it again.
 
     A subclass declares its ``name`` and its ``parameters`` (its constructor's
-    arguments, in order, each kept as the attribute of the same name) and is
-    registered with :func:`builtin`. :meth:`spelling` gives the canonical spelling,
-    which :func:`from_spelling` turns into an equal decision.
+    arguments, in order, each kept as the attribute of the same name, and an
+    ``example`` spelling of them) and is registered with :func:`builtin`.
+    :meth:`spelling` gives the canonical spelling, which :func:`from_spelling` turns
+    into an equal decision.
     """
 
     parameters: ClassVar[tuple[str, ...]] = ()
+    example: ClassVar[str | None] = None
+    """A spelling with arguments, for one with parameters: the one the tests round-trip."""
     keeps_chunk_bytes = False
 
     @classmethod
@@ -246,6 +249,11 @@ class BuiltinDecision(Decision):
     def usage(cls) -> str:
         """The name and the parameters, as help lists them: ``ratio_at_most(r)``."""
         return f"{cls.name}({', '.join(cls.parameters)})" if cls.parameters else cls.name
+
+    @classmethod
+    def example_spelling(cls) -> str:
+        """A spelling of this decision: its ``example``, else its name."""
+        return cls.example or cls.name
 
     def spelling(self) -> str:
         """The canonical spelling: the name alone, or every argument as ``parameter=value``."""
