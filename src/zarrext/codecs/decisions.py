@@ -22,8 +22,8 @@ A built-in decision is one class: a :class:`BuiltinDecision` subclass that decla
 its ``name`` and ``parameters``, registered with :func:`builtin`. Its spelling, what
 ``decision=``, the CLI's ``--decision`` and the record take, is its name alone or
 followed by its arguments in parentheses, by position or as ``parameter=value``, each
-a Python literal (a number): ``"compress_if_smaller"``, ``"name(0.9)"``,
-``"name(r=0.9)"``. The record holds the canonical spelling (the name alone,
+a Python literal (a number): ``"compress_if_smaller"``, ``"ratio_at_most(0.9)"``,
+``"ratio_at_most(r=0.9)"``. The record holds the canonical spelling (the name alone,
 or every argument as ``parameter=value``). A zarrext writer of an array with no
 decision at all stores chunks raw and says so once (:class:`NoDecisionWarning`);
 xarray's ``to_zarr`` too, once zarrext is imported (:mod:`zarrext.xarray.writes`).
@@ -529,6 +529,35 @@ class Smallest(BuiltinDecision):
         visit(0, 0, chunk.data)
         assert best is not None
         return best[0][2], best[1]
+
+
+@builtin
+class RatioAtMost(BuiltinDecision):
+    """Every nested codec, in order, when together they make the chunk at most ``r``
+    of its size; else none (the chunk stored raw).
+
+    ``ratio_at_most(0.9)`` compresses only the chunks it shrinks by 10% or more, so
+    that readers decode only where it pays. ``r`` is in (0, 1], so the output is
+    never longer than the input.
+    """
+
+    name = "ratio_at_most"
+    parameters = ("r",)
+    example = "ratio_at_most(0.9)"
+    trial_encode = True
+    guarantees_no_inflation = True
+
+    def __init__(self, r: float) -> None:
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1:
+            raise DecisionError(f"decision {self.name!r}: r must be a number in (0, 1], got {r!r}")
+        self.r = float(r)
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        mask = _all_bits(len(chunk.codecs))
+        out = chunk.apply(mask)
+        if chunk.data and len(out) / len(chunk.data) <= self.r:
+            return mask, out
+        return 0, chunk.data
 
 
 class Plan(Decision):
