@@ -29,7 +29,7 @@ import zarr
 from zarr.errors import NodeNotFoundError
 
 from zarrext._text import counted
-from zarrext.codecs.decisions import BUILTIN_DECISIONS
+from zarrext.cli._decision import DECISION
 from zarrext.errors import MalformedMetadataError, naming_codec_holder, naming_malformed_metadata
 from zarrext.jobs.group_metadata import is_staging
 from zarrext.jobs.outputs import UNFINISHED as _UNFINISHED
@@ -190,22 +190,6 @@ def storage_options_of(
     if out_storage_options is not None:
         return storage_options, out_storage_options
     return (storage_options if path_is_url else None), storage_options
-
-
-def _known_decision(name: str) -> str:
-    if name not in BUILTIN_DECISIONS:
-        known = ", ".join(BUILTIN_DECISIONS)
-        raise typer.BadParameter(f"{name!r} is unknown; choose one of {known}")
-    return name
-
-
-DECISION = typer.Option(
-    "--decision",
-    help="Built-in decision for the conditional codec(s): "
-    + ", ".join(BUILTIN_DECISIONS) + ".",
-    callback=_known_decision,
-)
-"""The ``--decision`` option: one of ``BUILTIN_DECISIONS`` (else exit 2)."""
 
 
 def _named(value: str | None) -> str | None:

@@ -30,7 +30,10 @@ from zarrext.cli._common import (
     refuse_non_zarr_file,
     storage_options_of,
 )
+from zarrext.cli._decision import decision_option
 from zarrext.jobs.inspection import size_change
+
+CONVERT_DECISION = decision_option(" Default: --like's, else compress_if_smaller.")
 
 _LAYOUTS = {"fixed-slot": "fixed-slot", "append": "append", "dense": None}
 
@@ -167,7 +170,8 @@ def register(app: typer.Typer) -> None:
     @in_icechunk(
         "convert",
         settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
-                  "max_abs_error", "arrays", "allow_larger", "overwrite", "keep_attributes"),
+                  "max_abs_error", "arrays", "allow_larger", "overwrite", "keep_attributes",
+                  "decision"),
         writes=lambda arguments: not arguments["dry_run"],
         snapshot_help=SNAPSHOT_WITH_DRY_RUN,
     )
@@ -216,6 +220,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--max-abs-error", metavar="E",
                          help="Quantize float arrays within this bound (as quantize)."),
         ] = None,
+        decision: Annotated[str | None, CONVERT_DECISION] = None,
         arrays: Annotated[
             list[str] | None,
             typer.Option("--arrays", "--array", metavar="NAME",
@@ -318,7 +323,7 @@ def register(app: typer.Typer) -> None:
                     source, output, codecs=_codecs(codecs),
                     chunks=_shape("--chunks", chunks), shards=shard_shape,
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
-                    like=like, max_abs_error=max_abs_error, arrays=arrays,
+                    like=like, max_abs_error=max_abs_error, decision=decision, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
                     scan_progress=scanning, allow_larger=allow_larger,
                     storage_options=(None if isinstance(path, SessionPath)
