@@ -38,6 +38,7 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
     with_codecs,
 )
+from zarrext.codecs.chain import walk_codecs
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.decisions import (
     NO_DECISION,
@@ -88,21 +89,12 @@ def _runtime_binder(
 
 
 def _contains(codec: Any, kind: type) -> bool:
-    if isinstance(codec, kind):
-        return True
-    nested: list[Any] = []
-    for attr in ("codecs", "mask_codecs", "data_codecs"):
-        nested.extend(getattr(codec, attr, ()) or ())
-    return any(_contains(c, kind) for c in nested)
+    return any(isinstance(c, kind) for c in walk_codecs([codec]))
 
 
 def _conditional_codecs(codec: Any) -> Iterator[ConditionalCodec]:
     """``codec`` and the codecs nested in it, at any depth, that are ``conditional``."""
-    if isinstance(codec, ConditionalCodec):
-        yield codec
-    for attr in ("codecs", "mask_codecs", "data_codecs"):
-        for inner in getattr(codec, attr, ()) or ():
-            yield from _conditional_codecs(inner)
+    return (c for c in walk_codecs([codec]) if isinstance(c, ConditionalCodec))
 
 
 def _decision_when_none_given(array: zarr.Array, advice: str | None = None) -> DecisionLike:
