@@ -643,7 +643,7 @@ class ChunkObjectReader:
         token = chunk_index.set(coords)  # as the source's pipeline decodes it
         try:
             if self.blosc is not None:
-                return self.blosc.decode(chunk)  # type: ignore[no-any-return]
+                return self.blosc.decode(chunk)
             return np.asarray(self.transform.decode_chunk(chunk, self.spec).as_ndarray_like())
         except Exception as e:  # src[region] raises the error, naming the chunk and codec
             raise UndecodableChunk(coords) from e
