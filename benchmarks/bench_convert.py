@@ -1,41 +1,56 @@
-"""zarrext.convert against zarr.from_array writing the same encoding, and the limit (issue 37).
+"""zarrext.convert against tensorstore and zarr.from_array, and the limit (issues 37, 46).
 
-The source: ``--mib`` MiB of float32 (a smooth field plus noise, as bench_scale.py
-makes it), Zarr format 3, plain ``zstd`` in 1 MiB chunks (512x512), unsharded. The
-target: ``conditional([zstd])`` deciding ``compress_if_smaller``, in 16 MiB shards
-(2048x2048) of 1 MiB inner chunks (512x512). On local disk and on a moto S3 server
-on loopback (``tests/moto_server.py``), the source and the output in the same place.
-The rows of each place, run in turn round after round (``timing.interleave``, the
-order reversed every other round, the last round's output deleted untimed before
-each run):
+Two cases (``--case``), each ``--mib`` MiB of float32 (a smooth field plus noise, as
+bench_scale.py makes it), converted into 16 MiB shards (2048x2048):
 
-* ``zarrext.convert(source, out, codecs=[bytes, conditional([zstd])], chunks=,
-  shards=)``: the target as codec JSON, the decision convert's default;
+* ``v3`` (default, 1024 MiB): the source Zarr format 3, plain ``zstd`` in 1 MiB
+  chunks (512x512), unsharded; the target's inner chunks 512x512. On local disk and
+  on a moto S3 server on loopback (``tests/moto_server.py``).
+* ``v2`` (400 MiB, square): the source Zarr format 2, ``blosc`` lz4 with byte
+  shuffle in 256x256 chunks; the target's inner chunks 256x256, ``[bytes, zstd 3]``
+  (tensorstore's) or convert's default.
+
+The source and the output in the same place. The rows of each place, run in turn
+round after round (``timing.interleave``, the order reversed every other round, the
+last round's output deleted untimed before each run):
+
+* ``zarrext.convert, tensorstore's codecs``: ``zarrext.convert(source, out,
+  codecs=[bytes, zstd], chunks=, shards=)``, the target tensorstore writes;
+* ``zarrext.convert, conditional``: the same with ``conditional`` (decision
+  ``compress_if_smaller``): ``v3``, ``conditional([zstd])`` as from_array writes it;
+  ``v2``, convert's default (no ``codecs``: ``conditional([shuffle, zstd])``);
+* ``tensorstore``: ``ts.open`` the source (driver ``zarr3``, ``v2``: ``zarr``),
+  create the ``zarr3`` target with the same shards and ``[bytes, zstd]`` inner
+  chunks, ``dst.write(src).result()``;
 * ``zarr.from_array(out, data=zarr.open_array(source), chunks=, shards=,
-  compressors=[ConditionalCodec([ZstdCodec()], decision="compress_if_smaller")])``:
-  zarr-python's own copy, writing the same bytes (the codec object carries the
-  decision, so zarr's pipeline compresses as zarrext does);
+  compressors=)``: zarr-python's own copy (``v3``: the conditional row's
+  ``ConditionalCodec([ZstdCodec()], decision="compress_if_smaller")``, writing its
+  bytes; ``v2``: ``ZstdCodec(level=3)``, tensorstore's);
 * the limit: reading the source plus encoding alone. Every source chunk's object
   is read from the store (``zarrext.stores.open_store``, as convert opens it),
-  zstd-decoded and encoded as the output's inner chunk (zstd, then the
-  conditional's header byte with the raw chunk kept if zstd is not smaller), on
-  every core, in memory: no shard assembled, nothing written. The source's chunks
-  are the output's inner chunks here, so each source chunk is one inner chunk.
+  decoded and encoded as the output's inner chunk (``v3``: zstd, then the
+  conditional's header byte with the raw chunk kept if zstd is not smaller;
+  ``v2``: zstd 3), on every core, in memory: no shard assembled, nothing written.
+  The source's chunks are the output's inner chunks here, so each source chunk is
+  one inner chunk.
 * the limit storing its shards: the same, each 16 MiB shard's encoded chunks also
   stored as one object (the output's bytes but its index). On S3 the loopback
   server stores them on the same 2 cores (about 55 ms of its CPU per 16 MiB PUT),
   work the limit leaves out and a conversion cannot.
 
-Each row: the best time, MiB/s, from_array's best time / the row's (above 1: faster
-than from_array) and the median of the rounds' paired ratios, the limit's best
-time / the row's (the fraction of the limit; 0.8 is 1.25x the limit's time), the
-CPU seconds of every process (this one, moto) in the best round. Then the goal:
-convert / from_array below 1, convert / limit at most 1.25 (times, paired medians),
-the stored sizes, and the load average after the place's rounds (the machine's
-other work shares its cores: figures are comparable only at like loads).
+Each row: the best time, MiB/s, tensorstore's best time / the row's (above 1: faster
+than tensorstore) and the median of the rounds' paired ratios, the same against
+from_array, the limit's best time / the row's (the fraction of the limit), the CPU
+seconds of every process (this one, moto) in the best round. Then the goals (times,
+paired medians): convert with tensorstore's codecs / tensorstore at most 1.0, the
+conditional row / that row at most 1.1, convert / from_array below 1, convert /
+limit at most 1.25; the stored sizes, and the load average after the place's rounds
+(the machine's other work shares its cores: figures are comparable only at like
+loads).
 
-Usage: ``python benchmarks/bench_convert.py [--mib 1024] [--repeat 3] [--rows
-local,s3]`` (``--quick``, as ``run_all.py --quick`` passes it, means ``--mib 64``).
+Usage: ``python benchmarks/bench_convert.py [--case v3|v2] [--mib N] [--repeat 3]
+[--rows local,s3]`` (``--quick``, as ``run_all.py --quick`` passes it, means
+``--mib 64``).
 """
 
 from __future__ import annotations
@@ -58,8 +73,9 @@ from typing import Any
 import numpy as np
 import psutil
 import s3fs
+import tensorstore as ts
 import zarr
-from numcodecs import Zstd
+from numcodecs import Blosc, Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -74,29 +90,106 @@ sys.path.insert(0, str(HERE.parent))  # tests.moto_server: the tests' S3 server
 from tests.moto_server import moto_server  # noqa: E402
 
 ROWS = ("local", "s3")
-INNER = 512  # 512x512 float32: 1 MiB chunks (the source's and the shards' inner ones)
-CONVERT = "zarrext.convert"
+CONVERT_SAME = "zarrext.convert, tensorstore's codecs"
+CONVERT = "zarrext.convert, conditional"
+TENSORSTORE = "tensorstore"
 FROM_ARRAY = "zarr.from_array"
 LIMIT = "limit: read the source + encode, in memory"
 STORING = "the limit storing its shards' bytes"
 CORES = os.cpu_count() or 1
-TARGET_CODECS = [
-    {"name": "bytes", "configuration": {"endian": "little"}},
-    # zstd's configuration in full: a nested codec without one is refused (zarr's
-    # parser), unlike a top-level codec of convert's JSON
-    {"name": "conditional", "configuration": {
-        "codecs": [{"name": "zstd", "configuration": {"level": 0, "checksum": False}}]}},
-]
+BYTES = {"name": "bytes", "configuration": {"endian": "little"}}
 
 
-def shape_of(mib: int) -> tuple[int, int]:
-    """About ``mib`` MiB of float32: whole shards, 4 across, from 64 MiB; below, whole
-    inner chunks, 2 across (one partial shard: ``--mib 4`` is a smoke test)."""
-    if mib >= 64:
-        width = 4 * SHARD
-        return (max(1, mib * 2**20 // 4 // width // SHARD) * SHARD, width)
-    width = 2 * INNER
-    return (max(1, mib * 2**20 // 4 // width // INNER) * INNER, width)
+@dataclass(frozen=True)
+class Case:
+    """One conversion: its source, its target's inner chunks and codecs."""
+
+    name: str
+    inner: int
+    """The source's chunks and the target's inner chunks (square)."""
+    zarr_format: int
+    level: int
+    """The target's zstd level."""
+    conditional: list[dict[str, Any]] | None
+    """The conditional row's codecs (None: convert's default)."""
+    conditional_chain: str
+    """The conditional row's inner codecs, as :func:`chain` names them."""
+
+    @property
+    def same_codecs(self) -> list[dict[str, Any]]:
+        """The inner codecs tensorstore writes (and convert's row with them)."""
+        return [BYTES, {"name": "zstd", "configuration": {"level": self.level, "checksum": False}}]
+
+    def describe(self) -> str:
+        if self.zarr_format == 2:
+            return (f"source format 2, blosc lz4 + shuffle in {self.inner}^2 chunks; target "
+                    f"{SHARD}^2 shards of {self.inner}^2 [bytes, zstd {self.level}] "
+                    f"(conditional: convert's default, {self.conditional_chain})")
+        return (f"source format 3, zstd in {self.inner}^2 chunks; target {SHARD}^2 shards "
+                f"of {self.inner}^2 [bytes, zstd] (conditional: {self.conditional_chain})")
+
+    def shape_of(self, mib: int) -> tuple[int, int]:
+        """About ``mib`` MiB of float32. ``v3``: whole shards, 4 across, from 64 MiB;
+        below, whole inner chunks, 2 across (one partial shard: ``--mib 4`` is a smoke
+        test). ``v2``: a square of whole shards (from 16 MiB), else of inner chunks."""
+        if self.zarr_format == 2:
+            side = int((mib * 2**20 // 4) ** 0.5)
+            unit = SHARD if side >= SHARD else self.inner
+            side = max(1, side // unit) * unit
+            return (side, side)
+        if mib >= 64:
+            width = 4 * SHARD
+            return (max(1, mib * 2**20 // 4 // width // SHARD) * SHARD, width)
+        width = 2 * self.inner
+        return (max(1, mib * 2**20 // 4 // width // self.inner) * self.inner, width)
+
+    def make_source(self, store: Any, shape: tuple[int, int]) -> None:
+        if self.zarr_format == 2:
+            src = zarr.create_array(
+                store, shape=shape, chunks=(self.inner, self.inner), dtype="float32",
+                fill_value=0, zarr_format=2, filters=None,
+                compressors=Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE))
+        else:  # plain zstd (zarr's default level), unsharded
+            src = zarr.create_array(
+                store, shape=shape, chunks=(self.inner, self.inner), dtype="float32",
+                fill_value=0, serializer=BytesCodec(), compressors=[ZstdCodec()])
+        for rows, cols in bands(shape):
+            info = [{"array-location": [(rows.start, rows.stop), (cols.start, cols.stop)]}]
+            src[rows, cols] = field_block(np.empty(0), info)
+
+    def chunk_keys(self, shape: tuple[int, int]) -> list[tuple[str, int, int]]:
+        """Every source chunk's key and its coordinates."""
+        every = [(i, j) for i in range(-(-shape[0] // self.inner))
+                 for j in range(-(-shape[1] // self.inner))]
+        if self.zarr_format == 2:
+            return [(f"{i}.{j}", i, j) for i, j in every]
+        return [(f"c/{i}/{j}", i, j) for i, j in every]
+
+    def decoder(self) -> Any:
+        return Blosc() if self.zarr_format == 2 else Zstd()
+
+    def ts_source_driver(self) -> str:
+        return "zarr" if self.zarr_format == 2 else "zarr3"
+
+    def from_array_compressors(self) -> list[Any]:
+        if self.zarr_format == 2:
+            return [ZstdCodec(level=self.level)]
+        return [zarrext.ConditionalCodec([ZstdCodec()], decision="compress_if_smaller")]
+
+    def from_array_chain(self) -> str:
+        return "bytes,zstd" if self.zarr_format == 2 else self.conditional_chain
+
+
+CASES = {
+    "v3": Case("v3", 512, 3, 0, [
+        BYTES,
+        # zstd's configuration in full: a nested codec without one is refused (zarr's
+        # parser), unlike a top-level codec of convert's JSON
+        {"name": "conditional", "configuration": {
+            "codecs": [{"name": "zstd", "configuration": {"level": 0, "checksum": False}}]}},
+    ], "bytes,conditional(zstd)"),
+    "v2": Case("v2", 256, 2, 3, None, "bytes,conditional(shuffle,zstd)"),
+}
 
 
 def bands(shape: tuple[int, int]) -> Iterator[tuple[slice, slice]]:
@@ -105,54 +198,52 @@ def bands(shape: tuple[int, int]) -> Iterator[tuple[slice, slice]]:
         yield slice(r0, min(r0 + SHARD, shape[0])), slice(0, shape[1])
 
 
-def make_source(store: Any, shape: tuple[int, int]) -> None:
-    """The source: plain zstd (zarr's default level) in 1 MiB chunks, unsharded."""
-    src = zarr.create_array(store, shape=shape, chunks=(INNER, INNER), dtype="float32",
-                            fill_value=0, serializer=BytesCodec(), compressors=[ZstdCodec()])
-    for rows, cols in bands(shape):
-        info = [{"array-location": [(rows.start, rows.stop), (cols.start, cols.stop)]}]
-        src[rows, cols] = field_block(np.empty(0), info)
+def chain(codecs: list[dict[str, Any]]) -> str:
+    """Codec JSON's names, a conditional's own in brackets: ``bytes,conditional(zstd)``."""
+    return ",".join(
+        f"{c['name']}({chain(c['configuration']['codecs'])})" if c["name"] == "conditional"
+        else c["name"] for c in codecs)
 
 
-def check_copy(source: Any, copy: Any, label: str) -> None:
+def check_copy(source: Any, copy: Any, label: str, inner: int, expected: str) -> None:
     """Every value of ``copy`` equals the source's, and it is stored as the target says."""
     codecs = copy.metadata.to_dict()["codecs"]
     assert codecs[0]["name"] == "sharding_indexed", (label, codecs)
-    inner = codecs[0]["configuration"]["codecs"]
-    assert [c["name"] for c in inner] == ["bytes", "conditional"], (label, inner)
-    assert [c["name"] for c in inner[1]["configuration"]["codecs"]] == ["zstd"], (label, inner)
-    # convert fits one shard shape to the array (clipped to its extent in whole chunks;
-    # the same shards whenever the array spans whole shards, as at --mib 1024)
-    fitted = tuple(min(SHARD, -(-n // INNER) * INNER) for n in source.shape)
-    assert tuple(copy.shards) in ((SHARD, SHARD), fitted), (label, copy.shards)
-    assert tuple(copy.chunks) == (INNER, INNER), (label, copy.chunks)
+    names = chain(codecs[0]["configuration"]["codecs"])
+    assert names == expected, (label, names, expected)
+    # convert fits shards to a smaller array (clipped to it): --mib 4
+    fitted = tuple(min(SHARD, n) for n in source.shape)
+    assert tuple(copy.shards) in {(SHARD, SHARD), fitted}, (label, copy.shards)
+    assert tuple(copy.chunks) == (inner, inner), (label, copy.chunks)
     for region in bands(source.shape):
         if not np.array_equal(source[region], copy[region]):
             raise AssertionError(f"{label}: the copy differs from the source in rows {region[0]}")
 
 
-def transcode(blob: bytes, decoder: Zstd, encoder: Zstd) -> bytes:
-    """A source chunk decoded and encoded as the output's conditional([zstd]) inner
-    chunk (compress_if_smaller: zstd's bytes when smaller, else the raw chunk, after
-    a one-byte header)."""
+def transcode(blob: bytes, decoder: Any, encoder: Zstd, conditional: bool) -> bytes:
+    """A source chunk decoded and encoded as the output's inner chunk: zstd, or
+    (``conditional``) conditional([zstd]) deciding compress_if_smaller (zstd's bytes
+    when smaller, else the raw chunk, after a one-byte header)."""
     raw = decoder.decode(blob)
     compressed = encoder.encode(raw)
+    if not conditional:
+        return bytes(compressed)
     return b"\x01" + compressed if len(compressed) < len(raw) else b"\x00" + bytes(raw)
 
 
-def read_and_encode(store: Any, keys: list[str], pool: ThreadPoolExecutor,
-                    into: Any = None) -> int:
+def read_and_encode(case: Case, store: Any, keys: list[tuple[str, int, int]],
+                    pool: ThreadPoolExecutor, into: Any = None) -> int:
     """The limit: every source chunk object read from ``store`` (zarr's
     ``async.concurrency`` at once) and transcoded on ``pool``; the encoded bytes.
     With ``into``, each shard's encoded chunks are also stored there as one object
     (the output's bytes but its index: the storing the limit leaves out)."""
     prototype = default_buffer_prototype()
-    decoder, encoder = Zstd(), Zstd(level=0)  # ZstdCodec()'s level
-    per = SHARD // INNER
+    decoder, encoder = case.decoder(), Zstd(level=case.level)
+    conditional = case.zarr_format == 3
+    per = SHARD // case.inner
     shards: dict[str, list[str]] = {}
-    for key in keys:
-        _, i, j = key.split("/")
-        shards.setdefault(f"c/{int(i) // per}/{int(j) // per}", []).append(key)
+    for key, i, j in keys:
+        shards.setdefault(f"c/{i // per}/{j // per}", []).append(key)
 
     async def all_keys() -> int:
         loop = asyncio.get_running_loop()
@@ -165,7 +256,7 @@ def read_and_encode(store: Any, keys: list[str], pool: ThreadPoolExecutor,
                 buffer = await store.get(key, prototype)
                 assert buffer is not None, key
                 return await loop.run_in_executor(
-                    pool, transcode, buffer.to_bytes(), decoder, encoder)
+                    pool, transcode, buffer.to_bytes(), decoder, encoder, conditional)
 
         async def shard(name: str, members: list[str]) -> int:
             async with shard_slots:
@@ -179,9 +270,27 @@ def read_and_encode(store: Any, keys: list[str], pool: ThreadPoolExecutor,
     return sync(all_keys())
 
 
-def chunk_keys(shape: tuple[int, int]) -> list[str]:
-    return [f"c/{i}/{j}" for i in range(-(-shape[0] // INNER))
-            for j in range(-(-shape[1] // INNER))]
+def ts_target(case: Case, kvstore: dict[str, Any], shape: tuple[int, int]) -> dict[str, Any]:
+    """tensorstore's zarr3 target: SHARD^2 shards of the case's inner chunks, each
+    ``[bytes, zstd]`` (its index ``[bytes, crc32c]`` at the end, as zarr's default)."""
+    return {
+        "driver": "zarr3",
+        "kvstore": kvstore,
+        "metadata": {
+            "shape": list(shape),
+            "data_type": "float32",
+            "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [SHARD, SHARD]}},
+            "codecs": [{
+                "name": "sharding_indexed",
+                "configuration": {
+                    "chunk_shape": [case.inner, case.inner],
+                    "codecs": [BYTES, {"name": "zstd", "configuration": {"level": case.level}}],
+                    "index_codecs": [BYTES, {"name": "crc32c"}],
+                },
+            }],
+        },
+    }
 
 
 def cpu_seconds() -> float:
@@ -202,20 +311,23 @@ class Place:
     url: Callable[[str], str]
     options: dict[str, Any] | None
     remove: Callable[[str], None]
+    ts_kvstore: Callable[[str], dict[str, Any]]
 
     def kwargs(self) -> dict[str, Any]:
         return {} if self.options is None else {"storage_options": self.options}
 
 
-def run_place(place: Place, shape: tuple[int, int], mib: float, repeat: int) -> None:
-    """Make the source at ``place``, time the three rows, print them and the goal."""
-    make_source(open_store(place.url("source.zarr"), mode="w", storage_options=place.options),
-                shape)
+def run_place(case: Case, place: Place, shape: tuple[int, int], mib: float,
+              repeat: int) -> None:
+    """Make the source at ``place``, time the rows, print them and the goals."""
+    case.make_source(
+        open_store(place.url("source.zarr"), mode="w", storage_options=place.options), shape)
     rounds = iter(range(10**6))
     written: list[str] = []
     cpu: dict[str, list[float]] = {}
     pool = ThreadPoolExecutor(CORES)
-    keys = chunk_keys(shape)
+    keys = case.chunk_keys(shape)
+    grid = {"chunks": (case.inner, case.inner), "shards": (SHARD, SHARD)}
 
     def before(_: str) -> None:
         """Untimed: delete the last run's output; flush dirty pages (local writeback)."""
@@ -223,35 +335,50 @@ def run_place(place: Place, shape: tuple[int, int], mib: float, repeat: int) -> 
             place.remove(written.pop())
         os.sync()
 
-    def convert() -> str:
-        path = f"convert-{next(rounds)}.zarr"
+    def output(name: str) -> str:
+        path = f"{name}-{next(rounds)}.zarr"
         written.append(path)
-        zarrext.convert(place.url("source.zarr"), place.url(path), codecs=TARGET_CODECS,
-                        chunks=(INNER, INNER), shards=(SHARD, SHARD), **place.kwargs())
+        return path
+
+    def convert_same() -> str:
+        path = output("convert-same")
+        # the same target as tensorstore's, larger than a blosc source or not
+        zarrext.convert(place.url("source.zarr"), place.url(path), codecs=case.same_codecs,
+                        allow_larger=True, **grid, **place.kwargs())
+        return path
+
+    def convert() -> str:
+        path = output("convert")
+        codecs = {} if case.conditional is None else {"codecs": case.conditional}
+        zarrext.convert(place.url("source.zarr"), place.url(path), **codecs, **grid,
+                        allow_larger=True, **place.kwargs())
+        return path
+
+    def tensorstore() -> str:
+        path = output("tensorstore")
+        src = ts.open({"driver": case.ts_source_driver(),
+                       "kvstore": place.ts_kvstore("source.zarr")}, open=True, read=True).result()
+        dst = ts.open(ts_target(case, place.ts_kvstore(path), shape), create=True).result()
+        dst.write(src).result()
         return path
 
     def from_array() -> str:
-        path = f"from-array-{next(rounds)}.zarr"
-        written.append(path)
+        path = output("from-array")
         source = zarr.open_array(place.url("source.zarr"), mode="r", **place.kwargs())
-        zarr.from_array(
-            place.url(path), data=source, chunks=(INNER, INNER), shards=(SHARD, SHARD),
-            serializer=BytesCodec(),
-            compressors=[zarrext.ConditionalCodec([ZstdCodec()], decision="compress_if_smaller")],
-            **place.kwargs(),
-        )
+        zarr.from_array(place.url(path), data=source, **grid, zarr_format=3,
+                        serializer=BytesCodec(),
+                        compressors=case.from_array_compressors(), **place.kwargs())
         return path
 
     def limit() -> int:
         store = open_store(place.url("source.zarr"), mode="r", storage_options=place.options)
-        return read_and_encode(store, keys, pool)
+        return read_and_encode(case, store, keys, pool)
 
     def storing() -> int:
-        path = f"limit-{next(rounds)}.zarr"
-        written.append(path)
+        path = output("limit")
         store = open_store(place.url("source.zarr"), mode="r", storage_options=place.options)
         into = open_store(place.url(path), mode="w", storage_options=place.options)
-        return read_and_encode(store, keys, pool, into)
+        return read_and_encode(case, store, keys, pool, into)
 
     def with_cpu(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
         def run() -> Any:
@@ -263,17 +390,24 @@ def run_place(place: Place, shape: tuple[int, int], mib: float, repeat: int) -> 
 
         return run
 
-    # Once, untimed: both copies hold the source's values, stored as the target says.
+    # Once, untimed: every copy holds the source's values, stored as the target says.
     source = zarr.open_array(place.url("source.zarr"), mode="r", **place.kwargs())
-    for label, make in ((CONVERT, convert), (FROM_ARRAY, from_array)):
+    copies = {CONVERT_SAME: (convert_same, "bytes,zstd"),
+              CONVERT: (convert, case.conditional_chain),
+              TENSORSTORE: (tensorstore, "bytes,zstd"),
+              FROM_ARRAY: (from_array, case.from_array_chain())}
+    for label, (make, expected) in copies.items():
         path = make()
-        check_copy(source, zarr.open_array(place.url(path), mode="r", **place.kwargs()), label)
+        check_copy(source, zarr.open_array(place.url(path), mode="r", **place.kwargs()), label,
+                   case.inner, expected)
     source_bytes, encoded = stored_bytes(place, "source.zarr"), limit()
     sizes = {label: stored_bytes(place, path) for label, path in
-             zip((CONVERT, FROM_ARRAY), written, strict=True)}
+             zip(copies, written, strict=True)}
     before("")
 
-    runs = interleave({CONVERT: with_cpu(CONVERT, convert),
+    runs = interleave({CONVERT_SAME: with_cpu(CONVERT_SAME, convert_same),
+                       CONVERT: with_cpu(CONVERT, convert),
+                       TENSORSTORE: with_cpu(TENSORSTORE, tensorstore),
                        FROM_ARRAY: with_cpu(FROM_ARRAY, from_array),
                        LIMIT: with_cpu(LIMIT, limit),
                        STORING: with_cpu(STORING, storing)},
@@ -281,9 +415,9 @@ def run_place(place: Place, shape: tuple[int, int], mib: float, repeat: int) -> 
     before("")
     pool.shutdown()
     print_place(place.name, runs, cpu, mib, repeat)
-    print(f"  stored: source {source_bytes / 2**20:.1f} MiB; convert's "
-          f"{sizes[CONVERT] / 2**20:.1f} MiB, from_array's {sizes[FROM_ARRAY] / 2**20:.1f} MiB "
-          f"(the limit's inner chunks: {encoded / 2**20:.1f} MiB)", flush=True)
+    print(f"  stored: source {source_bytes / 2**20:.1f} MiB; "
+          + "; ".join(f"{label} {size / 2**20:.1f} MiB" for label, size in sizes.items())
+          + f" (the limit's inner chunks: {encoded / 2**20:.1f} MiB)", flush=True)
     # other work on the machine shares its cores: say how much, with the figures
     print(f"  load average after the rounds: "
           f"{' '.join(f'{x:.1f}' for x in os.getloadavg())} (1, 5, 15 min)", flush=True)
@@ -296,24 +430,30 @@ def stored_bytes(place: Place, path: str) -> int:
     return int(fs.du(place.url(path).removeprefix("s3://")))
 
 
+def goal(runs: Runs, row: str, against: str, at_most: float, strictly: bool = False) -> str:
+    best = runs.best(row) / runs.best(against)
+    paired = runs.paired_ratio(row, against)
+    met = paired < at_most if strictly else paired <= at_most
+    return (f"{row} / {against} {paired:.2f} paired (best {best:.2f}; "
+            f"{'below' if strictly else 'at most'} {at_most:g}: {'met' if met else 'missed'})")
+
+
 def print_place(name: str, runs: Runs, cpu: dict[str, list[float]], mib: float,
                 repeat: int) -> None:
     print(f"{name}, best of {repeat}")
-    print(f"  {'':<44} {'best':>9} {'':>13} {'/ from_a':>9} {'median':>8} {'of limit':>8} "
-          f"{'cpu, all':>8} {'of cores':>8}")
+    print(f"  {'':<44} {'best':>9} {'':>13} {'/ ts':>7} {'median':>7} {'/ from_a':>9} "
+          f"{'median':>7} {'of limit':>8} {'cpu, all':>8} {'of cores':>8}")
     for row, times in runs.seconds.items():
         t = min(times)
         busy = cpu[row][times.index(t)]
         print(f"  {row:<44} {t:7.2f} s {mib / t:7.0f} MiB/s "
-              f"{runs.best(FROM_ARRAY) / t:8.2f}x {runs.paired_ratio(FROM_ARRAY, row):7.2f}x "
+              f"{runs.best(TENSORSTORE) / t:6.2f}x {runs.paired_ratio(TENSORSTORE, row):6.2f}x "
+              f"{runs.best(FROM_ARRAY) / t:8.2f}x {runs.paired_ratio(FROM_ARRAY, row):6.2f}x "
               f"{runs.best(LIMIT) / t:8.2f} {busy:6.2f} s {busy / t / CORES:5.0%}", flush=True)
-    vs_from_array = runs.best(CONVERT) / runs.best(FROM_ARRAY)
-    vs_limit = runs.best(CONVERT) / runs.best(LIMIT)
-    print(f"  goal: convert / from_array {vs_from_array:.2f} (paired "
-          f"{runs.paired_ratio(CONVERT, FROM_ARRAY):.2f}; below 1: "
-          f"{'met' if vs_from_array < 1 else 'missed'}); convert / limit {vs_limit:.2f} "
-          f"(paired {runs.paired_ratio(CONVERT, LIMIT):.2f}; at most 1.25: "
-          f"{'met' if vs_limit <= 1.25 else 'missed'})", flush=True)
+    print(f"  goal: {goal(runs, CONVERT_SAME, TENSORSTORE, 1.0)}", flush=True)
+    print(f"  goal: {goal(runs, CONVERT, CONVERT_SAME, 1.1)}", flush=True)
+    print(f"  goal: {goal(runs, CONVERT, FROM_ARRAY, 1.0, strictly=True)}", flush=True)
+    print(f"  goal: {goal(runs, CONVERT, LIMIT, 1.25)}", flush=True)
     print(f"  beside it: convert / the limit storing its shards "
           f"{runs.best(CONVERT) / runs.best(STORING):.2f} (paired "
           f"{runs.paired_ratio(CONVERT, STORING):.2f}): the storing the output needs, on "
@@ -322,7 +462,10 @@ def print_place(name: str, runs: Runs, cpu: dict[str, list[float]], mib: float,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mib", type=int, default=1024, help="MiB of float32 (default 1024)")
+    parser.add_argument("--case", choices=sorted(CASES), default="v3",
+                        help="v3: format 3 zstd source, 1024 MiB; v2: format 2 blosc-lz4 "
+                             "source, 400 MiB (default v3)")
+    parser.add_argument("--mib", type=int, help="MiB of float32 (default: the case's)")
     parser.add_argument("--quick", action="store_true", help="same as --mib 64")
     parser.add_argument("--repeat", type=int, default=3, help="rounds, interleaved (best)")
     parser.add_argument("--rows", default=",".join(ROWS),
@@ -331,24 +474,29 @@ def main() -> None:
     rows = args.rows.split(",")
     if not set(rows) <= set(ROWS):
         parser.error(f"--rows: unknown {', '.join(sorted(set(rows) - set(ROWS)))}")
-    shape = shape_of(64 if args.quick else args.mib)
+    case = CASES[args.case]
+    default_mib = 400 if case.zarr_format == 2 else 1024
+    shape = case.shape_of(64 if args.quick else args.mib or default_mib)
     mib = shape[0] * shape[1] * 4 / 2**20
-    print(f"data: {shape[0]}x{shape[1]} float32 = {mib:.0f} MiB; source zstd in {INNER}^2 "
-          f"chunks; target conditional(zstd) in {SHARD}^2 shards of {INNER}^2; "
+    print(f"data: {shape[0]}x{shape[1]} float32 = {mib:.0f} MiB; {case.describe()}; "
           f"{CORES} cores, load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}",
           flush=True)
     if "local" in rows:
         with tempfile.TemporaryDirectory(prefix="bench-convert-") as tmp:
-            run_place(Place("local", lambda path: f"{tmp}/{path}", None,
-                            lambda path: shutil.rmtree(f"{tmp}/{path}", ignore_errors=True)),
-                      shape, mib, args.repeat)
+            run_place(case, Place(
+                "local", lambda path: f"{tmp}/{path}", None,
+                lambda path: shutil.rmtree(f"{tmp}/{path}", ignore_errors=True),
+                lambda path: {"driver": "file", "path": f"{tmp}/{path}/"}),
+                shape, mib, args.repeat)
     if "s3" in rows:
+        # tensorstore's s3 kvstore takes credentials from the environment only
         os.environ.update(AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET)
         with moto_server() as endpoint:
             bucket = Bucket(f"bench-{uuid.uuid4().hex[:8]}", endpoint)
             options = bucket.storage_options()
             s3fs.S3FileSystem(**options, skip_instance_cache=True).mkdir(bucket.name)
-            run_place(Place("s3 (moto on loopback)", bucket.url, options, bucket.remove),
+            run_place(case, Place("s3 (moto on loopback)", bucket.url, options, bucket.remove,
+                                  bucket.tensorstore_kvstore),
                       shape, mib, args.repeat)
 
 

@@ -16,6 +16,7 @@ import pytest
 import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from numcodecs import Blosc, Zstd
 from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
 
 import zarrext
@@ -127,6 +128,50 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
         )
 
 
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "other-size"])
+def test_a_format_2_blosc_chunk_that_does_not_decode_fails_as_the_region_path_fails(
+    tmp_path: Any, damage: str
+) -> None:
+    """A damaged chunk of a format 2 blosc source (decoded into scratch memory on
+    the chunk-to-chunk path) is read again by the region path, whose error (the
+    one naming the chunk) is raised: the same error either way, nothing written."""
+    source = zarr.create_array(tmp_path / "src.zarr", shape=(16, 16), chunks=(8, 8), dtype="f4",
+                               zarr_format=2, filters=None,
+                               compressors=Blosc(cname="lz4", shuffle=Blosc.SHUFFLE))
+    source[:] = np.arange(256, dtype="f4").reshape(16, 16)
+    chunk = tmp_path / "src.zarr" / "1.0"
+    stored = chunk.read_bytes()
+    chunk.write_bytes({
+        "garbage": b"not blosc at all, not at all",
+        "truncated": stored[: len(stored) // 2],
+        # a valid blosc frame of fewer values than the chunk holds
+        "other-size": Blosc(cname="lz4").encode(np.arange(60, dtype="f4")),
+    }[damage])
+    reader = ChunkObjectReader.of(zarr.open_array(tmp_path / "src.zarr", mode="r"), (16, 16))
+    assert reader is not None
+    assert reader.blosc is not None
+    transcoded: list[bool] = []
+    write_chunks = ShardWriter.write_chunks
+
+    def counted(self: ShardWriter, region: tuple[slice, ...], reader: ChunkObjectReader) -> bool:
+        transcoded.append(True)
+        return write_chunks(self, region, reader)
+
+    with mock.patch.object(ShardWriter, "write_chunks", counted), \
+            pytest.raises(Exception) as fast:  # noqa: PT011 (compared below)
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "fast.zarr", chunks=(8, 8),
+                        shards=(16, 16))
+    assert transcoded == [True]
+    with mock.patch.object(ChunkObjectReader, "of", classmethod(lambda cls, *a: None)), \
+            mock.patch.object(ShardWriter, "of", classmethod(lambda cls, *a: None)), \
+            pytest.raises(Exception) as region:  # noqa: PT011
+        zarrext.convert(tmp_path / "src.zarr", tmp_path / "region.zarr", chunks=(8, 8),
+                        shards=(16, 16))
+    assert type(fast.value) is type(region.value)
+    assert str(fast.value) == str(region.value)
+    assert not (tmp_path / "fast.zarr").exists()
+
+
 def test_a_chunk_that_does_not_decode_is_named_as_the_region_path_names_it(
     tmp_path: Any,
 ) -> None:
@@ -154,44 +199,81 @@ CHAINS: dict[str, list[dict[str, Any]] | None] = {
 }
 
 
-@settings(max_examples=20, deadline=None)
+# format 2 sources: numcodecs compressors (blosc as the issue's store has it), no
+# filters, either order
+V2_COMPRESSORS: dict[str, Any] = {
+    "blosc-lz4-shuffle": Blosc(cname="lz4", clevel=5, shuffle=Blosc.SHUFFLE),
+    "zstd": Zstd(level=1),
+    "none": None,
+}
+SOURCES = ["v3-zstd", "v3-gzip", "v3-big-endian-zstd", "v2-blosc-lz4-shuffle", "v2-zstd",
+           "v2-none", "v2-blosc-lz4-shuffle-F"]
+
+
+@settings(max_examples=30, deadline=None)
 @given(
     dtype=st.sampled_from(["u1", "i2", "f4", "f8"]),
     chunks=st.tuples(st.integers(2, 4), st.integers(2, 4)),
     per_shard=st.tuples(st.integers(1, 3), st.integers(1, 3)),
     whole=st.tuples(st.integers(1, 2), st.integers(1, 2)),
     edge=st.tuples(st.integers(0, 3), st.integers(0, 3)),
-    source_big_endian=st.booleans(),
-    source_gzip=st.booleans(),
+    source_form=st.sampled_from(SOURCES),
+    fill=st.sampled_from([0.0, 3.0, "NaN"]),
     chain=st.sampled_from(sorted(CHAINS)),
     seed=st.integers(0, 2**16),
 )
 def test_shards_from_source_chunks_store_what_the_region_path_stores(
     dtype: str, chunks: tuple[int, int], per_shard: tuple[int, int], whole: tuple[int, int],
-    edge: tuple[int, int], source_big_endian: bool, source_gzip: bool, chain: str, seed: int,
+    edge: tuple[int, int], source_form: str, fill: float | str, chain: str, seed: int,
 ) -> None:
-    """Any data type, grid and chains: whole shards inside the array go from source
-    chunk to inner chunk, the rest by the values path; the objects stored are the
-    region path's, byte for byte. Some chunks are missing, some all fill values
-    (elided), some -0.0 where the fill is 0.0."""
+    """Any data type, grid, source (format 3, or format 2 with numcodecs'
+    compressors) and chains: whole shards inside the array go from source chunk to
+    inner chunk, the rest by the values path; the objects stored are the region
+    path's, byte for byte. Some chunks are missing, some all fill values (elided),
+    some start with the fill value, some -0.0 where the fill is 0.0, NaNs of
+    other bits where it is NaN."""
     shards = tuple(c * k for c, k in zip(chunks, per_shard, strict=True))
     shape = tuple(s * w + e for s, w, e in zip(shards, whole, edge, strict=True))
     rng = np.random.default_rng(seed)
+    kind = np.dtype(dtype).kind
+    fill_value = np.dtype(dtype).type(np.nan if fill == "NaN" and kind == "f" else
+                                      0 if fill == "NaN" else fill)
     data = (rng.normal(size=shape) * 50).astype(dtype)
-    data[rng.random(shape) < 0.3] = 0  # runs of fill values
-    data[: chunks[0], : chunks[1]] = 0  # a whole chunk of fill values: elided
-    if data.dtype.kind == "f":
-        data[chunks[0] : 2 * chunks[0], : chunks[1]] = -0.0  # not the fill value's bits
+    data[rng.random(shape) < 0.3] = fill_value  # runs of fill values
+    data[: chunks[0], : chunks[1]] = fill_value  # a whole chunk of fill values: elided
+    # a chunk that starts with the fill value and differs later
+    data[: chunks[0], chunks[1] : 2 * chunks[1]] = fill_value
+    if shape[1] >= 2 * chunks[1]:
+        data[chunks[0] - 1, 2 * chunks[1] - 1] = 1 if fill == "NaN" else fill_value + 1
+    if kind == "f" and fill != 3.0:
+        # -0.0 where the fill is 0.0 (not its bits: stored), a NaN of other bits
+        # where it is NaN (equal to it: elided)
+        other_bits = np.array([-fill_value if fill == 0.0 else fill_value])
+        other_bits.view(np.uint8)[0] ^= 0 if fill == 0.0 else 1
+        data[chunks[0] : 2 * chunks[0], : chunks[1]] = other_bits[0]
     with tempfile.TemporaryDirectory() as tmp:
-        source = zarr.create_array(
-            f"{tmp}/src.zarr", shape=shape, chunks=chunks, dtype=dtype, fill_value=0,
-            serializer=BytesCodec(endian="big" if source_big_endian else "little"),
-            compressors=[GzipCodec(level=1) if source_gzip else ZstdCodec()])
+        # chunks of fill values stored too (a NaN fill's NaNs of other bits kept)
+        common: dict[str, Any] = {"shape": shape, "chunks": chunks, "dtype": dtype,
+                                  "fill_value": fill_value,
+                                  "config": {"write_empty_chunks": True}}
+        if source_form.startswith("v2"):
+            name = source_form.removeprefix("v2-").removesuffix("-F")
+            source = zarr.create_array(
+                f"{tmp}/src.zarr", zarr_format=2, filters=None,
+                compressors=V2_COMPRESSORS[name], order="F" if source_form.endswith("-F") else "C",
+                **common)
+            missing = f"{tmp}/src.zarr/0.1"
+        else:
+            source = zarr.create_array(
+                f"{tmp}/src.zarr",
+                serializer=BytesCodec(endian="big" if "big-endian" in source_form else "little"),
+                compressors=[GzipCodec(level=1) if "gzip" in source_form else ZstdCodec()],
+                **common)
+            missing = f"{tmp}/src.zarr/c/0/1"
         source[:] = data
-        missing = f"{tmp}/src.zarr/c/0/1"  # a chunk never written: read as the fill value
-        if os.path.exists(missing):
+        if os.path.exists(missing):  # a chunk never written: read as the fill value
             os.remove(missing)
-            data[: chunks[0], chunks[1] : 2 * chunks[1]] = 0
+            data[: chunks[0], chunks[1] : 2 * chunks[1]] = fill_value
         options: dict[str, Any] = {"chunks": chunks, "shards": shards}
         if CHAINS[chain] is not None:
             options["codecs"] = CHAINS[chain]

@@ -9,7 +9,7 @@ buffers, and chunk byte counts need not be multiples of the element size).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
@@ -22,11 +22,30 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
 
 
+# Element sizes whose planes are taken with integer shifts: numpy's shift and
+# narrowing cast run vectorised, where a transposed copy gathers byte by byte
+# (about 1.6x the time for a 256 KiB float32 chunk here).
+_AS_INTEGERS: dict[int, np.dtype[Any]] = {
+    2: np.dtype("<u2"), 4: np.dtype("<u4"), 8: np.dtype("<u8")}
+
+
 def shuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     """Gather byte ``j`` of every element into plane ``j``; a partial element stays last."""
-    whole = (data.size // element_size) * element_size
-    planes = data[:whole].reshape(-1, element_size).T
-    return np.concatenate([planes.ravel(), data[whole:]])
+    count = data.size // element_size
+    whole = count * element_size
+    out = np.empty(data.size, np.uint8)
+    planes = out[:whole].reshape(element_size, count)
+    as_integer = _AS_INTEGERS.get(element_size)
+    if as_integer is None or count == 0 or not data.flags.c_contiguous:
+        planes[...] = data[:whole].reshape(count, element_size).T
+    else:
+        elements = data[:whole].view(as_integer)
+        shifted = np.empty(count, as_integer)
+        for j in range(element_size):  # plane j: byte j of the little-endian integer
+            np.right_shift(elements, 8 * j, out=shifted)
+            np.copyto(planes[j], shifted, casting="unsafe")  # its low byte
+    out[whole:] = data[whole:]
+    return out
 
 
 def unshuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:

@@ -576,6 +576,9 @@ class ChunkObjectReader:
     fill: Any
     local: bool = False
     """Whether chunk files are read in the calling thread (a ``LocalStore``)."""
+    blosc: Any = None
+    """A format 2 source's blosc chunks decoded into scratch memory
+    (:class:`~zarrext.pipeline.blosc_scratch.BloscIntoScratch`), if they are."""
 
     @classmethod
     def of(cls, src: Any, unit: Sequence[int]) -> ChunkObjectReader | None:
@@ -590,6 +593,8 @@ class ChunkObjectReader:
         from zarr.core.chunk_utils import ChunkTransform, fill_value_or_default
         from zarr.core.metadata.v3 import RegularChunkGridMetadata
         from zarr.storage import LocalStore
+
+        from zarrext.pipeline.blosc_scratch import BloscIntoScratch
 
         metadata = src.metadata
         if metadata.zarr_format == 3 and (
@@ -626,7 +631,7 @@ class ChunkObjectReader:
         store = src.store_path.store
         return cls(store, src.store_path.path, metadata, spec, transform, chunk_shape,
                    tuple(src.shape), native, fill_value_or_default(spec),
-                   local=type(store) is LocalStore)
+                   local=type(store) is LocalStore, blosc=BloscIntoScratch.of(metadata, spec))
 
     def chunks(self, region: tuple[slice, ...]) -> list[tuple[tuple[int, ...], Callable[[], Any]]]:
         """Every chunk of ``region`` in C order: its coordinates, and a function
@@ -683,6 +688,8 @@ class ChunkObjectReader:
             return np.full(self.chunk_shape, self.fill, dtype=self.dtype)
         token = chunk_index.set(coords)  # as the source's pipeline decodes it
         try:
+            if self.blosc is not None:
+                return self.blosc.decode(chunk)
             return np.asarray(self.transform.decode_chunk(chunk, self.spec).as_ndarray_like())
         except Exception as e:  # src[region] raises the error, naming the chunk and codec
             raise UndecodableChunk(coords) from e

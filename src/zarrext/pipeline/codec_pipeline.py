@@ -77,6 +77,7 @@ from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline.chunk_io import get_chunk_sync, sync_io
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
 from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.lost_fill import LostFillValue
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
 from zarrext.pipeline.optional_decode import decode_split_into
@@ -611,16 +612,22 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         # staging segments until the shard is stored (as encode_jobs does).
         staged = inner.encodes_into_arena_for(chunk_spec)
         staging = Staging()
+        # most chunks differ from the fill value at their first element: zarr's
+        # emptiness check (a tenth of a chunk's CPU here) only runs for the others
+        first_value = FirstValue.of(chunk_spec)
 
         def encode_and_store() -> None:
             encoded: dict[tuple[int, ...], Buffer | None] = {}
             for coords in itertools.product(*(range(n) for n in per_shard)):
                 values = chunk_values(coords)
                 context = inner._in_context((_ChunkInShard(coords), chunk_spec))
+                encode = (
+                    transform.encode_chunk
+                    if first_value is not None and first_value.differs(values)
+                    else functools.partial(encode_or_elide_chunk, encode=transform.encode_chunk)
+                )
                 with staged_encoding(staging) if staged else nullcontext():
-                    chunk = context.run(
-                        encode_or_elide_chunk, values, chunk_spec, transform.encode_chunk
-                    )
+                    chunk = context.run(encode, values, chunk_spec)
                     if chunk is not None and staged:  # out of the arena, if there
                         chunk = chunk_spec.prototype.buffer.from_array_like(
                             staging.keep(chunk.as_numpy_array())

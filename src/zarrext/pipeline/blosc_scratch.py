@@ -1,0 +1,81 @@
+"""Format 2 chunks compressed by numcodecs' ``Blosc`` decoded into a thread's scratch memory.
+
+zarr-python's format 2 codec decodes a chunk into fresh memory, then views and
+reshapes it through several layers. A chunk read to be encoded again at once
+(``convert``'s chunk-to-chunk path) needs its values only until the next chunk:
+:class:`BloscIntoScratch` decodes it into the thread's read scratch
+(:func:`~zarrext.pipeline.scratch.decode_scratch`) and views it as zarr does (the
+array's data type, shape and order). A chunk whose blosc header does not give the
+chunk's size, or that blosc cannot decode, raises; the caller then reads it as
+zarr does, which names it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numcodecs import Blosc
+
+from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, decode_scratch
+
+if TYPE_CHECKING:
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer
+
+__all__ = ["BloscIntoScratch"]
+
+# blosc 1's frame: a 16-byte header whose bytes 4..8 are the decoded size (little-endian)
+_HEADER_NBYTES = 16
+
+
+@dataclass(frozen=True)
+class BloscIntoScratch:
+    """Decodes one format 2 array's chunks (``Blosc``, no filters) into scratch memory."""
+
+    compressor: Blosc
+    dtype: np.dtype[Any]
+    shape: tuple[int, ...]
+    order: Any
+    nbytes: int
+
+    @classmethod
+    def of(cls, metadata: Any, spec: ArraySpec) -> BloscIntoScratch | None:
+        """The decoder of a format 2 array's chunks of ``spec``; None unless its
+        compressor is numcodecs' ``Blosc`` (that exact class) with no filters, its
+        data type of fixed-size numbers, and a chunk fits the scratch memory."""
+        if (
+            metadata.zarr_format != 2
+            or metadata.filters
+            or type(metadata.compressor) is not Blosc
+        ):
+            return None
+        dtype = spec.dtype.to_native_dtype()
+        if dtype.hasobject or dtype.kind not in "biufcmM":
+            return None
+        nbytes = math.prod(spec.shape) * dtype.itemsize
+        if nbytes > SCRATCH_MAX_BYTES:
+            return None
+        return cls(metadata.compressor, dtype, tuple(spec.shape), spec.order, nbytes)
+
+    def decode(self, chunk_bytes: Buffer) -> np.ndarray:
+        """The chunk's values, as zarr's format 2 codec gives them; valid until the
+        thread decodes its next chunk.
+
+        Raises
+        ------
+        ValueError
+            The chunk's header does not give the chunk's size.
+        RuntimeError
+            blosc cannot decode it.
+        """
+        source = chunk_bytes.as_numpy_array()
+        if source.nbytes < _HEADER_NBYTES or (
+            int.from_bytes(source[4:8].tobytes(), "little") != self.nbytes
+        ):
+            raise ValueError(f"blosc: the chunk's header does not give its {self.nbytes} bytes")
+        out = decode_scratch(self.nbytes, source)
+        self.compressor.decode(source, out=out)
+        return out.view(self.dtype).reshape(self.shape, order=self.order)
