@@ -58,6 +58,7 @@ __all__ = [
     "classify",
     "create_object",
     "create_object_async",
+    "is_obstore_error",
     "is_url",
     "list_keys",
     "local_directory",
@@ -255,7 +256,8 @@ def _what_to_do(cause: str, location: str, what: str, timeout: float | None) -> 
     return "check the URL, --storage-options and credentials"
 
 
-def _is_obstore_error(error: BaseException) -> bool:
+def is_obstore_error(error: BaseException) -> bool:
+    """Whether ``error`` is one of obstore's (False when obstore is not installed)."""
     try:
         from obstore.exceptions import BaseError
     except ImportError:
@@ -288,7 +290,7 @@ def _not_found() -> tuple[type[Exception], ...]:
 def _by_type(error: BaseException) -> tuple[str, str, str | None] | None:
     """(cause, what went wrong, what to do if not the cause's) for an error whose type
     says it."""
-    if _is_obstore_error(error):
+    if is_obstore_error(error):
         from obstore import exceptions as ox
 
         by_type: tuple[tuple[type[Exception], str, str, str | None], ...] = (
@@ -326,7 +328,7 @@ def _said(error: BaseException) -> str:
     code = re.search(r"<Code>([^<]+)</Code>", text)
     if code:
         return code.group(1)
-    if isinstance(error, OSError) and not _is_obstore_error(error) and error.strerror:
+    if isinstance(error, OSError) and not is_obstore_error(error) and error.strerror:
         text = error.strerror
     return " ".join(text.split())[:200] or type(error).__name__
 
@@ -384,7 +386,7 @@ def store_error(
     urls = [os.fspath(x) for x in locations if x is not None and local_path(x) is None]
     if not urls:
         return None
-    if not _is_obstore_error(error) and (
+    if not is_obstore_error(error) and (
         not isinstance(error, OSError) or getattr(error, "filename", None)
     ):
         return None
@@ -422,9 +424,16 @@ def is_url(location: str) -> bool:
     return bool(sep) and scheme.replace("+", "").replace("-", "").isalnum()
 
 
-def local_path(location: str | os.PathLike[str]) -> Path | None:
-    """The local file or directory ``location`` names (a path or ``file://`` URL);
-    None for other URLs."""
+def local_path(location: Any) -> Path | None:
+    """The local file or directory ``location`` names: a path, a ``file://`` URL, a
+    :class:`~zarr.storage.LocalStore` (its root) or a :class:`~zarr.storage.ZipStore`
+    (its file); None for other URLs and stores."""
+    if isinstance(location, LocalStore):
+        return Path(location.root)
+    if isinstance(location, ZipStore):
+        return Path(location.path) if isinstance(location.path, str | Path) else None
+    if not isinstance(location, str | os.PathLike):
+        return None
     text = os.fspath(location)
     if text.startswith("file://"):
         return Path(text.removeprefix("file://"))

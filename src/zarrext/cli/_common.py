@@ -35,6 +35,7 @@ from zarrext.jobs.group_metadata import is_staging
 from zarrext.jobs.outputs import UNFINISHED as _UNFINISHED
 from zarrext.stores import (
     StoreOpenError,
+    is_obstore_error,
     local_path,
     open_store,
     parse_storage_options,
@@ -125,17 +126,9 @@ def failure(error: BaseException, locations: Sequence[Any] = ()) -> tuple[str, i
     remote = store_error(error, [str(x) for x in locations if x is not None])
     if remote is not None:
         return one_line(remote), ExitCode.UNREACHABLE
-    if _is_obstore_error(error):
+    if is_obstore_error(error):
         return _unreachable("the store", error), ExitCode.UNREACHABLE
     return one_line(error) or type(error).__name__, ExitCode.FAILED
-
-
-def _is_obstore_error(error: BaseException) -> bool:
-    try:
-        from obstore.exceptions import BaseError
-    except ImportError:
-        return False
-    return isinstance(error, BaseError)
 
 
 def one_line(error: BaseException) -> str:

@@ -35,7 +35,12 @@ from zarrext.cli._common import (
     run_each,
 )
 from zarrext.codecs.decisions import format_mask
-from zarrext.jobs.inspection import ArrayInventory, inventory, size_change, storage_block
+from zarrext.jobs.inspection import (
+    ArrayInventory,
+    array_chunks_per_shard,
+    inventory,
+    size_change,
+)
 from zarrext.jobs.shards.inspect import ShardInfo, shard_json
 
 if TYPE_CHECKING:
@@ -156,14 +161,6 @@ def _inventory_json(
             for info in shards
         ],
     }
-
-
-def chunks_per_shard(array: Any) -> tuple[int, ...] | None:
-    """Inner chunks per shard along each axis, or None for an unsharded array."""
-    outer, sharding = storage_block(array.metadata)
-    if sharding is None:
-        return None
-    return tuple(o // c for o, c in zip(outer, sharding.chunk_shape, strict=True))
 
 
 MAX_PLOTTED_ARRAYS = 24
@@ -499,7 +496,7 @@ def register(app: typer.Typer) -> None:
             damaged += inv.damaged
             inventories.append(inv)
             report = sharded_report(array)
-            per_shard = chunks_per_shard(array)
+            per_shard = array_chunks_per_shard(array)
             if per_shard is not None:
                 shard_shapes[inv.path] = per_shard
             decision = decision_record(dict(array.attrs))

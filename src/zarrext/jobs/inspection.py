@@ -48,6 +48,7 @@ from zarrext.stores import list_keys, object_sizes
 __all__ = [
     "ArrayInventory",
     "ArrayProgress",
+    "array_chunks_per_shard",
     "ConditionalPlacement",
     "StoredChunk",
     "chunk_prefix",
@@ -245,6 +246,14 @@ def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingC
     if not isinstance(grid, RegularChunkGridMetadata):
         raise ValueError("zarrext inspection needs a regular chunk grid")
     return tuple(grid.chunk_shape), CodecChain.from_metadata(metadata).sharding
+
+
+def array_chunks_per_shard(array: zarr.Array) -> tuple[int, ...] | None:
+    """Inner chunks per shard along each axis of ``array``, or None when it is unsharded."""
+    outer, sharding = storage_block(array.metadata)
+    if sharding is None:
+        return None
+    return tuple(o // c for o, c in zip(outer, sharding.chunk_shape, strict=True))
 
 
 def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
