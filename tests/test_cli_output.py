@@ -174,7 +174,7 @@ def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:
 
 
 def test_size_change_words() -> None:
-    from zarrext.cli.stores import size_change
+    from zarrext.jobs.inspection import size_change
 
     assert size_change(200, 100) == "2.00x smaller"
     assert size_change(100, 128) == "1.28x larger"
@@ -186,7 +186,7 @@ def test_inspect_labels_and_plot_cap(
 ) -> None:
     import matplotlib.image
 
-    from zarrext.cli import stores
+    from zarrext.cli import plot
 
     make_store(tmp_path / "s.zarr")
     monkeypatch.chdir(tmp_path)
@@ -195,12 +195,12 @@ def test_inspect_labels_and_plot_cap(
     assert code == 0
     assert "array s.zarr/cond " in out
     assert "array s.zarr/sub/sharded " in out
-    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 1)
+    monkeypatch.setattr(plot, "MAX_PLOTTED_ARRAYS", 1)
     code, out, _ = run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "one.png")
     assert code == 0
     assert "(first 1 of 2 arrays)" in out
     one = matplotlib.image.imread(tmp_path / "one.png")
-    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 2)
+    monkeypatch.setattr(plot, "MAX_PLOTTED_ARRAYS", 2)
     run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "two.png")
     two = matplotlib.image.imread(tmp_path / "two.png")
     assert two.shape[0] > one.shape[0]  # one row of panels per plotted array

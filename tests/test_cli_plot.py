@@ -13,14 +13,8 @@ from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
 from tests.conftest import Run
-from zarrext.cli.stores import (
-    as_image,
-    mask_name,
-    plot_file,
-    plot_inventories,
-    shard_edges,
-    tile_layout,
-)
+from zarrext.cli.plot import as_image, plot_file, plot_inventories, shard_edges, tile_layout
+from zarrext.cli.render import mask_name
 from zarrext.jobs.inspection import ArrayInventory, array_chunks_per_shard, inventory
 
 pytest.importorskip("matplotlib")

@@ -56,7 +56,9 @@ app = typer.Typer(
 # One module per group of commands; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
     "demo",
-    "stores",
+    "info",
+    "inspect",
+    "recompress",
     "n5",
     "quantize",
     "convert",
