@@ -248,7 +248,7 @@ def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingC
     return tuple(grid.chunk_shape), CodecChain.from_metadata(metadata).sharding
 
 
-def array_chunks_per_shard(array: zarr.Array) -> tuple[int, ...] | None:
+def array_chunks_per_shard(array: Any) -> tuple[int, ...] | None:
     """Inner chunks per shard along each axis of ``array``, or None when it is unsharded."""
     outer, sharding = storage_block(array.metadata)
     if sharding is None:
