@@ -75,6 +75,24 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert "codecs: bytes -> conditional" in out
 
 
+
+def test_info_says_each_arrays_chunk_grid(run: Run, tmp_path: Path) -> None:
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("edge", shape=(10, 7), chunks=(4, 4), dtype="uint8")
+    group.create_array("sharded", shape=(10,), chunks=(2,), shards=(8,), dtype="uint8")
+    group.create_array("scalar", shape=(), dtype="uint8")
+    code, out, err = run("info", tmp_path / "g.zarr")
+    assert code == 0, err
+    lines = out.splitlines()
+
+    def grid_of(name: str) -> str:
+        at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{name}  array"))
+        return next(line.strip() for line in lines[at + 1:] if "grid:" in line)
+
+    assert grid_of("edge") == "grid: 6 chunks"  # 3 x 2, the edge chunks counted
+    assert grid_of("sharded") == "grid: 2 shards of 4 chunks"
+    assert grid_of("scalar") == "grid: 1 chunk"
+
 def test_info_and_inspect_count_the_same_bytes(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")
     _, info_out, _ = run("info", tmp_path / "s.zarr", "--json")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from math import prod
 from typing import Annotated, Any
 
 import typer
@@ -31,6 +32,17 @@ def _quantize_text(quantize: dict[str, Any]) -> str:
     )
 
 
+def _grid_text(info: dict[str, Any]) -> str:
+    """How many chunks (or shards, and chunks in each) the array's grid has, edges
+    included."""
+    shards, chunks = info["shards"], info["chunks"]
+    objects = prod(-(-s // c) for s, c in zip(info["shape"], shards or chunks, strict=True))
+    if not shards:
+        return counted(objects, "chunk")
+    # prod, not per axis: the inner chunks' axes may be permuted (a transpose before sharding)
+    return f"{counted(objects, 'shard')} of {counted(prod(shards) // prod(chunks), 'chunk')}"
+
+
 def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
     pad = "  " * depth
     name = info["path"].rsplit("/", 1)[-1] or "/"
@@ -49,6 +61,7 @@ def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:
             yield (f"{pad}  {counted(info['damaged'], 'shard')} whose index does not decode: "
                    "its chunks are not counted (zarrext check names it)")
         yield f"{pad}  codecs: {' -> '.join(info['codecs'])}"
+        yield f"{pad}  grid: {_grid_text(info)}"
         yield f"{pad}  fill value: {info['fill_value']!r}" + (
             f"  dimensions: {', '.join(str(d) for d in dims)}" if dims else ""
         )
