@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
         file system allocates for them, where holes make it less.
         """
         from zarrext.cli.render import array_progress_bar
-        from zarrext.jobs.inspection import node_info
+        from zarrext.jobs.node_info import node_info
 
         node = open_node(path, storage_options=storage_options)
         with array_progress_bar("info", enabled=not as_json) as progress:

@@ -101,7 +101,7 @@ def array_progress_bar(
     job: str, *, console: Console | None = None, enabled: bool = True
 ) -> Iterator[Callable[[str, int, int], None]]:
     """As :func:`progress_bar`, for a job that reports array by array
-    (``progress(array_path, done, total)``, e.g. :func:`zarrext.jobs.inspection.node_info`):
+    (``progress(array_path, done, total)``, e.g. :func:`zarrext.jobs.node_info.node_info`):
     one bar, labelled with the job and the array it is on."""
     with _bar(job, console, enabled) as (bar, task):
 
