@@ -50,7 +50,7 @@ zarr-suite: $(STAMP)
 	$(VENV)/bin/python scripts/zarr_suite.py --workdir .zarr-suite
 
 # The reference corpus (conformance/) against every implementation installed here:
-# zarrext, plain zarr-python, tensorstore, zarrs-python; one table each.
+# zarrext, zarr+zarrext, zarr-python by itself, tensorstore, zarrs-python; one table each.
 conformance: $(STAMP)
 	$(VENV)/bin/python -m conformance.run --impl all --report-only
 

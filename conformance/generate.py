@@ -27,6 +27,8 @@ from conformance.builders import (
     statements,
 )
 from conformance.builders.common import SPECS, Case, dump_json
+from conformance.builders.levels import relevel
+from conformance.builders.names import under_the_spec_000_name
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
@@ -35,7 +37,8 @@ BUILDERS = (conditional, sharding, scale_offset_cast_value, optional, pad, state
 
 def all_cases() -> list[Case]:
     """Every case, checked: ids unique, each case consistent."""
-    out = [case for module in BUILDERS for case in module.cases()]
+    out = relevel([case for module in BUILDERS for case in module.cases()])
+    out += under_the_spec_000_name(out)
     seen = Counter(c.id for c in out)
     duplicates = [i for i, n in seen.items() if n > 1]
     assert not duplicates, f"duplicate case ids: {duplicates}"

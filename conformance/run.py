@@ -3,16 +3,21 @@
 Per case, one outcome:
 
 - read cases and refuse cases: ``read`` (values equal), ``wrong value``, ``refused``,
-  ``not supported``, ``error``; a read case passes when ``read``, a refuse case
-  when ``refused``;
+  ``wrong cause``, ``not supported``, ``error``; a read case passes when ``read``, a
+  refuse case when ``refused`` for the case's ``cause`` (``wrong cause``: refused for
+  another one);
 - write cases: ``bytes equal``, ``bytes differ``, ``refused``, ``not supported``,
   ``error``; passes when ``bytes equal``.
 
-``error`` is a failure that is no refusal: a crash (a Rust panic), or a Python
-error that means a bug rather than a judgement (TypeError, AttributeError, ...).
+``error`` is a failure that is no refusal: a crash (a Rust panic, a signal), a
+timeout, a program's exit status outside the protocol, or a Python error that
+means a bug rather than a judgement (TypeError, AttributeError, ...).
 
 ``deviation`` (zarrext only): the outcome a case records as zarrext's deliberate
-deviation from the spec (``zarrext_deviation.zarrext_outcome``, with its reason).
+deviation from the spec (``zarrext_deviation.zarrext_outcome``, with its reason);
+never a pass, counted apart from the spec's score.
+
+Scores are kept per level (``MUST`` apart from ``SHOULD``, ``implied`` and ``interop``).
 
 ``--impl all`` runs every installed implementation, each in a process of its own.
 ``--json`` prints the results as JSON, ``--markdown`` as the tables of RESULTS.md.
@@ -39,13 +44,11 @@ from typing import Any
 import numpy as np
 
 from conformance import values as value_files
-from conformance.adapters import ADAPTERS, Adapter, Unsupported, adapter
+from conformance.adapters import ADAPTERS, Adapter, Crashed, Refused, Unsupported, adapter, is_bug
 
 HERE = Path(__file__).resolve().parent
 CASES = HERE / "cases"
 PASSING = {"read": "read", "refuse": "refused", "write": "bytes equal"}
-BUG_TYPES = (TypeError, AttributeError, NameError, AssertionError, RecursionError,
-             NotImplementedError, UnboundLocalError)
 
 
 @dataclass
@@ -59,6 +62,8 @@ class Result:
     error_type: str = ""
     value_error: bool = False  # the error is a ValueError (zarrext's refusals must be)
     seconds: float = 0.0
+    level: str = "MUST"
+    cause: str = ""  # the cause a refusal gave
 
 
 def load_cases(root: Path = CASES, only: str | None = None) -> list[tuple[Path, dict[str, Any]]]:
@@ -121,26 +126,45 @@ def _short(error: BaseException, scratch: Path) -> str:
 
 def _failure(case: dict[str, Any], error: BaseException, scratch: Path,
              started: float) -> Result:
+    """The outcome of a case the implementation raised on: a refusal only when the
+    adapter says so with a cause (:class:`Refused`)."""
+    cause = ""
+    wrapped = isinstance(error, Refused | Unsupported | Crashed)
+    original = error.__cause__ if wrapped and error.__cause__ else error
+    while not str(original) and (original.__cause__ or original.__context__):
+        original = original.__cause__ or original.__context__  # type: ignore[assignment]
+    detail = _short(original, scratch)
+    if original is error and wrapped:  # a program's message, without a Python type
+        detail = detail.split(": ", 1)[1] if ": " in detail else detail
     if isinstance(error, Unsupported):
         outcome = "not supported"
-    elif not isinstance(error, Exception) or isinstance(error, BUG_TYPES):
+    elif isinstance(error, Refused):
+        cause = error.cause
+        expected = case["expected"].get("cause")
+        outcome = "refused" if case["kind"] != "refuse" or cause == expected else "wrong cause"
+        detail = f"[{cause}] {detail}"
+        if outcome == "wrong cause":
+            detail += f" (expected cause: {expected})"
+    elif isinstance(error, Crashed) or is_bug(error):
         outcome = "error"
-    else:
-        outcome = "refused"
+    else:  # an adapter that let an error through unjudged
+        outcome = "error"
+        detail = f"not judged by the adapter: {detail}"
     return Result(case["id"], case["spec"], case["kind"], outcome,
-                  outcome == PASSING[case["kind"]], _short(error, scratch),
-                  type(error).__name__, isinstance(error, ValueError),
-                  time.perf_counter() - started)
+                  outcome == PASSING[case["kind"]], detail,
+                  type(original).__name__, isinstance(original, ValueError),
+                  time.perf_counter() - started, case.get("level", "MUST"), cause)
 
 
 def _deviation(impl: Adapter, case: dict[str, Any], result: Result) -> Result:
     """A documented deviation of zarrext's (``zarrext_deviation.zarrext_outcome``) is
-    reported as such for zarrext's route: passed, its reason the detail."""
+    reported as such for zarrext's route, with its reason: never a pass."""
     deviation = case.get("zarrext_deviation") or {}
     if impl.name == "zarrext" and result.outcome == deviation.get("zarrext_outcome"):
-        return Result(result.id, result.spec, result.kind, "deviation", True,
+        return Result(result.id, result.spec, result.kind, "deviation", False,
                       f"{result.detail} (deliberate: {deviation['reason']})",
-                      result.error_type, result.value_error, result.seconds)
+                      result.error_type, result.value_error, result.seconds,
+                      result.level, result.cause)
     return result
 
 
@@ -296,7 +320,6 @@ def run_case(impl: Adapter, folder: Path, case: dict[str, Any], scratch: Path) -
     shutil.copytree(folder / "store", store)
     expected = case["expected"]
     try:
-        impl.check_supported(json.loads((store / "zarr.json").read_text()))
         with warnings.catch_warnings():  # an implementation's warnings are not outcomes
             warnings.simplefilter("ignore")
             if case["kind"] == "write" or expected.get("operation") == "write":
@@ -311,9 +334,9 @@ def run_case(impl: Adapter, folder: Path, case: dict[str, Any], scratch: Path) -
         return _deviation(impl, case, _failure(case, error, scratch, started))
 
     def done(outcome: str, detail: str = "") -> Result:
-        return Result(case["id"], case["spec"], case["kind"], outcome,
-                      outcome == PASSING[case["kind"]], detail,
-                      seconds=time.perf_counter() - started)
+        return _deviation(impl, case, Result(
+            case["id"], case["spec"], case["kind"], outcome, outcome == PASSING[case["kind"]],
+            detail, seconds=time.perf_counter() - started, level=case.get("level", "MUST")))
 
     if case["kind"] == "refuse":
         what = "wrote" if expected["operation"] == "write" else "read"
@@ -346,29 +369,48 @@ def run(impl: Adapter, root: Path = CASES, only: str | None = None) -> list[Resu
 # -- output ---------------------------------------------------------------------------------
 
 
+def level_group(level: str) -> str:
+    """``MUST`` or ``other`` (``SHOULD``, ``implied``, ``interop``): scored apart."""
+    return "MUST" if level == "MUST" else "other"
+
+
 def summary(results: list[Result]) -> dict[str, dict[str, int]]:
-    """Per spec: cases, passed, and how many of each outcome."""
+    """Per spec: cases and passes per level group (``MUST``, ``other``), and how many of
+    each outcome. A deviation is neither passed nor failed: it is counted apart."""
     out: dict[str, dict[str, int]] = {}
     for r in results:
         row = out.setdefault(r.spec, Counter())
+        group = level_group(r.level)
         row["cases"] += 1
         row["passed"] += r.passed
+        row[f"{group} cases"] += 1
+        row[f"{group} passed"] += r.passed
         row[r.outcome] += 1
     return {k: dict(v) for k, v in sorted(out.items())}
 
 
+SCORE_KEYS = ("cases", "passed", "MUST cases", "MUST passed", "other cases", "other passed")
+
+
 def text_table(name: str, results: list[Result]) -> str:
     width = max((len(r.id) for r in results), default=10)
-    lines = [f"# {name}", f"{'case':<{width}}  {'kind':<6}  {'outcome':<13}  ok    detail"]
+    lines = [f"# {name}",
+             f"{'case':<{width}}  {'kind':<6}  {'level':<7}  {'outcome':<13}  ok    detail"]
     for r in results:
-        lines.append(f"{r.id:<{width}}  {r.kind:<6}  {r.outcome:<13}  "
+        lines.append(f"{r.id:<{width}}  {r.kind:<6}  {r.level:<7}  {r.outcome:<13}  "
                      f"{'pass' if r.passed else 'FAIL'}  {r.detail}".rstrip())
     lines.append("")
     for spec, row in summary(results).items():
-        parts = ", ".join(f"{row[k]} {k}" for k in sorted(row) if k not in ("cases", "passed"))
-        lines.append(f"spec {spec}: {row['passed']}/{row['cases']} passed ({parts})")
-    total = sum(r.passed for r in results)
-    lines.append(f"{name}: {total}/{len(results)} cases passed")
+        parts = ", ".join(f"{row[k]} {k}" for k in sorted(row) if k not in SCORE_KEYS)
+        lines.append(f"spec {spec}: MUST {row.get('MUST passed', 0)}/{row.get('MUST cases', 0)}"
+                     f", other {row.get('other passed', 0)}/{row.get('other cases', 0)} "
+                     f"({parts})")
+    must = [r for r in results if r.level == "MUST"]
+    other = [r for r in results if r.level != "MUST"]
+    deviations = sum(r.outcome == "deviation" for r in results)
+    lines.append(f"{name}: MUST {sum(r.passed for r in must)}/{len(must)}, other levels "
+                 f"{sum(r.passed for r in other)}/{len(other)}"
+                 + (f"; {deviations} deliberate deviations" if deviations else ""))
     return "\n".join(lines)
 
 
@@ -376,54 +418,69 @@ SPEC_FOLDERS = {"000": "000 conditional", "001": "001 sharding_indexed",
                 "002": "002 scale_offset, cast_value", "003": "003 optional", "004": "004 pad"}
 
 
+def _cell(row: dict[str, int]) -> str:
+    extra = ", ".join(f"{row[k]} {k}" + ("s" if k != "not supported" and row[k] > 1 else "")
+                      for k in ("not supported", "error", "deviation") if row.get(k))
+    cell = f"{row.get('MUST passed', 0)} · {row.get('other passed', 0)}"
+    return cell + (f" ({extra})" if extra else "")
+
+
 def markdown(runs: dict[str, dict[str, Any]]) -> str:
-    """RESULTS.md: versions, a summary per spec and implementation, every case, failures."""
+    """RESULTS.md: versions, a summary per spec, level and implementation, zarrext's
+    deviations, every case, failures."""
     names = list(runs)
+    results = {n: [Result(**r) for r in runs[n]["results"]] for n in names}
     lines = ["# Conformance results", "",
              "Generated by `python -m conformance.run --impl all --markdown > "
              "conformance/RESULTS.md` (`make conformance-results`); do not edit by hand.",
-             "A cell is the outcome: `read`, `refused`, `wrong value`, `not supported`, "
-             "`error`, or for write cases `bytes equal` / `bytes differ`. A read case passes "
-             "when `read`, a refuse case when `refused`, a write case when `bytes equal`; "
-             "a case failed otherwise than `not supported` is marked **✗**; `deviation` is "
-             "zarrext's documented deliberate deviation (the case's `zarrext_deviation`). "
-             "See README.md "
-             "for what each case is.", "", "## Implementations", ""]
+             "A cell is the outcome: `read`, `refused`, `wrong cause`, `wrong value`, "
+             "`not supported`, `error`, or for write cases `bytes equal` / `bytes differ`. "
+             "A read case passes when `read`, a refuse case when `refused` for the case's "
+             "cause (PROTOCOL.md), a write case when `bytes equal`; a case failed otherwise "
+             "than `not supported` is marked **✗**. `deviation` is zarrext's documented "
+             "deliberate deviation from the spec (the case's `zarrext_deviation`): not a "
+             "pass, listed apart. See README.md for what each case is.", "",
+             "## Implementations", ""]
     for name in names:
         lines.append(f"- **{name}**: {runs[name]['description']} ({runs[name]['version']})")
     lines += ["", "## Summary: cases passed", "",
-              "| spec | cases | " + " | ".join(names) + " |",
+              "Each cell: MUST cases passed · other cases passed (SHOULD, implied, interop), "
+              "then what was not supported, errors and zarrext's deliberate deviations.", "",
+              "| spec | MUST · other cases | " + " | ".join(names) + " |",
               "|---|---|" + "---|" * len(names)]
-    per_impl = {n: summary([Result(**r) for r in runs[n]["results"]]) for n in names}
+    per_impl = {n: summary(results[n]) for n in names}
     specs = sorted({s for n in names for s in per_impl[n]})
+    first = per_impl[names[0]]
     for spec in specs:
-        cells = []
-        for n in names:
-            row = per_impl[n].get(spec, {})
-            extra = ", ".join(f"{row[k]} {k}" for k in ("not supported", "error")
-                              if row.get(k))
-            cells.append(f"{row.get('passed', 0)}" + (f" ({extra})" if extra else ""))
-        total = per_impl[names[0]].get(spec, {}).get("cases", 0)
-        lines.append(f"| {SPEC_FOLDERS.get(spec, spec)} | {total} | " + " | ".join(cells) + " |")
-    totals = [sum(r["passed"] for r in runs[n]["results"]) for n in names]
-    lines.append(f"| all | {len(runs[names[0]]['results'])} | "
-                 + " | ".join(map(str, totals)) + " |")
+        row = first.get(spec, {})
+        total = f"{row.get('MUST cases', 0)} · {row.get('other cases', 0)}"
+        lines.append(f"| {SPEC_FOLDERS.get(spec, spec)} | {total} | "
+                     + " | ".join(_cell(per_impl[n].get(spec, {})) for n in names) + " |")
+    whole = {n: summary([Result(**{**asdict(r), "spec": "all"}) for r in results[n]])["all"]
+             for n in names}
+    lines.append(f"| all | {whole[names[0]]['MUST cases']} · "
+                 f"{whole[names[0]].get('other cases', 0)} | "
+                 + " | ".join(_cell(whole[n]) for n in names) + " |")
+    deviations = [(n, r) for n in names for r in results[n] if r.outcome == "deviation"]
+    lines += ["", "## zarrext's deviations (not counted as passes)", ""]
+    lines += [f"- `{r.id}` ({r.level}, {n}): {r.detail}" for n, r in deviations] or ["None."]
     lines += ["", "## Every case", "",
-              "| case | kind | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
-    by_id = {n: {r["id"]: r for r in runs[n]["results"]} for n in names}
-    for r in runs[names[0]]["results"]:
+              "| case | kind | level | " + " | ".join(names) + " |",
+              "|---|---|---|" + "---|" * len(names)]
+    by_id = {n: {r.id: r for r in results[n]} for n in names}
+    for r in results[names[0]]:
         cells = []
         for n in names:
-            other = by_id[n][r["id"]]
-            failed = not other["passed"] and other["outcome"] != "not supported"
-            cells.append(other["outcome"] + (" **✗**" if failed else ""))
-        lines.append(f"| `{r['id']}` | {r['kind']} | " + " | ".join(cells) + " |")
+            other = by_id[n][r.id]
+            marked = not other.passed and other.outcome not in ("not supported", "deviation")
+            cells.append(other.outcome + (" **✗**" if marked else ""))
+        lines.append(f"| `{r.id}` | {r.kind} | {r.level} | " + " | ".join(cells) + " |")
     lines += ["", "## Failures other than \"not supported\"", ""]
     for n in names:
-        failed = [r for r in runs[n]["results"]
-                  if not r["passed"] and r["outcome"] != "not supported"]
+        failed = [r for r in results[n]
+                  if not r.passed and r.outcome not in ("not supported", "deviation")]
         lines += [f"### {n}: {len(failed)}", ""]
-        lines += [f"- `{r['id']}` ({r['outcome']}): {r['detail']}" for r in failed]
+        lines += [f"- `{r.id}` ({r.level}, {r.outcome}): {r.detail}" for r in failed]
         lines.append("")
     return "\n".join(lines).rstrip() + "\n"
 
@@ -433,10 +490,9 @@ README_END = "<!-- end of conformance summary -->"
 
 
 def summary_table(results_md: str) -> str:
-    """The "Summary: cases passed" table of a RESULTS.md (the lines of the table)."""
+    """The "Summary: cases passed" section of a RESULTS.md: its legend and table."""
     section = results_md.split("## Summary: cases passed\n", 1)[1]
-    return "\n".join(line for line in section.strip().split("\n\n", 1)[0].splitlines()
-                     if line.startswith("|"))
+    return section.split("\n## ", 1)[0].strip()
 
 
 def with_readme_summary(readme: str, results_md: str) -> str:
@@ -447,9 +503,9 @@ def with_readme_summary(readme: str, results_md: str) -> str:
     return f"{head}{README_BEGIN}\n{summary_table(results_md)}\n{README_END}{tail}"
 
 
-def _in_subprocess(name: str, root: Path, only: str | None) -> dict[str, Any]:
+def _in_subprocess(name: str, root: Path, only: str | None, timeout: float) -> dict[str, Any]:
     argv = [sys.executable, "-m", "conformance.run", "--impl", name, "--json",
-            "--report-only", "--cases", str(root)]
+            "--report-only", "--cases", str(root), "--timeout", str(timeout)]
     if only:
         argv += ["--only", only]
     done = subprocess.run(argv, capture_output=True, text=True, check=False,
@@ -466,6 +522,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"one of {sorted(ADAPTERS)}, cmd:PROGRAM, or all (repeatable)")
     parser.add_argument("--cases", type=Path, default=CASES, help="corpus folder")
     parser.add_argument("--only", help="run only cases whose id contains this")
+    parser.add_argument("--timeout", type=float, default=60.0,
+                        help="seconds a cmd: program may take per call (then: error)")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--json", action="store_true", help="print JSON")
     output.add_argument("--markdown", action="store_true", help="print RESULTS.md's tables")
@@ -480,12 +538,13 @@ def main(argv: list[str] | None = None) -> int:
     runs: dict[str, dict[str, Any]] = {}
     for name in names:
         if len(names) > 1:
-            runs[name] = _in_subprocess(name, args.cases, args.only)
+            runs[name] = _in_subprocess(name, args.cases, args.only, args.timeout)
             continue
-        impl = adapter(name)
+        impl = adapter(name, args.timeout)
         why = impl.unavailable()
         if why:
             raise SystemExit(f"{name} is not installed: {why}")
+        impl.prepare()
         results = run(impl, args.cases, args.only)
         runs[name] = {"description": impl.description, "version": impl.version(),
                       "results": [asdict(r) for r in results]}

@@ -124,7 +124,7 @@ def test_progress_bars_stay_out_of_stdout(run: Run, tmp_path: Path, args: tuple[
     _f4(tmp_path / "a.zarr")
     code, out, _ = run(args[0], tmp_path / "a.zarr", "--out", tmp_path / "o.zarr", *args[1:])
     assert code == 0
-    assert "a.zarr -> " in out  # the report
+    assert "a.zarr->" in "".join(out.split())  # the report (its title may wrap)
     for word in ("converting", "scanning", "writing quantized", "0:00:0"):  # 0:00:00 elapsed
         assert word not in out
 

@@ -323,6 +323,27 @@ def test_cli_says_so_and_keep_attributes(run: Run, sources: Path, tmp_path: Path
     assert zarr.open_group(tmp_path / "c.zarr").attrs["multiscales"][0]["version"] == "0.4"
 
 
+def test_quantize_group_upgrades_an_ome_zarr_04_image_too(run: Run, tmp_path: Path) -> None:
+    """``zarrext quantize GROUP`` copies a format 2 group into format 3 as convert does:
+    a float OME-Zarr 0.4 image becomes valid OME-Zarr 0.5, and the command says so."""
+    from ome_zarr.format import FormatV04
+    from ome_zarr.writer import write_image
+
+    image = (_image(3) / 7).astype("f4")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ome-zarr-py's deprecation notes
+        write_image(image, zarr.open_group(tmp_path / "f.zarr", mode="w", zarr_format=2),
+                    axes="cyx", fmt=FormatV04(), scale_factors=LEVELS,
+                    storage_options={"chunks": (1, 64, 64)})
+    code, out, err = run("quantize", tmp_path / "f.zarr", "--max-abs-error", "0.01",
+                         "--out", tmp_path / "q.zarr", "--allow-larger")
+    assert (code, err) == (0, "")
+    assert "OME-Zarr metadata upgraded from 0.4 to 0.5" in " ".join(out.split())
+    _validated_05(tmp_path / "q.zarr", "", "Image")
+    levels = _levels_by_ome_zarr_py(tmp_path / "q.zarr")
+    assert np.abs(levels[0] - image).max() <= 0.01
+
+
 # --- shards across a pyramid -------------------------------------------------------
 
 

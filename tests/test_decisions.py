@@ -402,6 +402,46 @@ def test_compress_if_smaller_never_inflates(
     assert all(not mask >> i & 1 for i, n in enumerate(names) if n == "crc32c")
 
 
+def test_ratio_at_most_applies_every_codec_where_they_reach_the_ratio() -> None:
+    codecs = [CountingCodec(tag="f", kind="filter"), CountingCodec(tag="z")]
+    stored = zlib.compress(SMOOTH[::-1], 1)
+    ratio = len(stored) / len(SMOOTH)
+    assert 0.1 < ratio < 0.99
+    at = ConditionalCodec(codecs=codecs, decision=f"ratio_at_most({ratio!r})")
+    assert encode(at, SMOOTH) == b"\x03" + stored  # exactly the ratio: applied
+    assert tags() == ["f", "z"]  # each codec once, the trial kept
+    below = ConditionalCodec(codecs=codecs, decision=f"ratio_at_most(r={ratio - 0.01!r})")
+    assert encode(below, SMOOTH) == b"\x00" + SMOOTH
+    assert encode(at, RANDOM) == b"\x00" + RANDOM  # the codecs grow it
+    assert decode(at, encode(at, ZEROS)) == ZEROS
+    assert at.decision.spelling() == f"ratio_at_most(r={ratio!r})"
+    assert resolve_decision("ratio_at_most(1)").spelling() == "ratio_at_most(r=1.0)"
+    for bad in ("ratio_at_most(0)", "ratio_at_most(1.5)", "ratio_at_most('a')",
+                "ratio_at_most(True)"):
+        with pytest.raises(DecisionError, match=r"'ratio_at_most': r must be a number in \(0, 1\]"):
+            resolve_decision(bad)
+    with pytest.raises(DecisionError, match="missing a required argument: 'r'"):
+        resolve_decision("ratio_at_most")
+
+
+@settings(deadline=None, max_examples=25)
+@given(
+    names=st.lists(st.sampled_from(sorted(NESTED)), min_size=1, max_size=4),
+    data=payloads(),
+    r=st.floats(min_value=0.01, max_value=1.0),
+)
+def test_ratio_at_most_never_inflates_and_keeps_its_bound(
+    names: list[str], data: bytes, r: float
+) -> None:
+    codec = ConditionalCodec(codecs=[NESTED[n]() for n in names], decision=f"ratio_at_most({r!r})")
+    out = encode(codec, data)
+    assert decode(codec, out) == data
+    mask = int.from_bytes(out[: codec.header_nbytes], "little")
+    assert mask in (0, (1 << len(names)) - 1)
+    payload = len(out) - codec.header_nbytes
+    assert payload / len(data) <= r if mask else payload == len(data)
+
+
 def all_mask_sizes(codecs: list[Any], data: bytes) -> dict[int, int]:
     """Stored size of every mask, each encoded on its own with a fixed-mask codec."""
     n = len(codecs)

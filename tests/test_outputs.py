@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -143,3 +144,30 @@ def test_a_new_output_is_published_and_a_zip_replaces_its_old_file(
     _replace(path, 2.0)
     assert _value_at(path) == 2.0
     assert _leftovers(path) == []
+
+
+@pytest.mark.parametrize("consolidated", [False, True])
+def test_a_group_converts_into_a_zip_archive(tmp_path: Path, consolidated: bool) -> None:
+    """A group's zarr.json is written twice (created, then consolidated again), which a
+    zip archive cannot take: the archive is built as a directory and zipped whole."""
+    import xarray as xr
+
+    import zarrext
+
+    group = zarr.open_group(tmp_path / "g.zarr", mode="w")
+    a = group.create_array("a", shape=(64,), chunks=(16,), dtype="f4", dimension_names=["x"])
+    a[:] = np.arange(64)
+    if consolidated:
+        zarr.consolidate_metadata(str(tmp_path / "g.zarr"))
+    zarrext.convert(str(tmp_path / "g.zarr"), str(tmp_path / "out.zip"))
+    with zipfile.ZipFile(tmp_path / "out.zip") as archive:
+        names = archive.namelist()
+    assert len(names) == len(set(names))  # every entry once
+    assert "zarr.json" in names
+    assert "a/zarr.json" in names
+    copy = zarr.open_group(ZipStore(tmp_path / "out.zip", mode="r"), mode="r")
+    np.testing.assert_array_equal(copy["a"][:], np.arange(64))
+    if consolidated:
+        ds = xr.open_zarr(ZipStore(tmp_path / "out.zip", mode="r"))
+        np.testing.assert_array_equal(ds["a"].values, np.arange(64))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.zarr", "out.zip"]

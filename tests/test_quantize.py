@@ -1496,9 +1496,7 @@ def test_recompress_keeps_what_a_plain_writer_stored_beyond_the_range(
 
 
 def test_readme_states_the_headroom_a_plain_writer_has() -> None:
-    # the figures of the README's sentence, for the README's example
-    from pathlib import Path
-
+    # the figures of the guide's sentence, for the guide's example
     from zarrext.codecs.quantized_writes import StorableValues
 
     y, x = np.mgrid[0:256, 0:256]

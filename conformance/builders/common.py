@@ -25,7 +25,7 @@ import google_crc32c
 import numcodecs
 import numpy as np
 
-from conformance.builders import numeric
+from conformance.builders import causes, numeric
 
 JSON = Any
 Coords = tuple[int, ...]
@@ -92,6 +92,7 @@ class Case:
     compare: dict[str, JSON] = field(default_factory=lambda: {"mode": "exact"})
     deviation: dict[str, JSON] | None = None
     notes: str = ""
+    cause: str = ""  # refuse cases: one of causes.VOCABULARY (PROTOCOL.md)
 
     def record(self) -> dict[str, JSON]:
         """``case.json``."""
@@ -107,11 +108,14 @@ class Case:
             "description": self.description,
             "store": "store",
         }
+        name = spec_000_codec_name(self.metadata) if self.spec == "000" else None
+        if name is not None:
+            out["codec_name"] = name
         if self.kind == "read":
             out["expected"] = {"outcome": "values", "values": "expected.npy"}
         elif self.kind == "refuse":
             out["expected"] = {"outcome": "refusal", "operation": self.operation,
-                               "because": self.because}
+                               "cause": self.cause, "because": self.because}
             if self.operation == "write":
                 out["expected"]["input"] = "input.npy"
                 out["expected"]["selection"] = self.selection
@@ -145,15 +149,38 @@ class Case:
         if self.compare.get("roundtrip"):
             assert self.selection is None, f"{self.id}: a roundtrip compares with the input"
         if self.deviation is not None:
-            # either zarrext's own bytes are the expected ones (level zarrext-deviation),
-            # or the spec's are and zarrext's outcome is recorded beside them
-            assert (self.level == "zarrext-deviation") != ("zarrext_outcome" in
-                                                           self.deviation), self.id
+            # the spec's outcome is expected; zarrext's own is recorded beside it
+            assert "zarrext_outcome" in self.deviation, self.id
+            assert "reason" in self.deviation, self.id
+        assert self.level in ("MUST", "SHOULD", "implied", "interop"), self.id
         if self.kind == "refuse":
             assert self.because, self.id
+            assert self.cause in causes.VOCABULARY, f"{self.id}: cause {self.cause!r}"
             assert self.operation in ("read", "write"), self.id
             if self.operation == "write":
                 assert self.input is not None, self.id
+
+
+def spec_000_codec_name(metadata: dict[str, JSON]) -> str | None:
+    """The name spec 000's codec goes by in ``metadata`` (``conditional`` or
+    ``optional``, the name the spec's text uses), nested codecs searched too."""
+
+    def visit(codecs: Any) -> str | None:
+        for codec in codecs or ():
+            if not isinstance(codec, dict):
+                continue
+            config = codec.get("configuration") or {}
+            if codec.get("name") == "conditional" or (
+                    codec.get("name") == "optional" and "mask_codecs" not in config
+                    and "data_codecs" not in config):
+                return str(codec["name"])
+            for key in ("codecs", "index_codecs"):
+                found = visit(config.get(key)) if isinstance(config, dict) else None
+                if found:
+                    return found
+        return None
+
+    return visit(metadata.get("codecs"))
 
 
 def rng_for(case_id: str) -> np.random.Generator:
@@ -578,6 +605,7 @@ def refuse_case(spec: str, id: str, section: str, clause: str, description: str,
                 metadata: dict[str, JSON], because: str, *,
                 objects: dict[str, bytes] | None = None, operation: str = "read",
                 input: np.ndarray | None = None, **fields: Any) -> Case:
+    fields.setdefault("cause", causes.CAUSES.get(id, ""))
     return Case(id=id, spec=spec, section=section, clause=clause, kind="refuse",
                 description=description, metadata=metadata, objects=objects or {},
                 because=because, operation=operation, input=input, **fields)

@@ -43,7 +43,7 @@ from zarrext.codecs.decisions import (
     NO_DECISION,
     DecisionLike,
     Undecided,
-    builtin_name,
+    builtin_spelling,
     recorded_decision,
     with_record,
 )
@@ -142,10 +142,10 @@ def with_decision_when_none_given(array: Any) -> Any:
     return array if decision is None else with_runtime(array, decision=decision)
 
 
-def _with_decision_record(kwargs: dict[str, Any], name: str) -> dict[str, Any]:
-    """``kwargs`` for ``zarr.create_array`` with attributes that record decision ``name``."""
+def _with_decision_record(kwargs: dict[str, Any], spelling: str) -> dict[str, Any]:
+    """``kwargs`` for ``zarr.create_array`` with attributes that record decision ``spelling``."""
     return {**kwargs, "attributes": with_record(kwargs.get("attributes"), "decision",
-                                                decision=name)}
+                                                decision=spelling)}
 
 
 def _with_plan_record(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -439,7 +439,7 @@ def create_array(
     store = _store_of(store, "w", kwargs)
     kwargs = _with_plan_record(_explicit_optional_codecs(kwargs))
     _refuse_unstorable_data(store, kwargs)
-    recorded = builtin_name(decision)
+    recorded = builtin_spelling(decision)
     if recorded is not None:
         kwargs = _with_decision_record(kwargs, recorded)
     elif decision is None:  # attributes given with a record: refuse a bad one up front

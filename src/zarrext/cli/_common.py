@@ -10,13 +10,13 @@ traceback instead.
 The pieces live by concern: :mod:`zarrext.cli.failures` (exit codes, one-line errors),
 :mod:`zarrext.cli.options` (shared options), :mod:`zarrext.cli.icechunk`,
 :mod:`zarrext.cli.opening` (the store a user named) and :mod:`zarrext.cli.scheduler`;
-this module re-exports them for the commands and holds ``--decision``.
+this module re-exports them, and ``--decision`` (:mod:`zarrext.cli._decision`), for the
+commands.
 """
 
 from __future__ import annotations
 
-import typer
-
+from zarrext.cli._decision import DECISION
 from zarrext.cli.failures import (
     EXIT_CODES_HELP,
     CliError,
@@ -61,7 +61,6 @@ from zarrext.cli.scheduler import (
     dask_client,
     scheduler_timeout,
 )
-from zarrext.codecs.decisions import BUILTIN_DECISIONS
 
 __all__ = [
     "DECISION",
@@ -100,19 +99,3 @@ __all__ = [
     "storage_options_of",
     "valid_storage_options",
 ]
-
-
-def _known_decision(name: str) -> str:
-    if name not in BUILTIN_DECISIONS:
-        known = ", ".join(BUILTIN_DECISIONS)
-        raise typer.BadParameter(f"{name!r} is unknown; choose one of {known}")
-    return name
-
-
-DECISION = typer.Option(
-    "--decision",
-    help="Built-in decision for the conditional codec(s): "
-    + ", ".join(BUILTIN_DECISIONS) + ".",
-    callback=_known_decision,
-)
-"""The ``--decision`` option: one of ``BUILTIN_DECISIONS`` (else exit 2)."""

@@ -30,7 +30,10 @@ from zarrext.cli._common import (
     refuse_non_zarr_file,
     storage_options_of,
 )
+from zarrext.cli._decision import decision_option
 from zarrext.jobs.inspection import size_change
+
+CONVERT_DECISION = decision_option(" Default: --like's, else compress_if_smaller.")
 
 _LAYOUTS = {"fixed-slot": "fixed-slot", "append": "append", "dense": None}
 
@@ -167,7 +170,8 @@ def register(app: typer.Typer) -> None:
     @in_icechunk(
         "convert",
         settings=("icechunk_path", "out", "chunks", "shards", "layout", "codecs", "like",
-                  "max_abs_error", "arrays", "allow_larger", "overwrite", "keep_attributes"),
+                  "max_abs_error", "arrays", "allow_larger", "overwrite", "keep_attributes",
+                  "decision"),
         writes=lambda arguments: not arguments["dry_run"],
         snapshot_help=SNAPSHOT_WITH_DRY_RUN,
     )
@@ -216,6 +220,7 @@ def register(app: typer.Typer) -> None:
             typer.Option("--max-abs-error", metavar="E",
                          help="Quantize float arrays within this bound (as quantize)."),
         ] = None,
+        decision: Annotated[str | None, CONVERT_DECISION] = None,
         arrays: Annotated[
             list[str] | None,
             typer.Option("--arrays", "--array", metavar="NAME",
@@ -224,8 +229,10 @@ def register(app: typer.Typer) -> None:
         ] = None,
         overwrite: Annotated[
             bool,
-            typer.Option(help="Replace an existing output (local: in one step). An output "
-                         "on an object store is never replaced."),
+            typer.Option(help="Replace the output that exists when the run starts (local: "
+                         "in one step); anything put at --out during the run is left as it "
+                         "is and the run fails. An output on an object store is never "
+                         "replaced."),
         ] = False,
         allow_larger: Annotated[
             bool,
@@ -268,7 +275,8 @@ def register(app: typer.Typer) -> None:
         keep, codecs that compress less) is discarded unless --allow-larger, as
         quantize does. The output is published as quantize publishes its copy: nothing
         opens at --out until it is complete; an existing --out is replaced only
-        with --overwrite, and never on an object store. With --icechunk-branch,
+        with --overwrite, and never on an object store; whatever appears at --out
+        during the run is never replaced. With --icechunk-branch,
         PATH is a repository and --out a path inside it: the conversion is one
         commit; --out the source's own path (the root: /) converts in place,
         replacing the arrays in that commit (earlier snapshots keep the old ones).
@@ -315,7 +323,7 @@ def register(app: typer.Typer) -> None:
                     source, output, codecs=_codecs(codecs),
                     chunks=_shape("--chunks", chunks), shards=shard_shape,
                     shard_layout=_LAYOUTS.get(layout or "dense"),  # type: ignore[arg-type]
-                    like=like, max_abs_error=max_abs_error, arrays=arrays,
+                    like=like, max_abs_error=max_abs_error, decision=decision, arrays=arrays,
                     overwrite=overwrite or in_place, dry_run=dry_run, progress=progress,
                     scan_progress=scanning, allow_larger=allow_larger,
                     storage_options=(None if isinstance(path, SessionPath)

@@ -194,8 +194,10 @@ def register(app: typer.Typer) -> None:
         overwrite: Annotated[
             bool,
             typer.Option(
-                help="Replace an existing array or group at --out (a directory or .zip). "
-                "An output on an object store is never replaced: write to a new prefix.",
+                help="Replace the array or group at --out (a directory or .zip) that exists "
+                "when the run starts; anything put there during the run is left as it is "
+                "and the run fails. An output on an object store is never replaced: write "
+                "to a new prefix.",
             ),
         ] = False,
         as_json: Annotated[
@@ -298,9 +300,14 @@ def register(app: typer.Typer) -> None:
                 typer.echo(json.dumps({
                     "source": str(path), "output": str(out), "max_abs_error": max_abs_error,
                     "arrays": [{"path": r.path, **_report_json(r)} for r in reports],
+                    "ome_upgrade": next((r.ome_upgrade.describe() for r in reports
+                                         if r.ome_upgrade is not None), None),
                 }, default=float))
                 return
             console.print(_group_table(reports, title, max_abs_error))
+            upgrade = next((r.ome_upgrade for r in reports if r.ome_upgrade is not None), None)
+            if upgrade is not None:
+                console.print(upgrade.describe())
             return
         report = reports[0]
         if as_json:

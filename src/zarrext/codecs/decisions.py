@@ -7,16 +7,24 @@ are runtime settings: they are not codec metadata.
 Three kinds are accepted wherever a decision is:
 
 - a user function in one of the spec's three signatures (see :func:`from_function`);
-- the name of a built-in: ``"compress_if_smaller"``, ``"always_apply"``,
-  ``"never_apply"``, ``"smallest"``, ``"spec_literal"``;
+- the spelling of a built-in (:data:`BUILTIN_DECISIONS`): its name, e.g.
+  ``"compress_if_smaller"``, or its name and arguments (:func:`from_spelling`);
 - an ``int``: the same mask for every chunk;
 
 or a :class:`Decision` object, e.g. from :func:`from_plan`.
 
 A decision is not metadata, but :func:`zarrext.create_array` records a built-in's
-name in the array's attributes (``{"zarrext": '{"decision": "<name>"}'}``: a JSON
-object in a string, a value netCDF takes too; see :func:`decision_record`) so that
-:func:`zarrext.open_array` can use it again. A zarrext writer of an array with no
+spelling in the array's attributes (``{"zarrext": '{"decision": "<spelling>"}'}``: a
+JSON object in a string, a value netCDF takes too; see :func:`decision_record`) so that
+:func:`zarrext.open_array` can use it again.
+
+A built-in decision is one class: a :class:`BuiltinDecision` subclass that declares
+its ``name`` and ``parameters``, registered with :func:`builtin`. Its spelling, what
+``decision=``, the CLI's ``--decision`` and the record take, is its name alone or
+followed by its arguments in parentheses, by position or as ``parameter=value``, each
+a Python literal (a number): ``"compress_if_smaller"``, ``"ratio_at_most(0.9)"``,
+``"ratio_at_most(r=0.9)"``. The record holds the canonical spelling (the name alone,
+or every argument as ``parameter=value``). A zarrext writer of an array with no
 decision at all stores chunks raw and says so once (:class:`NoDecisionWarning`);
 xarray's ``to_zarr`` too, once zarrext is imported (:mod:`zarrext.xarray.writes`).
 
@@ -55,6 +63,7 @@ rule stores zstd alone (mask ``0b10``) where ``compress_if_smaller`` stores both
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 import threading
@@ -62,7 +71,7 @@ import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -75,6 +84,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BUILTIN_DECISIONS",
     "RECORD_KEY",
+    "BuiltinDecision",
     "ChunkEncoding",
     "CodecInfo",
     "NO_DECISION",
@@ -83,11 +93,14 @@ __all__ = [
     "NoDecisionWarning",
     "SpecLiteral",
     "Undecided",
-    "builtin_name",
+    "builtin",
+    "builtin_choices",
+    "builtin_spelling",
     "decision_record",
     "from_function",
     "format_mask",
     "from_plan",
+    "from_spelling",
     "recorded_decision",
     "resolve_decision",
     "with_record",
@@ -210,6 +223,104 @@ class Decision(ABC):
         return f"<decision {self.name}>"
 
 
+class BuiltinDecision(Decision):
+    """A decision zarrext knows by its spelling: ``decision="<spelling>"``, the CLI's
+    ``--decision``, and the record from which a reopened array takes it again.
+
+    A subclass declares its ``name`` and its ``parameters`` (its constructor's
+    arguments, in order, each kept as the attribute of the same name, and an
+    ``example`` spelling of them) and is registered with :func:`builtin`.
+    :meth:`spelling` gives the canonical spelling, which :func:`from_spelling` turns
+    into an equal decision.
+    """
+
+    parameters: ClassVar[tuple[str, ...]] = ()
+    example: ClassVar[str | None] = None
+    """A spelling with arguments, for one with parameters: the one the tests round-trip."""
+    keeps_chunk_bytes = False
+
+    @classmethod
+    def from_arguments(cls, *args: Any, **kwargs: Any) -> Decision:
+        """The decision a spelling's arguments give, the constructor's (a
+        :class:`DecisionError` for values it refuses)."""
+        return cls(*args, **kwargs)
+
+    @classmethod
+    def usage(cls) -> str:
+        """The name and the parameters, as help lists them: ``ratio_at_most(r)``."""
+        return f"{cls.name}({', '.join(cls.parameters)})" if cls.parameters else cls.name
+
+    @classmethod
+    def example_spelling(cls) -> str:
+        """A spelling of this decision: its ``example``, else its name."""
+        return cls.example or cls.name
+
+    def spelling(self) -> str:
+        """The canonical spelling: the name alone, or every argument as ``parameter=value``."""
+        if not self.parameters:
+            return self.name
+        arguments = ", ".join(f"{p}={getattr(self, p)!r}" for p in self.parameters)
+        return f"{self.name}({arguments})"
+
+    def __repr__(self) -> str:
+        return f"<decision {self.spelling()}>"
+
+
+BUILTIN_DECISIONS: dict[str, type[BuiltinDecision]] = {}
+"""Every built-in decision's class by its name, in the order declared (:func:`builtin`)."""
+
+
+def builtin[B: type[BuiltinDecision]](cls: B) -> B:
+    """Register a :class:`BuiltinDecision` subclass under its ``name``."""
+    if cls.name in BUILTIN_DECISIONS:
+        raise ValueError(f"two built-in decisions are named {cls.name!r}")
+    BUILTIN_DECISIONS[cls.name] = cls
+    return cls
+
+
+def builtin_choices() -> str:
+    """The built-in decisions as help and errors list them: ``compress_if_smaller, ...``."""
+    return ", ".join(cls.usage() for cls in BUILTIN_DECISIONS.values())
+
+
+def from_spelling(spelling: str) -> BuiltinDecision:
+    """The built-in decision ``spelling`` names (see the module docstring's grammar).
+
+    Raises
+    ------
+    DecisionError
+        When ``spelling`` names no built-in decision, or gives it arguments it does
+        not take or refuses.
+    """
+    try:
+        expression: ast.expr | None = ast.parse(spelling.strip(), mode="eval").body
+    except (SyntaxError, ValueError, RecursionError):  # ValueError: a NUL byte
+        expression = None
+    call = expression if isinstance(expression, ast.Call) else None
+    head = call.func if call is not None else expression
+    if not isinstance(head, ast.Name) or head.id not in BUILTIN_DECISIONS:
+        raise DecisionError(f"unknown decision {spelling!r}; built-ins are {builtin_choices()}")
+    cls = BUILTIN_DECISIONS[head.id]
+    positional, keywords = (call.args, call.keywords) if call is not None else ([], [])
+    try:
+        args = [ast.literal_eval(a) for a in positional]
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in keywords if k.arg is not None}
+        if len(kwargs) < len(keywords):  # **mapping
+            raise ValueError
+    except (ValueError, TypeError, SyntaxError, RecursionError):
+        raise DecisionError(
+            f"decision {spelling!r}: the arguments must be literals (numbers), as in "
+            f"{cls.usage()}"
+        ) from None
+    try:
+        inspect.signature(cls).bind(*args, **kwargs)
+    except TypeError as e:
+        raise DecisionError(f"decision {spelling!r}: {e}; spell it {cls.usage()}") from None
+    decision = cls.from_arguments(*args, **kwargs)
+    assert isinstance(decision, BuiltinDecision)
+    return decision
+
+
 def _all_bits(n: int) -> int:
     return (1 << n) - 1
 
@@ -250,7 +361,7 @@ def check_mask(mask: int, n_codecs: int, where: str) -> int:
 
 
 class FixedMask(Decision):
-    """The same mask for every chunk (``never_apply`` is 0, ``always_apply`` all ones)."""
+    """The same mask for every chunk (``None``: every nested codec)."""
 
     keeps_chunk_bytes = False
 
@@ -269,7 +380,8 @@ class FixedMask(Decision):
         return mask, chunk.apply(mask)
 
 
-class CompressIfSmaller(Decision):
+@builtin
+class CompressIfSmaller(BuiltinDecision):
     """Apply a codec only when it makes the chunk strictly smaller.
 
     The spec's rule, ``len(trial) < len(unencoded)``, cascaded. A codec whose trial
@@ -284,7 +396,6 @@ class CompressIfSmaller(Decision):
     name = "compress_if_smaller"
     trial_encode = True
     guarantees_no_inflation = True
-    keeps_chunk_bytes = False
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         mask = 0
@@ -312,7 +423,36 @@ class CompressIfSmaller(Decision):
         return mask, base
 
 
-class SpecLiteral(Decision):
+@builtin
+class AlwaysApply(FixedMask, BuiltinDecision):
+    """Every nested codec, in order, on every chunk."""
+
+    name = "always_apply"
+
+    def __init__(self) -> None:
+        super().__init__(None, self.name)
+
+
+@builtin
+class NeverApply(FixedMask, BuiltinDecision):
+    """No nested codec: every chunk stored raw (mask 0). Its spelling gives
+    :data:`NEVER_APPLY`, which the codec stores without asking it."""
+
+    name = "never_apply"
+
+    def __init__(self) -> None:
+        super().__init__(0, self.name)
+
+    @classmethod
+    def from_arguments(cls, *args: Any, **kwargs: Any) -> Decision:
+        return NEVER_APPLY
+
+
+NEVER_APPLY = NeverApply()
+
+
+@builtin
+class SpecLiteral(BuiltinDecision):
     """Spec 000's default rule read literally: every codec judged on the original chunk.
 
     Nested codec ``i`` is trial-encoded on the chunk as it entered the conditional
@@ -327,7 +467,6 @@ class SpecLiteral(Decision):
 
     name = "spec_literal"
     trial_encode = True
-    keeps_chunk_bytes = False
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         mask = 0
@@ -353,7 +492,8 @@ def _apply_after_first(chunk: ChunkEncoding, mask: int, first: Buffer | None) ->
     return out
 
 
-class Smallest(Decision):
+@builtin
+class Smallest(BuiltinDecision):
     """Try every mask and keep the smallest output; ties go to fewer codecs.
 
     Prefixes are shared (a depth-first walk), so ``2**n - 1`` nested encodes at
@@ -363,7 +503,6 @@ class Smallest(Decision):
     name = "smallest"
     trial_encode = True
     guarantees_no_inflation = True
-    keeps_chunk_bytes = False
 
     def check(self, n_codecs: int) -> None:
         if n_codecs > MAX_SMALLEST_CODECS:
@@ -390,6 +529,35 @@ class Smallest(Decision):
         visit(0, 0, chunk.data)
         assert best is not None
         return best[0][2], best[1]
+
+
+@builtin
+class RatioAtMost(BuiltinDecision):
+    """Every nested codec, in order, when together they make the chunk at most ``r``
+    of its size; else none (the chunk stored raw).
+
+    ``ratio_at_most(0.9)`` compresses only the chunks it shrinks by 10% or more, so
+    that readers decode only where it pays. ``r`` is in (0, 1], so the output is
+    never longer than the input.
+    """
+
+    name = "ratio_at_most"
+    parameters = ("r",)
+    example = "ratio_at_most(0.9)"
+    trial_encode = True
+    guarantees_no_inflation = True
+
+    def __init__(self, r: float) -> None:
+        if isinstance(r, bool) or not isinstance(r, int | float) or not 0 < r <= 1:
+            raise DecisionError(f"decision {self.name!r}: r must be a number in (0, 1], got {r!r}")
+        self.r = float(r)
+
+    def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
+        mask = _all_bits(len(chunk.codecs))
+        out = chunk.apply(mask)
+        if chunk.data and len(out) / len(chunk.data) <= self.r:
+            return mask, out
+        return 0, chunk.data
 
 
 class Plan(Decision):
@@ -574,9 +742,6 @@ def from_function(
     return FunctionDecision(func, trial_encode, cascade)
 
 
-NEVER_APPLY = FixedMask(0, "never_apply")
-
-
 class _NoDecision(FixedMask):
     """What a ``conditional`` codec holds when given no decision: mask 0, the spec's
     default, like ``never_apply`` but not chosen. zarrext's writers tell the two
@@ -594,14 +759,6 @@ class _NoDecision(FixedMask):
 
 NO_DECISION = _NoDecision()
 
-BUILTIN_DECISIONS: dict[str, Callable[[], Decision]] = {
-    "compress_if_smaller": CompressIfSmaller,
-    "always_apply": lambda: FixedMask(None, "always_apply"),
-    "never_apply": lambda: NEVER_APPLY,
-    "smallest": Smallest,
-    "spec_literal": SpecLiteral,
-}
-
 DecisionLike = Decision | str | int | Callable[..., Any] | None
 
 
@@ -614,12 +771,7 @@ def resolve_decision(decision: DecisionLike, trial_encode: bool | None = None) -
     if decision is None:
         return NO_DECISION
     if isinstance(decision, str):
-        try:
-            decision = BUILTIN_DECISIONS[decision]()
-        except KeyError:
-            raise DecisionError(
-                f"unknown decision {decision!r}; built-ins are {sorted(BUILTIN_DECISIONS)}"
-            ) from None
+        decision = from_spelling(decision)
     if isinstance(decision, Decision):
         if trial_encode is False and decision.trial_encode:
             raise DecisionError(
@@ -733,26 +885,22 @@ def with_record(attributes: Mapping[str, Any] | None, what: str, **entries: Any)
     return out
 
 
-# A built-in decision object's exact class and name -> the name that recreates it.
-_BUILTIN_OBJECTS = {
-    (CompressIfSmaller, "compress_if_smaller"): "compress_if_smaller",
-    (Smallest, "smallest"): "smallest",
-    (FixedMask, "always_apply"): "always_apply",
-    (FixedMask, "never_apply"): "never_apply",
-    (SpecLiteral, "spec_literal"): "spec_literal",
-}
+def builtin_spelling(decision: DecisionLike) -> str | None:
+    """The canonical spelling that recreates ``decision``, or ``None`` if there is none.
 
-
-def builtin_name(decision: DecisionLike) -> str | None:
-    """The built-in name that recreates ``decision``, or ``None`` if there is none.
-
-    Built-ins given by name or as the objects their names give have one; functions,
-    fixed masks, plans and subclasses (whose behaviour a name cannot carry) have none.
+    Built-ins given by spelling or as the objects their spellings give have one;
+    functions, fixed masks, plans and subclasses of a built-in (whose behaviour a
+    spelling cannot carry) have none.
     """
     if isinstance(decision, str):
-        return decision if decision in BUILTIN_DECISIONS else None
-    if isinstance(decision, Decision):
-        return _BUILTIN_OBJECTS.get((type(decision), decision.name))
+        try:
+            return from_spelling(decision).spelling()
+        except DecisionError:
+            return None
+    if isinstance(decision, BuiltinDecision) and type(decision) is BUILTIN_DECISIONS.get(
+        decision.name
+    ):
+        return decision.spelling()
     return None
 
 
@@ -781,7 +929,7 @@ def without_decision_record(attributes: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def recorded_decision(attributes: Mapping[str, Any], where: str) -> str | None:
-    """The built-in decision an array's attributes record, checked.
+    """The built-in decision's spelling an array's attributes record, checked.
 
     Parameters
     ----------
@@ -793,14 +941,13 @@ def recorded_decision(attributes: Mapping[str, Any], where: str) -> str | None:
     Raises
     ------
     DecisionError
-        When the record names no built-in decision (hand-edited, or written by a
+        When the record spells no built-in decision (hand-edited, or written by a
         newer zarrext).
     """
-    name = decision_record(attributes)
-    if name is None or (isinstance(name, str) and name in BUILTIN_DECISIONS):
-        return name
+    spelling = decision_record(attributes)
+    if spelling is None or builtin_spelling(spelling) is not None:
+        return spelling
     raise DecisionError(
-        f"{where}: attribute {RECORD_KEY}.decision records {name!r}, which is not a "
-        f"built-in decision ({', '.join(sorted(BUILTIN_DECISIONS))}); pass decision= to "
-        "choose one"
+        f"{where}: attribute {RECORD_KEY}.decision records {spelling!r}, which is not a "
+        f"built-in decision ({builtin_choices()}); pass decision= to choose one"
     )

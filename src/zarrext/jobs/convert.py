@@ -132,6 +132,10 @@ class Encoding:
         here sets (without ``like``: ``compress_if_smaller``).
     max_abs_error : float, optional
         Quantize float arrays within this bound (scale_offset + cast_value).
+    decision : Decision, str, int or callable, optional
+        The decision for the ``conditional`` codecs (a built-in's spelling is
+        recorded, as :func:`zarrext.create_array` records it). Default: ``like``'s
+        recorded decision, else ``compress_if_smaller``.
     """
 
     codecs: Sequence[Mapping[str, Any]] | None = None
@@ -140,6 +144,7 @@ class Encoding:
     shard_layout: Layout = None
     like: Any = None
     max_abs_error: float | None = None
+    decision: Any = None
 
 
 @dataclass(frozen=True)
@@ -428,7 +433,9 @@ def _target(
         attributes = quantized.attributes | {
             k: v for k, v in attributes.items() if k != "zarrext"
         }
-    decision = like.get("decision") or "compress_if_smaller"
+    decision = encoding.decision if encoding.decision is not None else (
+        like.get("decision") or "compress_if_smaller"
+    )
     kwargs: dict[str, Any] = {
         "shape": tuple(src.shape),
         # quantized: cast_value casts native floats (a format 2 '>f8' is read as such)

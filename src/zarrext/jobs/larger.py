@@ -19,15 +19,31 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from zarrext.errors import LargerOutputError
 
-if TYPE_CHECKING:
-    from zarrext.jobs.convert import ConvertReport, Target
+__all__ = ["ALLOW_LARGER", "MARGIN", "MARGIN_BYTES", "CopySizes", "is_larger",
+           "refuse_larger", "refusing_larger"]
 
-__all__ = ["ALLOW_LARGER", "MARGIN", "MARGIN_BYTES", "is_larger", "refuse_larger",
-           "refusing_larger"]
+
+class CopySizes(Protocol):
+    """What a copy's report says of its size (a conversion's ``ConvertReport``)."""
+
+    @property
+    def source_bytes(self) -> int: ...
+
+    @property
+    def output_bytes(self) -> int: ...
+
+
+class CopiedArray(Protocol):
+    """The array a copy wrote (a conversion's ``Target``)."""
+
+    @property
+    def path(self) -> str: ...
+
+    def describe(self) -> str: ...
 
 MARGIN = 0.05
 """How much more than its source a copy may take (a fraction of the source's bytes)."""
@@ -46,7 +62,7 @@ def is_larger(source_bytes: int, output_bytes: int) -> bool:
 
 
 def refuse_larger(
-    report: ConvertReport,
+    report: CopySizes,
     *,
     allow_larger: bool,
     copy: str,
@@ -73,12 +89,12 @@ def refuse_larger(
 
 def refusing_larger(
     allow_larger: bool, source: object
-) -> Callable[[Target, ConvertReport], None]:
+) -> Callable[[CopiedArray, CopySizes], None]:
     """``convert``'s check on each array written (``run_conversion``'s ``written``): a
     copy larger than its source refused, unless ``allow_larger``; ``source`` as the
     user gave it names a lone array."""
 
-    def written(target: Target, report: ConvertReport) -> None:
+    def written(target: CopiedArray, report: CopySizes) -> None:
         name = target.path or (
             os.fspath(source) if isinstance(source, str | os.PathLike) else "/"
         )

@@ -87,7 +87,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import LocalStore, WrapperStore, ZipStore
+from zarr.storage import LocalStore, WrapperStore
 
 from zarrext import stores
 from zarrext._zarr_compat import unwrapped_store
@@ -453,23 +453,29 @@ def _staged_local(output: Any, path: Path, *, overwrite: bool) -> Iterator[Any]:
     staging = _staging_path(path)
     staging.mkdir(parents=True)
     zipped = path.suffix == ".zip"
-    built = staging / (f"{_BUILT}.zip" if zipped else _BUILT)
-    target: Any = str(built)
-    if zipped:
-        target = ZipStore(built, mode="w")
-    elif isinstance(output, LocalStore):
-        target = LocalStore(built)
+    # A zip archive is built as a directory, then archived whole: a job writes some
+    # objects twice (a group's zarr.json, consolidated again), which a zip cannot replace.
+    tree = staging / _BUILT
+    built = staging / f"{_BUILT}.zip" if zipped else tree
+    target: Any = LocalStore(tree) if zipped or isinstance(output, LocalStore) else str(tree)
     try:
         yield target
         if zipped:
-            target.close()
+            archived(tree, built)
     except BaseException:
-        if zipped:
-            with contextlib.suppress(Exception):
-                target.close()
         shutil.rmtree(staging, ignore_errors=True)
         raise
     _publish(staging, built, path, seen)
+
+
+def archived(tree: Path, archive: Path) -> None:
+    """Write the directory ``tree`` as the zip ``archive``, its root at the archive's root
+    (as zarr's ``ZipStore`` writes one: entries stored uncompressed), then remove ``tree``."""
+    with zipfile.ZipFile(archive, mode="x", compression=zipfile.ZIP_STORED,
+                         allowZip64=True) as out:
+        for file in sorted(p for p in tree.rglob("*") if p.is_file()):
+            out.write(file, file.relative_to(tree).as_posix())
+    shutil.rmtree(tree)
 
 
 def _refuse_inside_format_2(output: Any, group: str | None) -> None:
@@ -507,6 +513,9 @@ def _format_2_group_above_remote(output: Store) -> str | None:
     """:func:`_format_2_group_above_local` for an object-store or fsspec output."""
     remote = _remote(output)
     assert remote is not None
+    # The output's own prefix first: a store that cannot be reached (credentials, a
+    # frozen server) is then named as the user named it, not by a parent prefix.
+    sync(output.exists("zarr.json"))
     parts = remote[1].split("/")
     for n in range(len(parts) - 1, 0, -1):
         above = "/".join(parts[:n])
@@ -1065,9 +1074,15 @@ def _consolidate_again(groups: list[tuple[Any, str]]) -> None:
 
 @contextlib.contextmanager
 def _staged_remote(output: Store, *, overwrite: bool) -> Iterator[Store]:
-    marker = _claim(output, overwrite=overwrite)
-    with _written_in_place(output, marker) as target:
-        yield target
+    marker = _marker()
+    running = json.loads(marker)["id"]
+    _RUNNING_HERE.add(running)  # before the claim: a job of another thread sees it run
+    try:
+        _claim(output, marker, overwrite=overwrite)
+        with _written_in_place(output, marker) as target:
+            yield target
+    finally:
+        _RUNNING_HERE.discard(running)
 
 
 def _where(output: Store) -> str:
@@ -1087,10 +1102,16 @@ def _marker() -> bytes:
     }).encode()
 
 
+# The ids of the markers this process's jobs hold while they run: a marker of this
+# process whose job has ended (failed, its objects not removed) is a dead job's.
+_RUNNING_HERE: set[str] = set()
+
+
 def _refuse_live_owner(output: Store, marker: bytes) -> None:
     """Refuse an output whose :data:`UNFINISHED` object may be a running job's: one
-    on this host whose process runs, or one on another host. An earlier zarrext's
-    marker (it names no process) and a gone process's are a killed job's."""
+    on this host whose process runs (in this process: a job still running), or one on
+    another host. An earlier zarrext's marker (it names no process) and a gone
+    process's are a killed job's."""
     from zarrext.sharding.journal import HOST, process_alive
 
     try:
@@ -1099,6 +1120,8 @@ def _refuse_live_owner(output: Store, marker: bytes) -> None:
     except (ValueError, TypeError, KeyError):
         return
     where = _where(output)
+    if host == HOST and pid == os.getpid() and document.get("id") not in _RUNNING_HERE:
+        return  # a job of this process that ended and could not remove its objects
     if host == HOST and process_alive(pid):
         raise OutputConflictError(
             f"another zarrext job (process {pid}) is writing {where}: wait for it to "
@@ -1112,7 +1135,7 @@ def _refuse_live_owner(output: Store, marker: bytes) -> None:
         )
 
 
-def _claim(output: Store, *, overwrite: bool) -> bytes:
+def _claim(output: Store, marker: bytes, *, overwrite: bool) -> bytes:
     """Make ``output`` this job's: its :data:`UNFINISHED` object written where none
     is, in one conditional request, or put over a killed job's by a request
     conditional on that marker's ETag (of two jobs finding one killed job's
@@ -1129,7 +1152,6 @@ def _claim(output: Store, *, overwrite: bool) -> bytes:
         If ``output`` holds something else, or a job that may be running is
         writing there.
     """
-    marker = _marker()
     for _ in range(3):  # a marker found then gone: its job just finished; look again
         created = stores.create_object(output, UNFINISHED, marker)
         if created is None:

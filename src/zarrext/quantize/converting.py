@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from zarrext.codecs.decisions import DecisionLike
 from zarrext.jobs.convert import (
     ConvertProgress,
     ConvertReport,
@@ -58,6 +59,7 @@ def convert(
     shard_layout: Literal["fixed-slot", "append"] | None = None,
     like: Any = None,
     max_abs_error: float | None = None,
+    decision: DecisionLike = None,
     arrays: Sequence[str] | None = None,
     encodings: Mapping[str, Encoding] | None = None,
     overwrite: bool = False,
@@ -108,6 +110,11 @@ def convert(
         Quantize the selected arrays (floating-point) within this bound, as
         ``zarrext quantize`` plans it (scale_offset + cast_value), then encode
         them as asked; every value is read back and checked.
+    decision : Decision, str, int or callable, optional
+        The decision for the ``conditional`` codecs, as :func:`zarrext.create_array`
+        takes it (a built-in's spelling, e.g. ``"smallest"``, is recorded in the
+        attributes). Default: ``like``'s recorded decision, else
+        ``compress_if_smaller``.
     arrays : list of str, optional
         With a group: the arrays to convert (paths in the group).
     encodings : mapping of str to Encoding, optional
@@ -169,6 +176,7 @@ def convert(
         codecs=codecs, chunks=_shape(chunks),
         shards=shards if shards is False or isinstance(shards, str) else _shape(shards),
         shard_layout=shard_layout, like=like, max_abs_error=max_abs_error,
+        decision=decision,
     )
     return _convert(
         source, output, encoding=encoding, encodings=encodings, arrays=arrays,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import zarr
@@ -29,6 +29,7 @@ import zarr
 from zarrext import errors
 from zarrext.jobs.convert import ConvertReport, Target, source_parts
 from zarrext.jobs.larger import refuse_larger
+from zarrext.jobs.ome import OmeUpgrade
 from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
 from zarrext.quantize.scanning import Progress, quantized, read_fill_value
 
@@ -63,6 +64,9 @@ class CopyReport:
         Number of blocks copied.
     path : str
         The array's path inside the group copied ("" for a lone array).
+    ome_upgrade : OmeUpgrade, optional
+        The OME-Zarr metadata upgrade made in the copy of a format 2 group
+        (:mod:`zarrext.jobs.ome`), the same in every report of one copy.
     """
 
     plan: QuantizationPlan
@@ -71,6 +75,7 @@ class CopyReport:
     worst_error: float
     blocks: int
     path: str = ""
+    ome_upgrade: OmeUpgrade | None = field(default=None, compare=False)
 
     @property
     def size_ratio(self) -> float:
@@ -195,7 +200,7 @@ def collecting(
         copies.append(CopyReport(
             plan=quantized.plan, source_bytes=report.source_bytes,
             output_bytes=report.output_bytes, worst_error=report.worst_error,
-            blocks=report.units, path=report.path,
+            blocks=report.units, path=report.path, ome_upgrade=report.ome_upgrade,
         ))
 
     return written

@@ -130,6 +130,7 @@ def copy_group_quantized(
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
     from zarrext.jobs.convert import open_source, readable, run_conversion
+    from zarrext.jobs.ome import planned_upgrade
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 
@@ -158,8 +159,10 @@ def copy_group_quantized(
 
     out_options = storage_options if output_storage_options is None else output_storage_options
     copies: list[CopyReport] = []
+    members = group_members(group)
     run_conversion(
-        group, targets, output, members=group_members(group), overwrite=overwrite,
+        group, targets, output, members=members, overwrite=overwrite,
+        ome_upgrade=planned_upgrade(group, members),  # format 3 needs OME-Zarr 0.5
         output_storage_options=out_options,
         progress=None if progress is None else lambda name, done, total: progress(
             name, "copy", done, total),
