@@ -75,6 +75,24 @@ def test_info_tree_and_json(run: Run, tmp_path: Path) -> None:
     assert "codecs: bytes -> conditional" in out
 
 
+
+def test_info_says_each_arrays_chunk_grid(run: Run, tmp_path: Path) -> None:
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("edge", shape=(10, 7), chunks=(4, 4), dtype="uint8")
+    group.create_array("sharded", shape=(10,), chunks=(2,), shards=(8,), dtype="uint8")
+    group.create_array("scalar", shape=(), dtype="uint8")
+    code, out, err = run("info", tmp_path / "g.zarr")
+    assert code == 0, err
+    lines = out.splitlines()
+
+    def grid_of(name: str) -> str:
+        at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{name}  array"))
+        return next(line.strip() for line in lines[at + 1:] if "grid:" in line)
+
+    assert grid_of("edge") == "grid: 6 chunks"  # 3 x 2, the edge chunks counted
+    assert grid_of("sharded") == "grid: 2 shards of 4 chunks"
+    assert grid_of("scalar") == "grid: 1 chunk"
+
 def test_info_and_inspect_count_the_same_bytes(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")
     _, info_out, _ = run("info", tmp_path / "s.zarr", "--json")
@@ -174,7 +192,7 @@ def test_recompress_json_quiet_and_dry_run(run: Run, tmp_path: Path) -> None:
 
 
 def test_size_change_words() -> None:
-    from zarrext.cli.stores import size_change
+    from zarrext.jobs.inspection import size_change
 
     assert size_change(200, 100) == "2.00x smaller"
     assert size_change(100, 128) == "1.28x larger"
@@ -186,7 +204,7 @@ def test_inspect_labels_and_plot_cap(
 ) -> None:
     import matplotlib.image
 
-    from zarrext.cli import stores
+    from zarrext.cli import plot
 
     make_store(tmp_path / "s.zarr")
     monkeypatch.chdir(tmp_path)
@@ -195,12 +213,12 @@ def test_inspect_labels_and_plot_cap(
     assert code == 0
     assert "array s.zarr/cond " in out
     assert "array s.zarr/sub/sharded " in out
-    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 1)
+    monkeypatch.setattr(plot, "MAX_PLOTTED_ARRAYS", 1)
     code, out, _ = run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "one.png")
     assert code == 0
     assert "(first 1 of 2 arrays)" in out
     one = matplotlib.image.imread(tmp_path / "one.png")
-    monkeypatch.setattr(stores, "MAX_PLOTTED_ARRAYS", 2)
+    monkeypatch.setattr(plot, "MAX_PLOTTED_ARRAYS", 2)
     run("inspect", tmp_path / "s.zarr", "--plot", tmp_path / "two.png")
     two = matplotlib.image.imread(tmp_path / "two.png")
     assert two.shape[0] > one.shape[0]  # one row of panels per plotted array

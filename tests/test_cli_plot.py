@@ -13,16 +13,9 @@ from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
 from tests.conftest import Run
-from zarrext.cli.stores import (
-    as_image,
-    chunks_per_shard,
-    mask_name,
-    plot_file,
-    plot_inventories,
-    shard_edges,
-    tile_layout,
-)
-from zarrext.jobs.inspection import ArrayInventory, inventory
+from zarrext.cli.plot import as_image, plot_file, plot_inventories, shard_edges, tile_layout
+from zarrext.cli.render import mask_name
+from zarrext.jobs.inspection import ArrayInventory, array_chunks_per_shard, inventory
 
 pytest.importorskip("matplotlib")
 
@@ -50,7 +43,7 @@ def make_store(path: Path) -> None:
 def _inventories(path: Path) -> tuple[list[ArrayInventory], dict[str, tuple[int, ...]]]:
     group = zarr.open_group(str(path), mode="r")
     arrays = [group[name] for name in ("cond", "plain")]
-    shards = {a.path: s for a in arrays if (s := chunks_per_shard(a)) is not None}
+    shards = {a.path: s for a in arrays if (s := array_chunks_per_shard(a)) is not None}
     return [inventory(a) for a in arrays], shards
 
 

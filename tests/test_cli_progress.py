@@ -12,7 +12,8 @@ import zarr
 
 import zarrext
 from tests.conftest import Run
-from zarrext.jobs.inspection import inventory, node_info
+from zarrext.jobs.inspection import inventory
+from zarrext.jobs.node_info import node_info
 from zarrext.jobs.shards.check import check
 from zarrext.stores import open_store
 

@@ -332,7 +332,7 @@ def test_an_unknown_codec_names_the_array(
 
 
 def test_the_library_names_the_array_of_an_unknown_codec(where: Where) -> None:
-    from zarrext.jobs.inspection import node_info
+    from zarrext.jobs.node_info import node_info
 
     _group_with_unknown_codec(where)
     group = where.location("g.zarr")

@@ -154,7 +154,8 @@ def _layout_threads(tmp_path: Path, config: Configuration, layout: str, cuts: li
 
 def _jobs(tmp_path: Path, config: Configuration) -> None:
     """check --deep, inspect, info, recompress, compact, expand, read_masked."""
-    from zarrext.jobs.inspection import inventory, node_info
+    from zarrext.jobs.inspection import inventory
+    from zarrext.jobs.node_info import node_info
 
     path = _create(tmp_path, config)
     values = config.values()

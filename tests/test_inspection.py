@@ -411,7 +411,7 @@ def test_info_reads_of_each_shard_only_its_index(where: Any) -> None:
     from zarr.abc.store import RangeByteRequest, SuffixByteRequest
 
     from tests.conftest import CountingStore
-    from zarrext.jobs.inspection import node_info
+    from zarrext.jobs.node_info import node_info
 
     inner: Any
     if where.options:

@@ -87,6 +87,6 @@ def test_every_surface_prints_the_same_masks(
     assert report["masks_before"] == {"0b00": 8}
     assert report["masks_after"] == {"0b00": 4, "0b11": 4}
 
-    from zarrext.cli.stores import mask_legend
+    from zarrext.cli.plot import mask_legend
 
     assert mask_legend(inv) == ["0b00", "0b01", "0b10", "0b11"]

@@ -256,9 +256,9 @@ def test_a_server_ignoring_conditional_writes_is_named_and_read_before_writing(
     """A server that ignores ``If-None-Match`` (its conditional create always writes)
     is found by the marker written twice: a warning names it, and the root
     ``zarr.json`` is read just before it is written."""
-    from zarrext import stores
+    from zarrext.stores import objects
 
-    real = stores._create
+    real = objects._create
 
     async def ignoring(store: Any, key: str, value: bytes) -> bool:
         await real(store, key, value)  # a first create: written
@@ -266,7 +266,7 @@ def test_a_server_ignoring_conditional_writes_is_named_and_read_before_writing(
             value))  # as such a server would: written again, and said so
         return True
 
-    monkeypatch.setattr(stores, "_create", ignoring)
+    monkeypatch.setattr(objects, "_create", ignoring)
     where = Where("s3", s3["url"], s3["options"])
     data = _source(where.location("src.zarr"), 0, s3["options"])
     with pytest.warns(outputs.UnconditionalStoreWarning, match="ignores conditional"):

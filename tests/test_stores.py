@@ -641,3 +641,33 @@ def test_a_remote_store_keeps_its_url_through_copies(s3: dict[str, Any]) -> None
     sibling = remote_store_at(store, f"{s3['url'].removeprefix('s3://')}/y.zarr")
     assert isinstance(sibling, RemoteObjectStore)
     assert sibling.location == f"{s3['url']}/y.zarr"
+
+
+def test_local_path_names_paths_file_urls_and_local_stores(tmp_path: Path) -> None:
+    # one function for a location and a store-like (was three: stores, jobs/outputs, sharding)
+    from zarrext.stores import local_path
+
+    assert local_path(tmp_path / "a.zarr") == tmp_path / "a.zarr"
+    assert local_path(f"file://{tmp_path}/a.zarr") == tmp_path / "a.zarr"
+    assert local_path("s3://bucket/a.zarr") is None
+    assert local_path(LocalStore(tmp_path)) == tmp_path
+    with ZipStore(tmp_path / "a.zip", mode="w") as zipped:
+        assert local_path(zipped) == tmp_path / "a.zip"
+    assert local_path(MemoryStore()) is None
+
+
+def test_every_name_of_the_stores_package_imports_from_it() -> None:
+    # zarrext.stores is a package: its modules' public names stay importable from it
+    import importlib
+    import pkgutil
+
+    import zarrext.stores as package
+
+    assert {name for name in package.__all__ if not hasattr(package, name)} == set()
+    for module in pkgutil.iter_modules(package.__path__):
+        names = importlib.import_module(f"zarrext.stores.{module.name}").__all__
+        assert set(names) <= set(package.__all__) | {
+            "AZURE_SCHEMES", "GCS_SCHEMES", "HTTP_SCHEMES", "S3_SCHEMES", "BUCKET_MISSING",
+            "error_words", "not_found_errors", "passed_through_errors", "bounded_options",
+            "fsspec_takes",
+        }, module.name

@@ -192,7 +192,7 @@ def test_storage_options_map_to_s3_and_bad_ones_are_refused(tmp_path: Path) -> N
 
 
 def test_read_jobs_on_a_readonly_session(local_repo: tuple[Any, str, Path]) -> None:
-    from zarrext.jobs.inspection import node_info
+    from zarrext.jobs.node_info import node_info
 
     repo, _, _ = local_repo
     store = read_session(repo).store

@@ -352,7 +352,7 @@ def open_array(
     Notes
     -----
     Opening a sharded array on a local store for writing first rolls back shard
-    writes that a killed writer left unfinished (:func:`zarrext.jobs.shards.check.recover_array`).
+    writes that a killed writer left unfinished (:func:`zarrext.sharding.layout.recover_array`).
     """
     if mode in ("w", "w-", "x"):
         raise ValueError(

@@ -2,7 +2,7 @@
 
 Each job lives in its own module under ``zarrext.cli`` and exposes
 ``register(app)``; this module only assembles them and turns expected failures
-into one line on stderr (see ``zarrext.cli._common``).
+into one line on stderr (see ``zarrext.cli.failures``).
 
 Layer: the top, with :mod:`zarrext.demo`; may import every other layer. Only the
 CLI and the demo import rich, typer and matplotlib (the import contract in
@@ -56,7 +56,9 @@ app = typer.Typer(
 # One module per group of commands; each defines ``register(app: typer.Typer) -> None``.
 COMMAND_MODULES: tuple[str, ...] = (
     "demo",
-    "stores",
+    "info",
+    "inspect",
+    "recompress",
     "n5",
     "quantize",
     "convert",

@@ -17,7 +17,7 @@ touched):
   to a repository in a local directory), which is never silenced.
 
 icechunk's own warnings come from its Rust logger, not through ``warnings``: the
-CLI says the one a user must act on itself (:func:`zarrext.cli._common.in_icechunk`).
+CLI says the one a user must act on itself (:func:`zarrext.cli.icechunk.in_icechunk`).
 """
 
 from __future__ import annotations

@@ -7,8 +7,11 @@ into rich output, so ``import zarrext`` and its jobs never load rich.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from math import prod
+from pathlib import Path
 from typing import Any
 
 from rich import box
@@ -16,7 +19,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.jobs.inspection import size_change
+from zarrext.codecs.decisions import format_mask
+from zarrext.jobs.inspection import ArrayInventory, size_change
 from zarrext.jobs.recompression import RecompressReport
 from zarrext.jobs.shards.inspect import (
     MAX_SHARD_ROWS,
@@ -31,7 +35,18 @@ from zarrext.jobs.shards.inspect import (
 
 __all__ = [
     "array_progress_bar",
-    "progress_bar", "recompress_table", "render_shard_table", "sharded_report"]
+    "codec_names",
+    "counts_text",
+    "inventory_table",
+    "label",
+    "mask_name",
+    "mask_names",
+    "masks_by_shard",
+    "progress_bar",
+    "recompress_table",
+    "render_shard_table",
+    "sharded_report",
+]
 
 
 @contextmanager
@@ -86,7 +101,7 @@ def array_progress_bar(
     job: str, *, console: Console | None = None, enabled: bool = True
 ) -> Iterator[Callable[[str, int, int], None]]:
     """As :func:`progress_bar`, for a job that reports array by array
-    (``progress(array_path, done, total)``, e.g. :func:`zarrext.jobs.inspection.node_info`):
+    (``progress(array_path, done, total)``, e.g. :func:`zarrext.jobs.node_info.node_info`):
     one bar, labelled with the job and the array it is on."""
     with _bar(job, console, enabled) as (bar, task):
 
@@ -183,3 +198,80 @@ def sharded_report(array: Any) -> list[ShardInfo] | None:
     from zarrext.cli._common import is_sharded
 
     return shard_report(array) if is_sharded(array) else None
+
+
+def label(given: Path | str, member: str) -> str:
+    """An array as the user named it: the path given, then the member's path in it."""
+    return f"{str(given).rstrip('/')}/{member}" if member else str(given)
+
+
+def codec_names(inv: ArrayInventory) -> list[str]:
+    """Names of the conditional codec's nested codecs, in the order they apply (bit order)."""
+    if inv.placement is None:
+        return []
+    return [str(c.to_dict().get("name", type(c).__name__)) for c in inv.placement.codec.codecs]
+
+
+def mask_name(mask: int, names: Sequence[str]) -> str:
+    """A mask in words: the codecs it applied joined by ``+``, or ``raw`` for none.
+
+    >>> mask_name(0, ["shuffle", "zstd"]), mask_name(0b11, ["shuffle", "zstd"])
+    ('raw', 'shuffle+zstd')
+    >>> mask_name(0b100, ["zstd"])
+    'invalid 0b100'
+    """
+    if mask >> len(names):
+        return f"invalid {format_mask(mask, len(names))}"
+    applied = [name for bit, name in enumerate(names) if mask >> bit & 1]
+    return "+".join(applied) or "raw"
+
+
+def mask_names(inv: ArrayInventory) -> dict[str, str]:
+    """The masks the array's chunks hold, notation to words: ``{"0b11": "shuffle+zstd"}``."""
+    names = codec_names(inv)
+    return {inv.mask_text(m): mask_name(m, names) for m in sorted(inv.mask_counts)}
+
+
+def inventory_table(inv: ArrayInventory, given: Path | str | None = None) -> Table:
+    """One array's stored chunks, bytes and mask counts (the masks named in the caption)."""
+    name = label(given, inv.path) if given is not None else inv.path or "/"
+    table = Table(title=f"array {name}  shape={inv.shape} chunks={inv.chunk_shape}")
+    table.add_column("stored chunks", justify="right")
+    table.add_column("of", justify="right")
+    table.add_column("stored bytes", justify="right")
+    table.add_column("raw bytes", justify="right")
+    table.add_column("ratio", justify="right")
+    table.add_column("masks (chunks)")
+    if inv.damaged:
+        table.add_column("damaged", justify="right", style="bold red")
+    masks = ", ".join(f"{inv.mask_text(m)}: {n}" for m, n in sorted(inv.mask_counts.items()))
+    ratio = size_change(inv.raw_bytes, inv.stored_bytes)
+    table.add_row(
+        str(len(inv.chunks)),
+        str(prod(inv.grid_shape)),
+        f"{inv.stored_bytes:,}",
+        f"{inv.raw_bytes:,}",
+        ratio,
+        masks if inv.placement is not None else "(no conditional codec)",
+        *([str(len(inv.damaged))] if inv.damaged else []),
+    )
+    if inv.mask_counts:
+        table.caption = "masks: " + ", ".join(f"{k} {v}" for k, v in mask_names(inv).items())
+    return table
+
+
+def masks_by_shard(inv: ArrayInventory) -> dict[str, Counter[int]]:
+    """How many of each shard's stored chunks hold each mask, by shard key.
+
+    Keys are relative to the array, as :class:`~zarrext.jobs.shards.inspect.ShardInfo`'s.
+    """
+    prefix = f"{inv.path}/" if inv.path else ""
+    out: dict[str, Counter[int]] = defaultdict(Counter)
+    for chunk in inv.chunks:
+        if chunk.mask is not None:
+            out[chunk.key.removeprefix(prefix)][chunk.mask] += 1
+    return dict(out)
+
+
+def counts_text(counts: Counter[int], names: Sequence[str]) -> str:
+    return ", ".join(f"{mask_name(m, names)}: {n}" for m, n in sorted(counts.items()))

@@ -127,8 +127,9 @@ class Encoding:
     shard_layout : {"fixed-slot", "append"}, optional
         How the shards' inner chunks are laid out; ``None``: dense.
     like : array, path or URL, optional
-        Take chunks, shards, codecs, decision and layout from this array (each
-        field given here still wins).
+        Take chunks, shards, codecs and layout from this array (each field given
+        here still wins), and the decision its attributes record, which no field
+        here sets (without ``like``: ``compress_if_smaller``).
     max_abs_error : float, optional
         Quantize float arrays within this bound (scale_offset + cast_value).
     decision : Decision, str, int or callable, optional

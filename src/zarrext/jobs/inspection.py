@@ -8,7 +8,6 @@ the header's mask is validated.
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -34,13 +33,11 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.chain import CodecChain, ConditionalPlacement, decode_bytes
 from zarrext.codecs.chunk_context import chunk_index
-from zarrext.codecs.decisions import decision_record, format_mask
+from zarrext.codecs.decisions import format_mask
 from zarrext.codecs.specs import array_spec
 from zarrext.errors import (
     ChunkDecodeError,
     naming_chunk,
-    naming_codec_holder,
-    naming_malformed_metadata,
 )
 from zarrext.jobs.progress import ProgressCallback
 from zarrext.stores import list_keys, object_sizes
@@ -48,6 +45,7 @@ from zarrext.stores import list_keys, object_sizes
 __all__ = [
     "ArrayInventory",
     "ArrayProgress",
+    "array_chunks_per_shard",
     "ConditionalPlacement",
     "StoredChunk",
     "chunk_prefix",
@@ -55,7 +53,6 @@ __all__ = [
     "codec_chain",
     "inner_chunks_inside",
     "inventory",
-    "node_info",
     "size_change",
     "stored_chunk_keys",
 ]
@@ -247,6 +244,14 @@ def storage_block(metadata: ArrayV3Metadata) -> tuple[tuple[int, ...], ShardingC
     return tuple(grid.chunk_shape), CodecChain.from_metadata(metadata).sharding
 
 
+def array_chunks_per_shard(array: Any) -> tuple[int, ...] | None:
+    """Inner chunks per shard along each axis of ``array``, or None when it is unsharded."""
+    outer, sharding = storage_block(array.metadata)
+    if sharding is None:
+        return None
+    return tuple(o // c for o, c in zip(outer, sharding.chunk_shape, strict=True))
+
+
 def _spec(shape: tuple[int, ...], metadata: ArrayV3Metadata) -> ArraySpec:
     return array_spec(metadata, shape)
 
@@ -364,85 +369,14 @@ def inventory(
             return size
         return size, await store.get(key, prototype, byte_range=index_range)
 
-    inner_spec = _spec(chunk_shape, metadata)
-    raw_nbytes = _raw_nbytes(chunk_shape, metadata)
-
-    def mask_of(data: Buffer, index: tuple[int, ...], key: str,
-                inner: tuple[int, ...] | None) -> int | None:
-        """The chunk's mask; None when it is damaged and ``on_damage="mark"``."""
-        assert placement is not None
-        token = chunk_index.set(index)
-        try:
-            with naming_chunk(array=array.path, key=key, codecs=placement.after, inner=inner):
-                return stored_mask(placement, data, inner_spec)
-        except ChunkDecodeError as e:
-            if on_damage == "raise":
-                raise
-            result.damaged.append(e)
-            return None
-        finally:
-            chunk_index.reset(token)
-
-    def inside(origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...] | None:
-        """An inner chunk's index in the array-wide grid; None beyond the array's edge."""
-        index = tuple(o * k + i for o, k, i in zip(origin, per_shard, local, strict=True))
-        return None if any(i >= g for i, g in zip(index, grid_shape, strict=True)) else index
-
-    def add(coords: tuple[int, ...], key: str, got: Any) -> None:
-        """Add the chunks of one stored object (``got``: its bytes; or its size, and
-        a bare shard's index, when only totals are asked for)."""
-        if got is None:
-            return  # deleted since listed
-        index_bytes = None
-        if isinstance(got, tuple):
-            got, index_bytes = got
-            if index_bytes is None:
-                return  # deleted since listed
-        size = result.object_sizes[key] = got if isinstance(got, int) else len(got)
-        origin = axes(tuple(coords))
-        if index_bytes is not None:  # totals only, of a bare shard: from its index
-            assert sharding is not None
-            entries = index_entries(sharding, index_bytes, per_shard, size, key)
-            result.stored_sizes[key] = sum(
-                stop - start for local, (start, stop) in entries
-                if inside(origin, local) is not None
-            )
-            return
-        if not bare_shards:  # a chunk, or a shard encoded whole
-            result.stored_sizes[key] = size
-        if not list_chunks:
-            return
-        if sharding is None:
-            mask = None
-            damaged = False
-            if placement is not None and read_masks:
-                mask = mask_of(got, coords, key, None)
-                damaged = mask is None
-            result.chunks.append(StoredChunk(coords, key, size, raw_nbytes, mask, damaged))
-            return
-        shard = got
-        if chain.bytes_bytes:
-            # bytes->bytes codecs applied to whole shards, undone before reading the index
-            with naming_chunk(array=array.path, key=key, codecs=chain.bytes_bytes):
-                shard = prototype.buffer.from_bytes(
-                    chain.decode_stored(shard.to_bytes(), _spec(outer_shape, metadata))
-                )
-        chunks = []
-        for local, (start, stop) in shard_entries(sharding, shard, per_shard, key):
-            index = inside(origin, local)
-            if index is not None:
-                chunks.append((local, index, start, stop))
-        if bare_shards:
-            result.stored_sizes[key] = sum(stop - start for _, _, start, stop in chunks)
-        for local, index, start, stop in chunks:
-            mask = None
-            damaged = False
-            if placement is not None and placement.sharding is sharding and read_masks:
-                mask = mask_of(shard[start:stop], index, key, local)
-                damaged = mask is None
-            result.chunks.append(
-                StoredChunk(index, key, stop - start, raw_nbytes, mask, damaged)
-            )
+    mode = _ObjectReader.for_mode(index_totals=index_range is not None,
+                                  list_chunks=list_chunks, sharded=sharding is not None)
+    reader = mode(
+        array=array, metadata=metadata, chain=chain, sharding=sharding, placement=placement,
+        result=result, outer_shape=outer_shape, per_shard=per_shard, grid_shape=grid_shape,
+        axes=axes, read_masks=read_masks, on_damage=on_damage, prototype=prototype,
+        inner_spec=_spec(chunk_shape, metadata), raw_nbytes=_raw_nbytes(chunk_shape, metadata),
+    )
 
     keys = list(stored_chunk_keys(array, None if listed is None else sorted(listed)))
     batch = max(1, int(zarr_config.get("async.concurrency") or 1))
@@ -457,7 +391,7 @@ def inventory(
         for (coords, key), got in zip(part, fetched, strict=True):
             result.store_keys += 1
             try:
-                add(coords, key, got)
+                reader.add(coords, key, got)
             except ChunkDecodeError as e:  # a shard's outer codecs
                 if on_damage == "raise":
                     raise
@@ -471,6 +405,163 @@ def inventory(
         if progress is not None:
             progress(first + len(part), len(keys))
     return result
+
+
+@dataclass
+class _ObjectReader:
+    """Adds the stored objects of one array to its inventory, one object at a time.
+
+    One subclass per mode of :func:`inventory`: the totals of objects
+    (:class:`_ObjectTotals`), the totals of bare shards from their indexes
+    (:class:`_ShardIndexTotals`), the chunks of an unsharded array
+    (:class:`_ChunkList`), the inner chunks of shards (:class:`_ShardChunkList`).
+    """
+
+    array: Any
+    metadata: ArrayV3Metadata
+    chain: CodecChain
+    sharding: ShardingCodec | None
+    placement: ConditionalPlacement | None
+    result: ArrayInventory
+    outer_shape: tuple[int, ...]
+    per_shard: tuple[int, ...]
+    grid_shape: tuple[int, ...]
+    axes: Callable[[tuple[int, ...]], tuple[int, ...]]
+    read_masks: bool
+    on_damage: Literal["raise", "mark"]
+    prototype: Any
+    inner_spec: ArraySpec
+    raw_nbytes: int
+
+    @staticmethod
+    def for_mode(*, index_totals: bool, list_chunks: bool, sharded: bool) -> type[_ObjectReader]:
+        """The reader for what :func:`inventory` was asked (``index_totals``: of bare
+        shards, only their indexes are fetched)."""
+        if index_totals:
+            return _ShardIndexTotals
+        if not list_chunks:
+            return _ObjectTotals
+        return _ShardChunkList if sharded else _ChunkList
+
+    @property
+    def bare_shards(self) -> bool:
+        """Shards with nothing after sharding_indexed: their indexes hold their chunks'
+        sizes (else a shard is encoded whole, and counts whole)."""
+        return self.sharding is not None and not self.chain.bytes_bytes
+
+    def add(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        """Add the chunks of one stored object (``got``: what was fetched of it; None
+        when it was deleted since listed)."""
+        if got is not None:
+            self.add_object(tuple(coords), key, got)
+
+    def add_object(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        raise NotImplementedError
+
+    def record_size(self, key: str, got: Any) -> int:
+        """The object's size (``got``: its size or its bytes), recorded."""
+        size = self.result.object_sizes[key] = got if isinstance(got, int) else len(got)
+        if not self.bare_shards:  # a chunk, or a shard encoded whole
+            self.result.stored_sizes[key] = size
+        return size
+
+    def inside(self, origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...] | None:
+        """An inner chunk's index in the array-wide grid; None beyond the array's edge."""
+        index = tuple(o * k + i for o, k, i in zip(origin, self.per_shard, local, strict=True))
+        return None if any(i >= g for i, g in zip(index, self.grid_shape, strict=True)) else index
+
+    def mask_of(self, data: Buffer, index: tuple[int, ...], key: str,
+                inner: tuple[int, ...] | None) -> int | None:
+        """The chunk's mask; None when it is damaged and ``on_damage="mark"``."""
+        assert self.placement is not None
+        token = chunk_index.set(index)
+        try:
+            with naming_chunk(array=self.array.path, key=key, codecs=self.placement.after,
+                              inner=inner):
+                return stored_mask(self.placement, data, self.inner_spec)
+        except ChunkDecodeError as e:
+            if self.on_damage == "raise":
+                raise
+            self.result.damaged.append(e)
+            return None
+        finally:
+            chunk_index.reset(token)
+
+
+class _ObjectTotals(_ObjectReader):
+    """Totals only, from each object's size."""
+
+    def add_object(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        self.record_size(key, got)
+
+
+class _ShardIndexTotals(_ObjectReader):
+    """Totals only, of bare shards: ``got`` is the shard's size and its index's bytes,
+    which give its chunks' sizes."""
+
+    def add_object(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        size, index_bytes = got
+        if index_bytes is None:
+            return  # deleted since listed
+        size = self.record_size(key, size)
+        assert self.sharding is not None
+        origin = self.axes(coords)
+        entries = index_entries(self.sharding, index_bytes, self.per_shard, size, key)
+        self.result.stored_sizes[key] = sum(
+            stop - start for local, (start, stop) in entries
+            if self.inside(origin, local) is not None
+        )
+
+
+class _ChunkList(_ObjectReader):
+    """The chunks of an unsharded array, each with its mask when asked for (``got``:
+    the chunk's bytes, or its size when no mask is read)."""
+
+    def add_object(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        size = self.record_size(key, got)
+        mask = None
+        damaged = False
+        if self.placement is not None and self.read_masks:
+            mask = self.mask_of(got, coords, key, None)
+            damaged = mask is None
+        self.result.chunks.append(
+            StoredChunk(coords, key, size, self.raw_nbytes, mask, damaged)
+        )
+
+
+class _ShardChunkList(_ObjectReader):
+    """The inner chunks of each shard (``got``: the shard's bytes), each with its mask
+    when asked for."""
+
+    def add_object(self, coords: tuple[int, ...], key: str, got: Any) -> None:
+        assert self.sharding is not None
+        self.record_size(key, got)
+        origin = self.axes(coords)
+        shard = got
+        if self.chain.bytes_bytes:
+            # bytes->bytes codecs applied to whole shards, undone before reading the index
+            with naming_chunk(array=self.array.path, key=key, codecs=self.chain.bytes_bytes):
+                shard = self.prototype.buffer.from_bytes(self.chain.decode_stored(
+                    shard.to_bytes(), _spec(self.outer_shape, self.metadata)
+                ))
+        chunks = []
+        for local, (start, stop) in shard_entries(self.sharding, shard, self.per_shard, key):
+            index = self.inside(origin, local)
+            if index is not None:
+                chunks.append((local, index, start, stop))
+        if self.bare_shards:
+            self.result.stored_sizes[key] = sum(stop - start for _, _, start, stop in chunks)
+        reads_masks = (self.placement is not None and self.placement.sharding is self.sharding
+                       and self.read_masks)
+        for local, index, start, stop in chunks:
+            mask = None
+            damaged = False
+            if reads_masks:
+                mask = self.mask_of(shard[start:stop], index, key, local)
+                damaged = mask is None
+            self.result.chunks.append(
+                StoredChunk(index, key, stop - start, self.raw_nbytes, mask, damaged)
+            )
 
 
 def shard_entries(
@@ -520,128 +611,6 @@ def index_entries(
     return iter(entries)
 
 
-def _allocated_bytes(array: zarr.Array, keys: Iterator[str]) -> int | None:
-    """Bytes the file system allocates for the objects ``keys`` of a local array
-    (``st_blocks * 512``): less than their sizes where fixed slots leave holes
-    (``zarrext compact`` reclaims the difference). None for other stores.
-
-    ``keys`` are store keys (:attr:`ArrayInventory.object_sizes`'), which hold the
-    array's path already: an array inside a group is not looked for under its path
-    twice.
-    """
-    import os
-    from pathlib import Path
-
-    from zarr.storage import LocalStore
-
-    store = array.store_path.store
-    if not isinstance(store, LocalStore):
-        return None
-    root = Path(store.root)
-    total = 0
-    for key in keys:
-        try:
-            total += os.stat(root / key).st_blocks * 512
-        except FileNotFoundError:  # deleted since listed: nothing allocated
-            continue
-    return total
-
-
-def _json_value(value: Any) -> Any:
-    """A fill value (numpy scalar, NaN, bytes...) as JSON can carry it."""
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not np.isfinite(value):
-        return str(value)
-    if isinstance(value, bytes):
-        return value.hex()
-    if isinstance(value, complex):
-        return [value.real, value.imag]
-    return value if isinstance(value, (int, float, str, bool, type(None))) else str(value)
-
-
-def _quantize_info(metadata: ArrayV3Metadata) -> dict[str, Any] | None:
-    """What a quantized array stores (:meth:`StorableValues.describe`), None if it
-    quantizes nothing."""
-    from zarrext.codecs.quantized_writes import StorableValues
-
-    storable = StorableValues.of_metadata(metadata)
-    return None if storable is None else storable.describe()
-
-
 def codec_chain(codecs: Any) -> list[str]:
     """Codec names of a chain, sharding's inner chain in brackets."""
     return CodecChain.of(codecs).names()
-
-
-def node_info(
-    node: zarr.Array | zarr.Group, *, progress: ArrayProgress | None = None
-) -> dict[str, Any]:
-    """What ``zarrext info`` shows: the tree of a store with per-array metadata and bytes.
-
-    Returns a JSON-ready dict: ``{"path", "type", "attributes", "stored_bytes", ...}``,
-    for an array also shape, dtype, chunks, shards, codecs, fill_value,
-    dimension_names, decision (the one :func:`zarrext.create_array` recorded in
-    the attributes, ``None`` if none) and quantize (for an array quantized by
-    ``scale_offset`` + ``cast_value``: the integer type, the range it stores, the
-    reserved codes and the plan recorded in the attributes, its range, bound and
-    headroom; ``None`` otherwise), for a group ``members`` (sorted by name) and
-    ``arrays`` (count). Bytes are counted as :class:`ArrayInventory` says, one way
-    for every command: ``stored_bytes`` the encoded chunks' bytes
-    (:attr:`ArrayInventory.stored_bytes`), ``object_bytes`` the objects' sizes
-    (:attr:`ArrayInventory.object_bytes`), each summed over its arrays for a group;
-    ``allocated_bytes`` (arrays only) what a local file system allocates for the
-    objects, None elsewhere; ``damaged`` (arrays only) the shards whose index does
-    not decode (their chunks are not counted: ``zarrext check`` names them).
-
-    The objects' sizes come from one listing of the store where it lists sizes (else
-    each is asked of the store); of a shard only the index is read.
-    ``progress(path, done, total)``, if given, is called with each array's path
-    and its stored objects read so far, before the first and after each batch.
-    """
-    attributes = dict(node.attrs)
-    if isinstance(node, zarr.Array):
-        metadata = node.metadata
-        if not isinstance(metadata, ArrayV3Metadata):
-            raise ValueError(f"array {node.path!r} is not a Zarr format 3 array")
-        outer, sharding = storage_block(metadata)
-        stored = inventory(  # totals only: of a shard, only its index is read
-            node, read_masks=False, list_chunks=False, on_damage="mark",
-            progress=None if progress is None else functools.partial(progress, node.path or "/"),
-        )
-        return {
-            "path": node.path or "/",
-            "type": "array",
-            "shape": list(metadata.shape),
-            "dtype": metadata.data_type.to_json(zarr_format=3),
-            "chunks": list(sharding.chunk_shape if sharding is not None else outer),
-            "shards": list(outer) if sharding is not None else None,
-            "codecs": codec_chain(metadata.codecs),
-            "fill_value": _json_value(metadata.fill_value),
-            "dimension_names": (
-                list(metadata.dimension_names) if metadata.dimension_names else None
-            ),
-            "attributes": attributes,
-            # recorded by zarrext.create_array, used by zarrext.open_array
-            "decision": decision_record(attributes),
-            # a quantized array: what it stores, and the plan its attributes record
-            "quantize": _quantize_info(metadata),
-            "stored_bytes": stored.stored_bytes,
-            "object_bytes": stored.object_bytes,
-            # local files only: holes in fixed slots make it less than object_bytes
-            "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
-            "damaged": len(stored.damaged),
-        }
-    with naming_codec_holder(group=node), \
-            naming_malformed_metadata(node.store, node.store_path.path):
-        listed = sorted(node.members(), key=lambda m: m[0])
-    members = [node_info(member, progress=progress) for _, member in listed]
-    return {
-        "path": node.path or "/",
-        "type": "group",
-        "attributes": attributes,
-        "stored_bytes": sum(m["stored_bytes"] for m in members),
-        "object_bytes": sum(m["object_bytes"] for m in members),
-        "arrays": sum(1 if m["type"] == "array" else m["arrays"] for m in members),
-        "members": members,
-    }

@@ -87,7 +87,7 @@ from zarr.abc.store import (
 )
 from zarr.core.buffer import Buffer, BufferPrototype, default_buffer_prototype
 from zarr.core.sync import sync
-from zarr.storage import LocalStore, WrapperStore, ZipStore
+from zarr.storage import LocalStore, WrapperStore
 
 from zarrext import stores
 from zarrext._zarr_compat import unwrapped_store
@@ -98,6 +98,7 @@ from zarrext.jobs.group_metadata import (
     is_consolidated,
     withdraw,
 )
+from zarrext.stores import local_path
 
 __all__ = [
     "STAGING_MARKER",
@@ -319,17 +320,6 @@ class MetadataLastStore(WrapperStore[Store]):
 
 class RootTakenError(Exception):
     """A ``zarr.json`` another writer put at the root of an output being published."""
-
-
-def local_path(store_like: Any) -> Path | None:
-    """The local directory or zip file a store-like names, or None for other stores."""
-    if isinstance(store_like, str | os.PathLike):
-        return stores.local_path(store_like)
-    if isinstance(store_like, LocalStore):
-        return Path(store_like.root)
-    if isinstance(store_like, ZipStore) and isinstance(store_like.path, str | Path):
-        return Path(store_like.path)
-    return None
 
 
 def _remote(store_like: Any) -> tuple[str, str] | None:

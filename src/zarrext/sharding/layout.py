@@ -70,16 +70,16 @@ __all__ = [
     "ShardGeometry",
     "ShardLayoutError",
     "bind_layout",
-    "local_path",
     "recover_array",
     "slot_bound",
+    "writable_local_file",
 ]
 
 ShardLayout = Literal["fixed-slot", "append"]
 LAYOUTS: tuple[str, ...] = ("fixed-slot", "append")
 
 
-def local_path(byte_setter: object) -> Path | None:
+def writable_local_file(byte_setter: object) -> Path | None:
     """The file behind a store path, when its store writes local files in place."""
     store = getattr(byte_setter, "store", None)
     path = getattr(byte_setter, "path", None)
@@ -209,7 +209,7 @@ class LayoutShardingCodec(RuntimeShardingCodec):
 
         from zarrext.codecs.chunk_context import inner_origin
 
-        target = local_path(byte_setter)
+        target = writable_local_file(byte_setter)
         if target is None:
             await super()._encode_partial_single(byte_setter, shard_array, selection, shard_spec)
             return
