@@ -42,6 +42,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from conformance import values as value_files
+
 JSON = Any
 
 __all__ = ["ADAPTERS", "CAUSES", "EXIT_CODES", "Adapter", "CommandAdapter", "Crashed",
@@ -504,7 +506,7 @@ class CommandAdapter(Adapter):
             out = os.path.join(tmp, "out.npy")
             self._run("read", str(store), out)
             try:
-                return np.load(out, allow_pickle=False)
+                return value_files.load_file(out)
             except (OSError, ValueError) as e:
                 raise Crashed(f"exit 0 without a readable OUT.npy: {e}") from None
 
@@ -512,7 +514,7 @@ class CommandAdapter(Adapter):
               selection: list[list[int]] | None) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             source = os.path.join(tmp, "in.npy")
-            np.save(source, values, allow_pickle=False)
+            value_files.save_file(source, values)
             self._run("write", str(store), source, json.dumps(selection),
                       json.dumps(case.get("writer") or {}))
 

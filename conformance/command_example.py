@@ -20,8 +20,14 @@ from __future__ import annotations
 import json
 import re
 import sys
+from pathlib import Path
 
 import numpy as np
+
+# values.py, for the optional type's values and validity (PROTOCOL.md): run as a script,
+# this file sees the repository's root only when told
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from conformance.values import load_file, save_file
 
 INVALID_METADATA, MALFORMED_CHUNK, VALUE_NOT_REPRESENTABLE, NOT_SUPPORTED = 10, 11, 12, 3
 VALUE_WORDS = re.compile(r"out of range|outside the range|overflow|cannot cast", re.I)
@@ -54,12 +60,12 @@ def main(argv: list[str]) -> int:
         except ValueError as error:
             value = VALUE_WORDS.search(str(error))
             return refuse(VALUE_NOT_REPRESENTABLE if value else MALFORMED_CHUNK, error)
-        np.save(argv[2], values, allow_pickle=False)
+        save_file(argv[2], values)  # an optional type's validity beside, in OUT.valid.npy
         return 0
     selection = json.loads(argv[3])
     region = (Ellipsis,) if selection is None else tuple(slice(a, b) for a, b in selection)
     try:
-        array[region] = np.load(argv[2], allow_pickle=False)
+        array[region] = load_file(argv[2])
     except ValueError as error:
         return refuse(VALUE_NOT_REPRESENTABLE, error)
     return 0

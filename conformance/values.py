@@ -96,3 +96,26 @@ def load(folder: Path, stem: str) -> np.ndarray:
     valid_path = folder / f"{stem}{VALID_SUFFIX}"
     valid = np.load(valid_path, allow_pickle=False) if valid_path.exists() else None
     return join(values, valid)
+
+
+def validity_path(path: str | Path) -> Path:
+    """The validity file beside a values file: ``X.npy`` -> ``X.valid.npy``."""
+    path = Path(path)
+    return path.with_name(path.name.removesuffix(".npy") + VALID_SUFFIX)
+
+
+def save_file(path: str | Path, values: np.ndarray) -> None:
+    """``values`` into the ``.npy`` file ``path``, as the ``cmd:`` protocol passes them:
+    plain values, and for an optional type their validity beside (:func:`validity_path`)."""
+    plain, valid = split(values)
+    np.save(path, plain, allow_pickle=False)
+    if valid is not None:
+        np.save(validity_path(path), valid, allow_pickle=False)
+
+
+def load_file(path: str | Path) -> np.ndarray:
+    """The values :func:`save_file` saved at ``path`` (in-memory records for an optional
+    type, when its validity file is beside it)."""
+    values = np.load(path, allow_pickle=False)
+    valid_path = validity_path(path)
+    return join(values, np.load(valid_path, allow_pickle=False) if valid_path.exists() else None)

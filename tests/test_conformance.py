@@ -196,7 +196,9 @@ def test_example_1_chunk_is_a_tiff() -> None:
 
 
 @pytest.mark.parametrize("case_id", ["cond-mask-1-applies", "opt-mask-too-short",
-                                     "pad-write-literal-start", "cond-write-masks-per-chunk"])
+                                     "pad-write-literal-start", "cond-write-masks-per-chunk",
+                                     # optional values cross as values + validity files
+                                     "opt-nested", "opt-write-all-present"])
 def test_command_protocol(case_id: str, tmp_path: Path) -> None:
     """An implementation behind ``cmd:`` (conformance/command_example.py) runs the cases."""
     folder, case = BY_ID[case_id]

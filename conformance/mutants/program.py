@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from conformance.adapters import EXIT_CODES, Refused, Unsupported, ZarrextAdapter
+from conformance.values import load_file, save_file
 
 STATUS = {cause: status for status, cause in EXIT_CODES.items()}
 _REVERSED = bytes(int(f"{b:08b}"[::-1], 2) for b in range(256))
@@ -115,10 +116,10 @@ def run(name: str, args: list[str]) -> int:
     impl = ZarrextAdapter()
     try:
         if args[0] == "read":
-            np.save(args[2], impl.read(Path(args[1]), {}), allow_pickle=False)
+            save_file(args[2], impl.read(Path(args[1]), {}))
         else:
             case = {"writer": json.loads(args[4])}
-            impl.write(Path(args[1]), case, np.load(args[2], allow_pickle=False),
+            impl.write(Path(args[1]), case, load_file(args[2]),
                        json.loads(args[3]))
     except Unsupported as error:
         print(error, file=sys.stderr)
