@@ -277,3 +277,11 @@ def test_quantize_refuses_with_the_same_check(tmp_path: Path) -> None:
         zarrext.quantize.copy_quantized(str(tmp_path / "src"), str(tmp_path / "out"),
                                         max_abs_error=1e-6)
     assert _output_traces(tmp_path) == []
+
+
+def test_a_quantized_copy_is_refused_when_larger_by_any_byte() -> None:
+    """quantize exists to make arrays smaller: no margin for its copies (convert's is
+    for the header a chunk of incompressible data gains)."""
+    assert not is_larger(100_000, 100_000, margin=False)
+    assert is_larger(100_000, 100_001, margin=False)
+    assert not is_larger(100_000, 100_001)

@@ -55,10 +55,13 @@ ALLOW_LARGER = "accept it with --allow-larger (allow_larger=True)"
 """How a refused copy is kept, as the refusal says it."""
 
 
-def is_larger(source_bytes: int, output_bytes: int) -> bool:
+def is_larger(source_bytes: int, output_bytes: int, *, margin: bool = True) -> bool:
     """Whether a copy of ``output_bytes`` counts as larger than its ``source_bytes``:
-    beyond the margin (:data:`MARGIN` of the source, at least :data:`MARGIN_BYTES`)."""
-    return output_bytes - source_bytes > max(MARGIN_BYTES, int(source_bytes * MARGIN))
+    beyond the margin (:data:`MARGIN` of the source, at least :data:`MARGIN_BYTES`), or
+    by any byte without it (``margin=False``: a quantized copy, which exists to be
+    smaller, adds no header to incompressible data)."""
+    allowed = max(MARGIN_BYTES, int(source_bytes * MARGIN)) if margin else 0
+    return output_bytes - source_bytes > allowed
 
 
 def refuse_larger(
@@ -69,6 +72,7 @@ def refuse_larger(
     detail: str,
     remedy: str,
     error: type[LargerOutputError] = LargerOutputError,
+    margin: bool = True,
 ) -> None:
     """Raise ``error`` (one line) if the copy ``report`` describes is larger than its
     source (:func:`is_larger`) and not ``allow_larger``.
@@ -76,7 +80,7 @@ def refuse_larger(
     ``copy`` names it (``"the copy of temperature"``), ``detail`` says what it stores
     (its encoding), ``remedy`` what to do instead of accepting it.
     """
-    if allow_larger or not is_larger(report.source_bytes, report.output_bytes):
+    if allow_larger or not is_larger(report.source_bytes, report.output_bytes, margin=margin):
         return
     from zarrext.jobs.inspection import size_change
 

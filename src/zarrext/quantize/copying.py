@@ -195,7 +195,7 @@ def collecting(
         refuse_larger(
             report, allow_larger=allow_larger, copy=f"the quantized copy of {target.path or '/'}",
             detail=f"{quantized.stored_dtype} codes for max_abs_error={quantized.max_abs_error!r}",
-            remedy="raise the bound", error=LargerOutputError,
+            remedy="raise the bound", error=LargerOutputError, margin=False,
         )
         copies.append(CopyReport(
             plan=quantized.plan, source_bytes=report.source_bytes,
