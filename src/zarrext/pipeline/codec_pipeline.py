@@ -74,9 +74,14 @@ from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
-from zarrext.pipeline.chunk_io import get_chunk_sync, sync_io
+from zarrext.pipeline.chunk_io import (
+    get_chunk_sync,
+    local_chunk_file,
+    read_chunk_file,
+    sync_io,
+)
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
-from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.pipeline.direct import DirectDecoder, decodes_zstd_in_place
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
 from zarrext.pipeline.optional_decode import decode_split_into
 from zarrext.pipeline.scratch import (
@@ -348,8 +353,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         is the ``optional`` codec alone and an output that takes the fields apart,
         :func:`~zarrext.pipeline.optional_decode._decode_split_into` (no interleaved chunk
         is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
-        chain, straight into the chunk's place where it is one contiguous block
-        (:func:`zarrext.pipeline.direct.zstd_into_place`)."""
+        chain, by :class:`zarrext.pipeline.direct.DirectDecoder` (straight into the
+        chunk's place where it is one contiguous block)."""
         assert self.transform is not None
         codecs = self.transform.codecs
         if (
@@ -360,7 +365,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return functools.partial(decode_split_into, codecs[0])
         scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
         if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
-            return functools.partial(zstd_into_place, compressor=codecs[1], otherwise=scatter)
+            return DirectDecoder(out, codecs[1], scatter)
         return scatter
 
     def _read_chunk(
@@ -370,6 +375,19 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...],
         scatter: Callable[..., GetResult],
     ) -> GetResult:
+        if isinstance(scatter, DirectDecoder):
+            # a local chunk file's bytes straight to the decoder, no Buffer between
+            path = local_chunk_file(item[0])
+            if path is not None:
+                source = read_chunk_file(path)
+                if source is not None and scatter.decode_bytes(
+                    source, item[1], item[2], item[3], drop_axes
+                ):
+                    return {"status": "present"}
+                chunk = None if source is None else item[1].prototype.buffer.from_array_like(
+                    source
+                )
+                return self._decode_fetched(item, chunk, out, drop_axes, scatter.otherwise)
         chunk = get_chunk_sync(item[0], item[1].prototype)
         return self._decode_fetched(item, chunk, out, drop_axes, scatter)
 
