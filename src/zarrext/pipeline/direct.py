@@ -72,8 +72,9 @@ def _is_zstd_behind_a_header(codec: Any) -> bool:
     )
 
 
-# A chunk's data type, shape and size in bytes.
-_Layout = tuple[np.dtype[Any], tuple[int, ...], int]
+# A chunk's data type, shape, size in bytes, and whether its whole extent can be
+# one contiguous block of the output (else no chunk's place is looked for).
+_Layout = tuple[np.dtype[Any], tuple[int, ...], int, bool]
 
 
 def _into(target: np.ndarray, source: np.ndarray, header: int) -> bool:
@@ -103,6 +104,15 @@ def _mask(source: np.ndarray, header: int) -> int | None:
     if source.nbytes < header:
         return None
     return int.from_bytes(source[:header].tobytes(), "little")
+
+
+def _can_be_contiguous(shape: tuple[int, ...], array: np.ndarray) -> bool:
+    """Whether a whole chunk of ``shape`` can be one C-contiguous block of ``array``:
+    after its leading axes of length 1, it spans the array's trailing axes."""
+    if not array.flags.c_contiguous or len(shape) != array.ndim:
+        return False
+    k = next((axis for axis, n in enumerate(shape) if n != 1), len(shape))
+    return shape[k + 1 :] == array.shape[k + 1 :]
 
 
 def _place(
@@ -196,8 +206,10 @@ class DirectDecoder:
         layout = self._chunk_layout(chunk_spec)
         if array is None or layout is None:
             return False
-        dtype, shape, nbytes = layout
-        place = _place(array, shape, chunk_selection, out_selection, drop_axes)
+        dtype, shape, nbytes, whole_rows = layout
+        place = (
+            _place(array, shape, chunk_selection, out_selection, drop_axes) if whole_rows else None
+        )
         if place is not None:
             return _into(place.reshape(-1).view(np.uint8), source, self.header)
         header = self.header
@@ -237,6 +249,7 @@ class DirectDecoder:
             and dtype.isnative
         ):
             shape = tuple(chunk_spec.shape)
-            layout = (dtype, shape, int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+            nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+            layout = (dtype, shape, nbytes, _can_be_contiguous(shape, self.array))
         self._layout = (chunk_spec, layout)  # one tuple: threads see the pair whole
         return layout
