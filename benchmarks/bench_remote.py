@@ -221,7 +221,7 @@ def main() -> None:
             quantized = zarrext.create_array(
                 bucket.url("quantized.zarr"), storage_options=so, **sharded,
                 dtype="float32", fill_value=0,
-                filters=quantize.plan(data, max_abs_error=0.01),
+                filters=quantize.plan(data, max_abs_error=0.01, fill_value=0),
                 compressors=[zarrext.ConditionalCodec([ZstdCodec(level=LEVEL)])],
                 decision="compress_if_smaller",
             )

@@ -1,6 +1,8 @@
-"""Chunks decoded straight into their place in the output (:mod:`zarrext.pipeline.direct`):
-the same values as zarr-python wherever a read lands, the copy skipped only where
-the chunk's place is one contiguous block, and damaged chunks still named."""
+"""Chunks of ``[bytes, zstd]`` chains decoded by zarrext itself (:mod:`zarrext.pipeline.direct`):
+the same values as zarr-python wherever a read lands, the copy skipped where the
+chunk's place is one contiguous block, zarr's decoder taken for none of the chunks
+it can decode, no result sharing the threads' reused memory, and damaged chunks
+still named."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
+import zarrext.pipeline.codec_pipeline
 import zarrext.pipeline.direct
 from zarrext.errors import ChunkDecodeError
 
@@ -36,6 +39,22 @@ def _spy_places(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
         return found
 
     monkeypatch.setattr(zarrext.pipeline.direct, "_place", place)
+    return seen
+
+
+def _spy_zarr_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per chunk that took zarr's ``decode_and_scatter_chunk`` (True when
+    it had stored bytes: a missing chunk is filled there)."""
+    seen: list[bool] = []
+    real = zarrext.pipeline.codec_pipeline.decode_and_scatter_chunk
+
+    def decode_and_scatter_chunk(chunk_bytes: Any, *args: Any, **kwargs: Any) -> Any:
+        seen.append(chunk_bytes is not None)
+        return real(chunk_bytes, *args, **kwargs)
+
+    monkeypatch.setattr(
+        zarrext.pipeline.codec_pipeline, "decode_and_scatter_chunk", decode_and_scatter_chunk
+    )
     return seen
 
 
@@ -100,12 +119,42 @@ def test_reads_match_zarr_python_wherever_they_land(
     _create(str(path), values, chunks, header=header, endian=endian)
     expected = zarr.open_array(str(path), mode="r")[selection]
     seen = _spy_places(monkeypatch)
+    decoded_by_zarr = _spy_zarr_decodes(monkeypatch)
     got = zarrext.open_array(str(path), mode="r")[selection]
     monkeypatch.undo()
     np.testing.assert_array_equal(got, expected)
     assert np.asarray(got).dtype == np.asarray(expected).dtype
     if endian != "little" and np.dtype(dtype).itemsize > 1:
         assert not any(seen)  # stored bytes in another order are not the values
+        assert any(decoded_by_zarr)  # ... so zarr's decoder swaps them
+    else:
+        assert not any(decoded_by_zarr)  # every stored chunk decoded here
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(case=_arrays(), seed=st.integers(0, 2**16), workers=st.sampled_from([1, 2]))
+def test_no_read_shares_the_memory_later_reads_reuse(
+    tmp_path: Path, case: Any, seed: int, workers: int
+) -> None:
+    # Chunks are decoded into (and raw ones read into) memory each codec thread
+    # reuses for its next chunk: a result holding any of it would change under the
+    # caller's feet. Reads of another array's chunks of the same sizes, after
+    # these, leave every earlier result as it was.
+    shape, chunks, dtype, _, selection, header = case
+    first, second = (tmp_path / f"{n}{next(_NAMES)}.zarr" for n in "ab")
+    values = _values(shape, dtype, seed)
+    _create(str(first), values, chunks, header=header)
+    _create(str(second), _values(shape, dtype, seed + 1), chunks, header=header)
+    with zarr.config.set({"codec_pipeline.max_workers": workers}):
+        got = [zarrext.open_array(str(first), mode="r")[selection] for _ in range(2)]
+        zarrext.open_array(str(second), mode="r")[...]
+        zarrext.open_array(str(second), mode="r")[selection]
+    for back in got:
+        np.testing.assert_array_equal(back, values[selection])
+    if isinstance(got[0], np.ndarray) and got[0].size:
+        assert not np.shares_memory(got[0], got[1])
 
 
 @pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
@@ -116,14 +165,21 @@ def test_whole_row_chunks_decode_into_their_place(
     values[:32] = 1.5  # compresses: the other rows are stored raw behind the header
     _create(str(tmp_path / "a.zarr"), values, (8, 40), header=header)
     seen = _spy_places(monkeypatch)
+    decoded_by_zarr = _spy_zarr_decodes(monkeypatch)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:],
                                   values)
     assert seen == [True] * 8
-    seen.clear()  # columns: each chunk's place is strided, so zarr's decode and copy
+    seen.clear()  # columns: each chunk's place is strided: decoded apart, then copied
     _create(str(tmp_path / "b.zarr"), values, (64, 8), header=header)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "b.zarr"), mode="r")[:],
                                   values)
-    assert seen == [False] * 5
+    assert True not in seen
+    assert decoded_by_zarr == []  # by zarrext, both ways
+    seen.clear()  # one column's chunks: the output is that column, each place a block
+    np.testing.assert_array_equal(
+        zarrext.open_array(str(tmp_path / "b.zarr"), mode="r")[:, 8:16], values[:, 8:16]
+    )
+    assert seen == [True]
 
 
 @pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
@@ -149,5 +205,16 @@ def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: boo
         chunk.write_bytes(bytes([stored[0] | 0x80]) + stored[1:])
     else:
         chunk.write_bytes(b"\xff" + stored[1:])
-    with pytest.raises(ChunkDecodeError, match="c/1/0"):
+    # the conditional codec, run in the chunk's context, names its index too
+    named = r"c/1/0.*chunk \(1, 0\)" if header and damage == "unknown bit" else "c/1/0"
+    with pytest.raises(ChunkDecodeError, match=named):
         zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
+
+
+@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
+def test_a_zero_dimensional_array_reads_its_value(tmp_path: Path, header: bool) -> None:
+    # Its one chunk's place is the whole 0-d output: a view of it, not a copy.
+    _create(str(tmp_path / "a.zarr"), np.array(2.5, "<f4"), (), header=header)
+    back = zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")
+    assert back[()] == 2.5
+    assert back[...] == 2.5

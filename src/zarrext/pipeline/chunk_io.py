@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 from zarr.abc.store import SyncByteGetter, SyncByteSetter
 from zarr.storage import LocalStore, StorePath
 
@@ -27,31 +28,76 @@ if TYPE_CHECKING:
 def get_chunk_sync(byte_getter: Any, prototype: Any) -> Buffer | None:
     """A chunk's stored bytes (None if there are none), as ``byte_getter.get_sync``.
 
-    A chunk file of an open ``LocalStore`` (that exact class: a subclass may change
-    how keys are read) is read here, without the ``pathlib`` objects the store
-    builds per key: they cost about a fifth of a small chunk's read, all of it
-    holding the GIL the other codec threads wait for.
+    A chunk file of an open ``LocalStore`` (:func:`local_chunk_file`) is read by
+    :func:`read_chunk_file`, into the thread's read buffer.
+    """
+    path = local_chunk_file(byte_getter)
+    if path is None:
+        return byte_getter.get_sync(prototype=prototype)
+    data = read_chunk_file(path)
+    return None if data is None else prototype.buffer.from_array_like(data)
+
+
+def local_chunk_file(byte_getter: Any) -> str | None:
+    """The file of the chunk ``byte_getter`` addresses, when its store is an open
+    ``LocalStore`` (that exact class: a subclass may change how keys are read);
+    else None (the store's own ``get_sync`` reads it).
+
+    The path is joined here, without the ``pathlib`` objects the store builds per
+    key: they cost about a fifth of a small chunk's read, all of it holding the
+    GIL the other codec threads wait for.
     """
     store = getattr(byte_getter, "store", None)
     key = getattr(byte_getter, "path", None)
     if type(store) is not LocalStore or not isinstance(key, str) or not store_is_open(store):
-        return byte_getter.get_sync(prototype=prototype)
+        return None
+    return os.path.join(store.root, key)
+
+
+def read_chunk_file(path: str) -> np.ndarray | None:
+    """The bytes of the chunk file at ``path`` (None where ``LocalStore.get_sync``
+    finds no chunk: no file, a folder, a path under a file).
+
+    Up to :data:`~zarrext.pipeline.scratch.SCRATCH_MAX_BYTES`, the bytes are the
+    thread's read buffer (:func:`~zarrext.pipeline.scratch.read_scratch`), valid
+    until the thread reads its next chunk file. Four system calls (``open``,
+    ``fstat``, one read, ``close``), as few as can tell the file's end: each lets
+    go of the GIL and takes it back, a hand-off between the codec threads.
+    """
     try:
-        with open(os.path.join(store.root, key), "rb", buffering=0) as file:
-            size = os.fstat(file.fileno()).st_size
-            if size > SCRATCH_MAX_BYTES:
-                return prototype.buffer.from_bytes(file.readall())
-            # one byte more than the file: read up to its end, a file grown since
-            # fstat fills it
-            data = read_scratch(size + 1)
-            got = 0
-            while got < data.nbytes and (n := file.readinto(memoryview(data)[got:])):
-                got += n
-            if got > size:
-                return prototype.buffer.from_bytes(bytes(data[:got]) + file.readall())
+        fd = os.open(path, _READ_FLAGS)
     except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
         return None  # as LocalStore.get_sync: no chunk
-    return prototype.buffer.from_array_like(data[:got])
+    try:
+        size = os.fstat(fd).st_size
+        if size > SCRATCH_MAX_BYTES:
+            return np.frombuffer(_read_to_end(fd, b""), np.uint8)
+        # one byte more than the file: a file grown since fstat fills it
+        data = read_scratch(size + 1)
+        got = os.readv(fd, [data])
+        while 0 < got < size:  # a short read: read on to the end
+            n = os.readv(fd, [data[got:]])
+            if n == 0:
+                break
+            got += n
+        if got > size:
+            return np.frombuffer(_read_to_end(fd, data[:got].tobytes()), np.uint8)
+    except IsADirectoryError:  # opened, but a folder
+        return None
+    finally:
+        os.close(fd)
+    return data[:got]
+
+
+# Not inherited by a process the caller starts while the file is open.
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+
+
+def _read_to_end(fd: int, head: bytes) -> bytes:
+    parts = [head]
+    while chunk := os.read(fd, 1 << 20):
+        parts.append(chunk)
+    return b"".join(parts)
 
 
 def set_parts_sync(byte_setter: Any, parts: list[Buffer]) -> None:

@@ -74,9 +74,14 @@ from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
-from zarrext.pipeline.chunk_io import get_chunk_sync, sync_io
+from zarrext.pipeline.chunk_io import (
+    get_chunk_sync,
+    local_chunk_file,
+    read_chunk_file,
+    sync_io,
+)
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
-from zarrext.pipeline.direct import decodes_zstd_in_place, zstd_into_place
+from zarrext.pipeline.direct import DirectDecoder, decodes_zstd_in_place
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.lost_fill import LostFillValue
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
@@ -295,9 +300,12 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     # -- chunk jobs in threads ------------------------------------------------------
 
-    def _in_context(self, item: Any) -> contextvars.Context:
-        """A copy of the caller's context with ``item``'s chunk index set."""
-        context = contextvars.copy_context()
+    def _in_context(
+        self, item: Any, caller: contextvars.Context | None = None
+    ) -> contextvars.Context:
+        """A copy of the caller's context (``caller``, else the current one) with
+        ``item``'s chunk index set."""
+        context = caller.copy() if caller is not None else contextvars.copy_context()
         index = self.chunk_index_of(item[0])
         origin = self._inner_origin_for(index, item[1])
         context.run(chunk_index.set, index)
@@ -305,17 +313,31 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         return context
 
     async def _run_chunk_jobs(
-        self, job: Callable[..., Any], batch: Batch, *args: Any, min_parallel_bytes: int = 0
+        self,
+        job: Callable[..., Any],
+        batch: Batch,
+        *args: Any,
+        min_parallel_bytes: int = 0,
+        in_context: bool = True,
     ) -> list[Any]:
         """``job(item, *args)`` for every chunk of ``batch``, in the codec threads.
 
         Each thread takes the next chunk when done with one: no event-loop round
         trip per chunk. The first error stops the taking and is raised. Chunks of
         fewer than ``min_parallel_bytes`` (decoded) run in one thread.
+
+        Each job runs in a copy of the caller's context with its chunk's index
+        set; with ``in_context`` False, outside it, as ``job(item, *args,
+        caller)`` (``caller`` the caller's context): a job that runs no codec
+        makes its chunk's context only where it needs one (:meth:`_in_context`).
         """
         # Contexts are made here, before any job runs: a job sets the variables
         # its chunk's codecs read, and must not see another chunk's.
-        contexts = [self._in_context(item) for item in batch]
+        if in_context:
+            contexts = [self._in_context(item) for item in batch]
+        else:
+            caller = contextvars.copy_context()
+            args = (*args, caller)
         results: list[Any] = [None] * len(batch)
         todo = iter(range(len(batch)))
         take = threading.Lock()
@@ -328,7 +350,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 if k is None:
                     return
                 try:
-                    results[k] = contexts[k].run(job, batch[k], *args)
+                    if in_context:
+                        results[k] = contexts[k].run(job, batch[k], *args)
+                    else:
+                        results[k] = job(batch[k], *args)
                 except BaseException:
                     failed.set()
                     raise
@@ -354,8 +379,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         is the ``optional`` codec alone and an output that takes the fields apart,
         :func:`~zarrext.pipeline.optional_decode._decode_split_into` (no interleaved chunk
         is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
-        chain, straight into the chunk's place where it is one contiguous block
-        (:func:`zarrext.pipeline.direct.zstd_into_place`)."""
+        chain, by :class:`zarrext.pipeline.direct.DirectDecoder` (straight into the
+        chunk's place where it is one contiguous block)."""
         assert self.transform is not None
         codecs = self.transform.codecs
         if (
@@ -366,7 +391,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return functools.partial(decode_split_into, codecs[0])
         scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
         if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
-            return functools.partial(zstd_into_place, compressor=codecs[1], otherwise=scatter)
+            return DirectDecoder(out, codecs[1], scatter)
         return scatter
 
     def _read_chunk(
@@ -378,6 +403,34 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     ) -> GetResult:
         chunk = get_chunk_sync(item[0], item[1].prototype)
         return self._decode_fetched(item, chunk, out, drop_axes, scatter)
+
+    def _read_chunk_directly(
+        self,
+        item: Any,
+        out: NDBuffer,
+        drop_axes: tuple[int, ...],
+        decoder: DirectDecoder,
+        caller: contextvars.Context,
+    ) -> GetResult:
+        """:meth:`_read_chunk` for a chain :class:`DirectDecoder` decodes, run
+        outside any context: a local chunk file's bytes go straight to the
+        decoder, no Buffer between; a chunk the decoder leaves (missing, damaged,
+        not a local file) takes :meth:`_read_chunk`'s path in its chunk's context
+        (copied from ``caller``), where its codecs see its index."""
+        path = local_chunk_file(item[0])
+        if path is None:
+            return self._in_context(item, caller).run(
+                self._read_chunk, item, out, drop_axes, decoder
+            )
+        source = read_chunk_file(path)
+        if source is not None and decoder.decode_bytes(
+            source, item[1], item[2], item[3], drop_axes
+        ):
+            return {"status": "present"}
+        chunk = None if source is None else item[1].prototype.buffer.from_array_like(source)
+        return self._in_context(item, caller).run(
+            self._decode_fetched, item, chunk, out, drop_axes, decoder.otherwise
+        )
 
     def _where(self, key_holder: object) -> tuple[str | None, str | None]:
         """The array path and the store key of the chunk ``key_holder`` addresses
@@ -799,9 +852,17 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return await self._read_remote_shards(*split, out, drop_axes)
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
+        scatter = self._scatter_into(out)
+        if isinstance(scatter, DirectDecoder):
+            return tuple(
+                await self._run_chunk_jobs(
+                    self._read_chunk_directly, batch, out, drop_axes, scatter,
+                    min_parallel_bytes=PARALLEL_READ_MIN_BYTES, in_context=False,
+                )
+            )
         return tuple(
             await self._run_chunk_jobs(
-                self._read_chunk, batch, out, drop_axes, self._scatter_into(out),
+                self._read_chunk, batch, out, drop_axes, scatter,
                 min_parallel_bytes=PARALLEL_READ_MIN_BYTES,
             )
         )

@@ -8,11 +8,12 @@ chunk took three fresh buffers: its bytes in C order, zstd's output, and that
 output behind the ``conditional`` header; the first and last now come from here,
 as does a ``pad`` codec's output).
 
-Reads (:class:`ScratchZstdCodec` decodes): two buffers per thread, used in turn. A
-decode reads its input while writing its output, and its input may be the
-previous stage's output, a scratch view; the decoded bytes stay valid until the
-thread decodes again, and the pipeline's chunk job copies them out (scatter into
-the output, or the merge of a partial write) before it ends.
+Reads (:class:`ScratchZstdCodec` and :class:`zarrext.pipeline.direct.DirectDecoder`
+decode): two buffers per thread, used in turn. A decode reads its input while
+writing its output, and its input may be the previous stage's output, a scratch
+view; the decoded bytes stay valid until the thread decodes again, and the
+pipeline's chunk job copies them out (scatter into the output, or the merge of a
+partial write) before it ends.
 
 Writes (:func:`encode_arena`): inside a write job that opened an arena, every
 request gets a buffer of its own, and all of them return to the thread when the
