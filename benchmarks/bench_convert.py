@@ -82,7 +82,7 @@ from zarr.core.sync import sync
 
 import zarrext
 from bench_scale import KEY, SECRET, SHARD, Bucket, field_block
-from timing import Runs, interleave
+from timing import Runs, interleave, save_results
 from zarrext.stores import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -415,6 +415,10 @@ def run_place(case: Case, place: Place, shape: tuple[int, int], mib: float,
     before("")
     pool.shutdown()
     print_place(place.name, runs, cpu, mib, repeat)
+    where = "local" if place.options is None else "s3"
+    save_results(runs, f"convert-v{case.zarr_format}-{where}",
+                 f"Conversion, {where}: {mib:.0f} MiB, {case.describe()}", TENSORSTORE,
+                 mib=mib)
     print(f"  stored: source {source_bytes / 2**20:.1f} MiB; "
           + "; ".join(f"{label} {size / 2**20:.1f} MiB" for label, size in sizes.items())
           + f" (the limit's inner chunks: {encoded / 2**20:.1f} MiB)", flush=True)

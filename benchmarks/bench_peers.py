@@ -48,7 +48,7 @@ from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ShardingCodec, ZstdCodec
 
 import zarrext
-from timing import Runs, interleave
+from timing import Runs, interleave, save_results
 from zarrext.formats import tiff
 
 LEVEL = 3
@@ -225,6 +225,8 @@ def main() -> None:
             ours["optional (float32, zstd)"]
         )
         read_runs = interleave(reads, repeat, alternate_order=True)
+        save_results(read_runs, "peers-read", f"Local reads: {mib:.0f} MiB", "zarrs-python",
+                     mib=mib)
         t_read = read_runs.bests()
         if args.no_write:
             return
@@ -262,7 +264,7 @@ def main() -> None:
             )
             z[:] = data
 
-        t_write = interleave(
+        write_runs = interleave(
             {
                 "tensorstore": ts_write,
                 "zarr-python": zarr_write,
@@ -271,7 +273,10 @@ def main() -> None:
             },
             repeat,
             before=clear,
-        ).bests()
+        )
+        save_results(write_runs, "peers-write", f"Local writes: {mib:.0f} MiB", "zarrs-python",
+                     mib=mib)
+        t_write = write_runs.bests()
         assert np.array_equal(zarr.open_array(target(OURS_WRITE))[:], data)
     finally:
         shutil.rmtree(root, ignore_errors=True)

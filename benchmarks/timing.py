@@ -13,15 +13,21 @@ deal with that:
 * :func:`timed` times one call (or the median of several), optionally after
   ``os.sync()`` so that earlier writes' writeback does not throttle it.
 * :func:`best_of` is the best of ``repeat`` calls of one function.
+
+:func:`save_results` keeps a run's times, with the machine's load, as JSON in the
+folder ``ZARREXT_BENCH_RESULTS`` names (``make bench`` sets it): ``plots.py`` makes the
+documentation's performance tables and plots from them.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 
@@ -112,3 +118,23 @@ def timed(fn: Callable[[], Any], repeat: int = 1, *, sync: bool = False) -> floa
 def best_of(fn: Callable[[], Any], repeat: int) -> float:
     """Fastest of ``repeat`` calls of ``fn``, in seconds."""
     return interleave({"fn": fn}, repeat).best("fn")
+
+
+RESULTS_FOLDER = "ZARREXT_BENCH_RESULTS"
+
+
+def save_results(runs: Runs, name: str, title: str, reference: str, **meta: Any) -> Path | None:
+    """Write ``runs``' times as ``<name>.json`` in the folder ``$ZARREXT_BENCH_RESULTS``
+    (nothing when it is not set): ``title`` says what was measured, ``reference`` is the
+    row the others are compared with, ``meta`` anything else worth printing beside them;
+    the load average is added."""
+    folder = os.environ.get(RESULTS_FOLDER)
+    if not folder:
+        return None
+    path = Path(folder) / f"{name}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({
+        "title": title, "reference": reference, "seconds": runs.seconds,
+        "load": [round(x, 2) for x in os.getloadavg()], **meta,
+    }, indent=1))
+    return path
