@@ -150,8 +150,10 @@ def test_peak_follows_the_write_unit_not_the_array(
     assert full <= half * 1.25 + 8 * MiB, (half / MiB, full / MiB)
     doubled = {k: (2 * v[0], v[1]) if isinstance(v, tuple) else v for k, v in kwargs.items()}
     twice = converted(sources, tmp_path, "half", doubled, out="doubled")
-    # twice the unit: each thread's unit, and its codec copies, twice as large
-    assert twice >= half * 1.4, (half / MiB, twice / MiB)
+    # twice the unit: each thread's unit, and its codec copies, twice as large; a shard
+    # written from the source's chunks holds decoded values one chunk at a time (the
+    # chunk-to-chunk path), so there only the shard's staged encoded bytes double
+    assert twice >= half * (1.2 if kwargs.get("shards") else 1.4), (half / MiB, twice / MiB)
 
 
 @pytest.mark.slow

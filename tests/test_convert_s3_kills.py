@@ -33,8 +33,9 @@ from zarrext.jobs.outputs import UNFINISHED
 
 def _convert(s3: dict[str, Any], source: str, out: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
+        # 8x8 chunks of random values: a header per chunk makes the copy larger
         [sys.executable, "-m", "zarrext", "convert", source, "--out", out, "--chunks", "8,8",
-         "--overwrite", "-q", "--storage-options", json.dumps(s3["options"])],
+         "--overwrite", "--allow-larger", "-q", "--storage-options", json.dumps(s3["options"])],
         env=dict(os.environ, PYTHONPATH=str(ROOT / "src")),
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
     )
