@@ -207,12 +207,24 @@ def pytest_configure(config: pytest.Config) -> None:
     config.option.hypothesis_seed = seed
 
 
-def pytest_report_header(config: pytest.Config) -> str | None:
+def _seed_line(config: pytest.Config) -> str | None:
     seed = config.getoption("hypothesis_seed", None)
     if not os.environ.get("CI") or seed is None:
         return None
     return (f"hypothesis randomized pass, seed {seed} (replay: CI=1 HYPOTHESIS_SEED={seed}; "
             "pin a failing example with @example)")
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    return _seed_line(config)
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int,
+                            config: pytest.Config) -> None:
+    """The seed again at the end, where ``-q`` (make test) shows it too."""
+    line = _seed_line(config)
+    if line is not None:
+        terminalreporter.write_line(line)
 
 
 @pytest.fixture
