@@ -237,3 +237,21 @@ def test_quantized_group_keeps_every_variables_missing_values(run: Run, tmp_path
     xr.testing.assert_identical(after.drop_vars("t"), before.drop_vars("t"))
     xr.testing.assert_allclose(after.t, before.t, atol=0.01, rtol=0)
     assert bool((after.t.isnull() == before.t.isnull()).all())
+
+
+@pytest.mark.parametrize(("dtype", "fill"), [
+    ("f8", np.nan), ("f8", np.inf), ("f8", -np.inf), ("f8", -0.0), ("f4", -9999.0),
+    ("f2", 1.5), ("i2", -32768), ("i8", 2**62), ("u1", 255), ("u8", 2**64 - 1),
+    ("b1", True), ("b1", False), ("c16", 1 + 2j), ("c8", complex(np.nan, -1)),
+])
+def test_the_fill_value_attribute_is_what_xarray_itself_writes(dtype: str, fill: Any) -> None:
+    """jobs/xarray_convention.py writes _FillValue as xarray's own FillValueCoder does
+    (xarray is no dependency of convert, so its encoder is not called there)."""
+    from xarray.backends.zarr import FillValueCoder
+
+    from zarrext.jobs.xarray_convention import encoded_fill_value
+
+    value = np.array(fill, dtype)[()]
+    ours = encoded_fill_value(value, np.dtype(dtype))
+    assert ours == FillValueCoder.encode(value, np.dtype(dtype))
+    assert type(ours) in (bool, int, str, list)  # JSON, as zarr stores attributes
