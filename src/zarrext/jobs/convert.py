@@ -931,8 +931,7 @@ def _described(store: Any, what: str, job_name: str) -> StoreRef:
 def _refuse_zip_output(output: Any, job_name: str) -> None:
     from zarr.storage import StorePath, ZipStore
 
-    from zarrext.jobs.outputs import local_path
-    from zarrext.stores import StoreOpenError
+    from zarrext.stores import StoreOpenError, local_path
 
     store = output.store if isinstance(output, StorePath) else output
     path = local_path(output) if not isinstance(store, ZipStore) else None
@@ -1309,7 +1308,8 @@ def _in_place(output: Any) -> bool:
     """Whether shard layouts can write at ``output``: a local directory (not a .zip)."""
     from zarr.storage import StorePath
 
-    from zarrext.jobs.outputs import in_session, local_path
+    from zarrext.jobs.outputs import in_session
+    from zarrext.stores import local_path
 
     if in_session(output) is not None:
         return False

@@ -114,7 +114,6 @@ __all__ = [
     "find_remote_leftovers",
     "left_after_failure",
     "run_staged",
-    "local_path",
     "refuse_taken",
     "remove_leftover",
     "staged_output",
