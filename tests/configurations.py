@@ -8,7 +8,7 @@ when ``compressors=`` is not given), nested shards, or not sharded; filters
 makes); inner and outer compressors (zstd, gzip, blosc, crc32c, conditional, shuffle);
 plain and ``optional`` data types; shapes with partial edge chunks and shards.
 
-Shared by ``tests/test_configurations.py`` (a fast profile in ``make test``, a long
+Shared by ``tests/sharding/test_configurations.py`` (a fast profile in ``make test``, a long
 one in ``make test-slow``).
 """
 

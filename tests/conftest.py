@@ -20,7 +20,8 @@ from zarr.abc.store import ByteRequest
 from zarr.core.buffer import Buffer, BufferPrototype
 from zarr.storage import WrapperStore
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.paths import ROOT
+
 # Schemas and arrays written by other implementations (see tests/data/README.md).
 DATA = ROOT / "tests" / "data"
 

@@ -1,7 +1,7 @@
 """The documentation as a reader meets it: README.md, then the site's pages in the
 order of mkdocs.yml's navigation, with their code blocks.
 
-One harness for both (tests/test_docs_examples.py runs every block; other tests
+One harness for both (tests/docs/test_examples.py runs every block; other tests
 look up a sentence or a section here, wherever it lives).
 """
 
@@ -14,7 +14,8 @@ from typing import Any
 
 import yaml
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.paths import ROOT
+
 DOCS = ROOT / "docs"
 
 
@@ -64,7 +65,7 @@ PYTHON: list[Block] = [b for b in ALL_BLOCKS if b.kind == "python"]
 
 def is_setup(block: Block) -> bool:
     """A shell block of set-up commands (make, pip): what a reader runs once, not a
-    zarrext command; tests/test_docs_examples.py checks them apart."""
+    zarrext command; tests/docs/test_examples.py checks them apart."""
     lines = [line for line in block.code.splitlines() if line.strip()]
     return block.kind == "sh" and all(line.split()[0] in ("make", "pip") for line in lines)
 

@@ -120,7 +120,7 @@ def test_create_array_records_a_builtin_decision_beside_the_users_attributes(
     smallest = resolve_decision("smallest")  # a built-in's object records its name too
     conditional_array(tmp_path / "a.zarr", decision=smallest, attributes={"title": "t"})
     written = json.loads((tmp_path / "a.zarr" / "zarr.json").read_text())
-    # a JSON object in a string: netCDF takes it (tests/test_convert_netcdf.py)
+    # a JSON object in a string: netCDF takes it (tests/jobs/convert/test_netcdf.py)
     assert written["attributes"] == {"title": "t", "zarrext": '{"decision": "smallest"}'}
 
 

@@ -31,6 +31,7 @@ from tests.fuzzing import (
     pipeline_targets,
     targets,
 )
+from tests.paths import ROOT
 
 INPUTS_PER_TARGET = 300
 TARGETS = targets()
@@ -176,7 +177,7 @@ def test_fuzz_tests_pass_in_a_checkout_named_zarrext(tmp_path) -> None:
     import sysconfig
     from pathlib import Path
 
-    root = Path(__file__).resolve().parents[1]
+    root = ROOT
     checkout = tmp_path / "zarrext"
     shutil.copytree(root / "tests", checkout / "tests",
                     ignore=shutil.ignore_patterns("__pycache__", ".hypothesis"))

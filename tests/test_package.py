@@ -22,11 +22,11 @@ import pytest
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
+from tests.paths import ROOT
 from zarrext import ConditionalCodec, ShuffleCodec
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parents[1]
 # Generous guards against a hung build or install; no test bounds how long they take.
 HANG_GUARD = 1800
 

@@ -13,7 +13,7 @@ import pytest
 import tensorstore as ts
 import zarr
 
-from tests.test_n5 import sample, write_n5
+from tests.formats.test_n5 import sample, write_n5
 from zarrext.codecs.n5_default import N5DefaultCodec
 from zarrext.formats import n5
 

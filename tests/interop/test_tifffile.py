@@ -15,7 +15,7 @@ import tifffile
 import zarr
 
 import zarrext
-from tests.test_tiff import DTYPES
+from tests.formats.test_tiff import DTYPES
 from zarrext.formats import tiff
 
 

@@ -145,7 +145,7 @@ KNOWN_BOUNDS: dict[type[BytesBytesCodec], KnownBound] = {
 }
 """Worst-case encoded sizes of zarr-python's and numcodecs' compressors, by class
 (exactly: a subclass may encode otherwise). Each is checked against its library
-for random and incompressible inputs in ``tests/test_sharding_bounds.py``."""
+for random and incompressible inputs in ``tests/sharding/test_bounds.py``."""
 
 
 def encoded_size_bound(codec: BytesBytesCodec, n: int) -> int | None:

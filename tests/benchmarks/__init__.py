@@ -1,0 +1,1 @@
+"""Tests of the benchmarks in benchmarks/ (timing, plots, the convert benchmark)."""

@@ -1,0 +1,1 @@
+"""Tests of the conformance corpus in conformance/ (its cases, coverage, format, mutants)."""

@@ -1,0 +1,1 @@
+"""Tests of the documentation: every example in README.md and docs/, and the built site."""
