@@ -11,7 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from zarrext._text import bytes_text, counted
-from zarrext.cli._common import PATH_HELP, STORAGE_OPTIONS, in_icechunk, open_node
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import open_node
+from zarrext.cli.options import PATH_HELP, STORAGE_OPTIONS
 
 __all__ = ["register"]
 
