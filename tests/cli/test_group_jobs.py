@@ -11,7 +11,7 @@ import zarr
 
 from tests.cli.test_errors import conditional_array, one_line_error
 from tests.conftest import Run
-from zarrext.cli._common import CliError, run_each
+from zarrext.cli.failures import CliError, run_each
 
 
 def _arrays(*paths: str) -> list[SimpleNamespace]:

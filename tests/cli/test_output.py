@@ -81,6 +81,8 @@ def test_info_says_each_arrays_chunk_grid(run: Run, tmp_path: Path) -> None:
     group.create_array("edge", shape=(10, 7), chunks=(4, 4), dtype="uint8")
     group.create_array("sharded", shape=(10,), chunks=(2,), shards=(8,), dtype="uint8")
     group.create_array("scalar", shape=(), dtype="uint8")
+    group["edge"][:4, :] = 1  # two of the six chunks stored
+    group["sharded"][8:] = 1  # the second shard
     code, out, err = run("info", tmp_path / "g.zarr")
     assert code == 0, err
     lines = out.splitlines()
@@ -89,9 +91,11 @@ def test_info_says_each_arrays_chunk_grid(run: Run, tmp_path: Path) -> None:
         at = next(i for i, line in enumerate(lines) if line.lstrip().startswith(f"{name}  array"))
         return next(line.strip() for line in lines[at + 1:] if "grid:" in line)
 
-    assert grid_of("edge") == "grid: 6 chunks"  # 3 x 2, the edge chunks counted
-    assert grid_of("sharded") == "grid: 2 shards of 4 chunks"
-    assert grid_of("scalar") == "grid: 1 chunk"
+    assert grid_of("edge") == "grid: 6 chunks, 2 stored"  # 3 x 2, the edge chunks counted
+    assert grid_of("sharded") == "grid: 2 shards of 4 chunks, 1 stored"
+    assert grid_of("scalar") == "grid: 1 chunk, 0 stored"
+    code, out, err = run("info", tmp_path / "g.zarr", "--json")
+    assert [m["stored_objects"] for m in json.loads(out)["members"]] == [2, 0, 1]
 
 def test_info_and_inspect_count_the_same_bytes(run: Run, tmp_path: Path) -> None:
     make_store(tmp_path / "s.zarr")

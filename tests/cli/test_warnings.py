@@ -23,8 +23,8 @@ from zarr.codecs import ShardingCodec, ZstdCodec
 
 import zarrext
 from tests.conftest import ROOT
-from zarrext.cli._common import LOCAL_REPOSITORY_NOTE
 from zarrext.cli._warnings import shown_once
+from zarrext.cli.icechunk import LOCAL_REPOSITORY_NOTE
 
 icechunk = pytest.importorskip("icechunk")
 

@@ -24,8 +24,9 @@ import zarrext
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.decisions import FixedMask
 from zarrext.jobs.shards.inspect import shard_report
-from zarrext.sharding import ShardLayoutError, slot_bound, writer
+from zarrext.sharding import ShardLayoutError, slot_bound
 from zarrext.sharding.bounds import zstd_bound
+from zarrext.sharding.journal import journal_pending
 from zarrext.sharding.layout import LayoutShardingCodec
 
 INNER = (8, 8)
@@ -319,7 +320,7 @@ def test_fixed_slot_file_is_sparse_slots_after_index(tmp_path: Path) -> None:
     assert fresh(tmp_path / "a")[0, 0] == 1
     # only the shard: the journal is deleted at commit, no stale temporary file
     assert sorted(os.listdir(shard.parent)) == ["0"]
-    assert not writer.journal_pending(shard)
+    assert not journal_pending(shard)
 
 
 def test_runtime_rebinding_keeps_the_layout(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
 import zarrext.sharding.codec
-from zarrext.sharding import writer
+from zarrext.sharding.journal import write_journal
 from zarrext.sharding.reader import index_format, open_shared
 
 INNER = 128  # 64 KiB inner chunks of int32: gaps between them are not read through
@@ -143,7 +143,7 @@ def test_pending_transaction_read_as_rolled_back(tmp_path: Path, location: str) 
     good = shard.read_bytes()
     isz = index_format(array.metadata.codecs[0], (4, 4)).size
     offset = 0 if location == "start" else len(good) - isz
-    writer.write_journal(shard, len(good), offset, good[offset : offset + isz])
+    write_journal(shard, len(good), offset, good[offset : offset + isz])
     with open(shard, "r+b") as f:  # a torn new index and new data, then the writer died
         f.seek(offset)
         f.write(os.urandom(isz // 2))

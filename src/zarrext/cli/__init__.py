@@ -27,7 +27,9 @@ from zarr.errors import BaseZarrError
 
 from zarrext._exit import settle_background_io
 from zarrext._extras import MissingExtraError
-from zarrext.cli._common import (
+from zarrext.cli._help import HelpCommand, HelpGroup
+from zarrext.cli._warnings import wrapped as shown_warnings
+from zarrext.cli.failures import (
     EXIT_CODES_HELP,
     CliError,
     ExitCode,
@@ -35,8 +37,6 @@ from zarrext.cli._common import (
     named_by_path,
     one_line,
 )
-from zarrext.cli._help import HelpCommand, HelpGroup
-from zarrext.cli._warnings import wrapped as shown_warnings
 
 HELP = (
     "Jobs on whole Zarr stores: convert and quantize copy Zarr format 3 or 2 into "

@@ -13,24 +13,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.cli._common import (
+from zarrext.cli._decision import decision_option
+from zarrext.cli.failures import ExitCode, fail, failure, named_by_path, one_line
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import refuse_non_zarr_file
+from zarrext.cli.options import (
     OUT_OPTIONS,
     QUIET_HELP,
-    SCHEDULER,
     SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
-    ExitCode,
     SessionPath,
-    dask_client,
-    fail,
-    failure,
-    in_icechunk,
-    named_by_path,
-    one_line,
-    refuse_non_zarr_file,
     storage_options_of,
 )
-from zarrext.cli._decision import decision_option
+from zarrext.cli.scheduler import SCHEDULER, dask_client
 from zarrext.jobs.inspection import size_change
 
 CONVERT_DECISION = decision_option(" Default: --like's, else compress_if_smaller.")

@@ -11,7 +11,7 @@ def name_damaged(damaged: list[Any], path: str) -> None:
     """One ``zarrext: damaged:`` line per damaged chunk on stderr, named from ``path``."""
     import sys
 
-    from zarrext.cli._common import named_by_path
+    from zarrext.cli.failures import named_by_path
 
     for error in damaged:
         print(f"zarrext: damaged: {named_by_path(error, path)}", file=sys.stderr)

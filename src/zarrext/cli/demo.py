@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
-from zarrext.cli._common import fail
+from zarrext.cli.failures import fail
 
 
 def register(app: typer.Typer) -> None:

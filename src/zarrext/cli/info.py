@@ -11,7 +11,9 @@ from typing import Annotated, Any
 import typer
 
 from zarrext._text import bytes_text, counted
-from zarrext.cli._common import PATH_HELP, STORAGE_OPTIONS, in_icechunk, open_node
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import open_node
+from zarrext.cli.options import PATH_HELP, STORAGE_OPTIONS
 
 __all__ = ["register"]
 
@@ -34,13 +36,15 @@ def _quantize_text(quantize: dict[str, Any]) -> str:
 
 def _grid_text(info: dict[str, Any]) -> str:
     """How many chunks (or shards, and chunks in each) the array's grid has, edges
-    included."""
+    included, and how many of them are stored."""
     shards, chunks = info["shards"], info["chunks"]
     objects = prod(-(-s // c) for s, c in zip(info["shape"], shards or chunks, strict=True))
+    stored = info["stored_objects"]
     if not shards:
-        return counted(objects, "chunk")
+        return f"{counted(objects, 'chunk')}, {stored} stored"
     # prod, not per axis: the inner chunks' axes may be permuted (a transpose before sharding)
-    return f"{counted(objects, 'shard')} of {counted(prod(shards) // prod(chunks), 'chunk')}"
+    per_shard = counted(prod(shards) // prod(chunks), "chunk")
+    return f"{counted(objects, 'shard')} of {per_shard}, {stored} stored"
 
 
 def _info_lines(info: dict[str, Any], depth: int = 0) -> Iterator[str]:

@@ -13,15 +13,11 @@ from rich.console import Console
 
 from zarrext._text import counted
 from zarrext.cli import plot as plotting
-from zarrext.cli._common import (
-    PATH_HELP,
-    STORAGE_OPTIONS,
-    fail,
-    in_icechunk,
-    iter_arrays,
-    require_writable_file,
-)
 from zarrext.cli.damaged import damaged_json, name_damaged
+from zarrext.cli.failures import fail
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import iter_arrays, require_writable_file
+from zarrext.cli.options import PATH_HELP, STORAGE_OPTIONS
 from zarrext.cli.render import (
     codec_names,
     counts_text,

@@ -11,7 +11,8 @@ from rich.console import Console
 from rich.table import Table
 
 from zarrext._text import counted
-from zarrext.cli._common import QUIET_HELP, ExitCode, fail
+from zarrext.cli.failures import ExitCode, fail
+from zarrext.cli.options import QUIET_HELP
 
 
 class CodecOption(StrEnum):

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 
 from zarrext._text import counted
-from zarrext.cli._common import ExitCode, fail
+from zarrext.cli.failures import ExitCode, fail
 from zarrext.cli.render import codec_names, label, mask_name
 from zarrext.jobs.inspection import ArrayInventory
 

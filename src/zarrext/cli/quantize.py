@@ -14,22 +14,17 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from zarrext.cli._common import (
+from zarrext.cli.failures import ExitCode, fail, failure, named_by_path, one_line
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import open_node
+from zarrext.cli.options import (
     OUT_OPTIONS,
     QUIET_HELP,
-    SCHEDULER,
     STORAGE_OPTIONS,
-    ExitCode,
     SessionPath,
-    dask_client,
-    fail,
-    failure,
-    in_icechunk,
-    named_by_path,
-    one_line,
-    open_node,
     storage_options_of,
 )
+from zarrext.cli.scheduler import SCHEDULER, dask_client
 from zarrext.jobs.inspection import size_change
 
 

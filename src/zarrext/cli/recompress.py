@@ -10,22 +10,13 @@ import typer
 from rich.console import Console
 
 from zarrext._text import counted
-from zarrext.cli._common import (
-    DECISION,
-    PATH_HELP,
-    QUIET_HELP,
-    SCHEDULER,
-    SNAPSHOT_WITH_DRY_RUN,
-    STORAGE_OPTIONS,
-    CliError,
-    dask_client,
-    fail,
-    in_icechunk,
-    iter_arrays,
-    require_writable,
-    run_each,
-)
+from zarrext.cli._decision import DECISION
 from zarrext.cli.damaged import damaged_json, name_damaged
+from zarrext.cli.failures import CliError, fail, run_each
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import iter_arrays, require_writable
+from zarrext.cli.options import PATH_HELP, QUIET_HELP, SNAPSHOT_WITH_DRY_RUN, STORAGE_OPTIONS
+from zarrext.cli.scheduler import SCHEDULER, dask_client
 
 __all__ = ["register"]
 

@@ -195,7 +195,7 @@ def render_shard_table(
 
 def sharded_report(array: Any) -> list[ShardInfo] | None:
     """:func:`~zarrext.sharding.shard_report` of a sharded Zarr format 3 array, else None."""
-    from zarrext.cli._common import is_sharded
+    from zarrext.cli.opening import is_sharded
 
     return shard_report(array) if is_sharded(array) else None
 

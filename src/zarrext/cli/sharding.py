@@ -10,24 +10,22 @@ import zarr
 from rich.console import Console
 
 from zarrext._text import bytes_text, counted
-from zarrext.cli._common import (
+from zarrext.cli.failures import fail, run_each
+from zarrext.cli.icechunk import in_icechunk
+from zarrext.cli.opening import require_writable
+from zarrext.cli.options import (
     ICECHUNK_SNAPSHOT_HELP,
     PATH_HELP,
     QUIET_HELP,
-    SCHEDULER,
     SNAPSHOT_WITH_DRY_RUN,
     STORAGE_OPTIONS,
     SessionPath,
-    dask_client,
-    fail,
-    in_icechunk,
-    require_writable,
-    run_each,
 )
+from zarrext.cli.scheduler import SCHEDULER, dask_client
 
 
 def _sharded_arrays(path: str, mode: str, storage_options: str | None) -> list[zarr.Array]:
-    from zarrext.cli._common import is_sharded, iter_arrays
+    from zarrext.cli.opening import is_sharded, iter_arrays
 
     return [
         a for a in iter_arrays(path, mode=mode, storage_options=storage_options) if is_sharded(a)
@@ -295,7 +293,7 @@ def register(app: typer.Typer) -> None:
 ) -> None:
         """Validate every chunk and shard (indexes, bounds, overlaps, interrupted writes)
         and that the fill value survives the filters."""
-        from zarrext.cli._common import is_sharded, iter_arrays
+        from zarrext.cli.opening import is_sharded, iter_arrays
         from zarrext.cli.render import progress_bar
         from zarrext.jobs.inspection import inventory
         from zarrext.jobs.shards.check import check as run_check

@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
 
-__all__ = ["ConditionalCodec", "ConditionalCodecError", "format_mask"]
+__all__ = ["ConditionalCodec", "ConditionalCodecError"]
 
 NAMES = ("conditional", "optional")
 # Header sizes beyond this are refused: a header is written for every chunk, and a

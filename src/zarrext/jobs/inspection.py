@@ -46,7 +46,6 @@ __all__ = [
     "ArrayInventory",
     "ArrayProgress",
     "array_chunks_per_shard",
-    "ConditionalPlacement",
     "StoredChunk",
     "chunk_prefix",
     "conditional_placement",

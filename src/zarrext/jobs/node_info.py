@@ -85,7 +85,9 @@ def node_info(
     (:attr:`ArrayInventory.object_bytes`), each summed over its arrays for a group;
     ``allocated_bytes`` (arrays only) what a local file system allocates for the
     objects, None elsewhere; ``damaged`` (arrays only) the shards whose index does
-    not decode (their chunks are not counted: ``zarrext check`` names them).
+    not decode (their chunks are not counted: ``zarrext check`` names them);
+    ``stored_objects`` (arrays only) how many of the grid's chunk (shard) objects are
+    stored, the others reading as the fill value.
 
     The objects' sizes come from one listing of the store where it lists sizes (else
     each is asked of the store); of a shard only the index is read.
@@ -124,6 +126,8 @@ def node_info(
             # local files only: holes in fixed slots make it less than object_bytes
             "allocated_bytes": _allocated_bytes(node, iter(stored.object_sizes)),
             "damaged": len(stored.damaged),
+            # the chunk (shard) objects of the grid that are stored; the rest read as fill
+            "stored_objects": stored.store_keys,
         }
     with naming_codec_holder(group=node), \
             naming_malformed_metadata(node.store, node.store_path.path):

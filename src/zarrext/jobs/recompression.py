@@ -66,8 +66,8 @@ from zarrext.jobs.progress import ProgressLike, progress_callback
 from zarrext.jobs.shards.compact import packed_shard
 from zarrext.jobs.store_refs import ArrayRef, array_ref
 from zarrext.pipeline.chunk_io import local_file
-from zarrext.sharding import writer
 from zarrext.sharding.array_shards import geometry_of, stored_spec_of
+from zarrext.sharding.journal import temp_path
 from zarrext.sharding.state import ShardCorruptError, state_of_bytes
 from zarrext.sharding.transcode import transcode_shard
 
@@ -342,7 +342,7 @@ def _rewrite_chunk_file(path: Path, reencode: Callable[[Buffer], Buffer]) -> Non
             size = os.fstat(fd).st_size
             data = os.pread(fd, size, 0)
             encoded = reencode(default_buffer_prototype().buffer.from_bytes(data))
-            tmp = writer.temp_path(path)
+            tmp = temp_path(path)
             try:
                 with open(tmp, "xb") as out:
                     out.write(encoded.as_buffer_like())

@@ -18,6 +18,8 @@ writes) live in :mod:`zarrext.jobs.shards`.
 
 from __future__ import annotations
 
-from zarrext.sharding.layout import LAYOUTS, LayoutShardingCodec, ShardLayoutError, slot_bound
+from zarrext.sharding.bounds import slot_bound
+from zarrext.sharding.geometry import ShardLayoutError
+from zarrext.sharding.layout import LAYOUTS, LayoutShardingCodec
 
 __all__ = ["LAYOUTS", "LayoutShardingCodec", "ShardLayoutError", "slot_bound"]

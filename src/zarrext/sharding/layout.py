@@ -56,6 +56,13 @@ from zarrext.sharding.array_shards import ArrayShards, geometry_of, stored_spec_
 from zarrext.sharding.bounds import slot_bound
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
+from zarrext.sharding.journal import (
+    JOURNAL_SUFFIX,
+    TMP_MARK,
+    dead_writer_temp,
+    journal_pending,
+    locked_shard,
+)
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -67,11 +74,8 @@ if TYPE_CHECKING:
 __all__ = [
     "LAYOUTS",
     "LayoutShardingCodec",
-    "ShardGeometry",
-    "ShardLayoutError",
     "bind_layout",
     "recover_array",
-    "slot_bound",
     "writable_local_file",
 ]
 
@@ -305,7 +309,7 @@ def layout_refusal(chain: CodecChain, shard_layout: str) -> str | None:
 def recover_array(array: Any) -> int:
     """Roll back interrupted shard writes of ``array``; returns how many were.
 
-    Temporary files of writers provably gone (:func:`writer.dead_writer_temp`:
+    Temporary files of writers provably gone (:func:`dead_writer_temp`:
     this host's, their process no longer running) are deleted with them; a live
     writer's are kept. A no-op for arrays that are not sharded or not on a local
     store. Safe while other writers run: each shard is recovered under its lock.
@@ -319,18 +323,18 @@ def recover_array(array: Any) -> int:
     count = 0
     for dirpath, _, files in os.walk(shards.directory):
         for name in files:
-            if writer.TMP_MARK in name and writer.dead_writer_temp(name):
+            if TMP_MARK in name and dead_writer_temp(name):
                 (Path(dirpath) / name).unlink(missing_ok=True)
                 continue
-            if not name.endswith(writer.JOURNAL_SUFFIX):
+            if not name.endswith(JOURNAL_SUFFIX):
                 continue
-            shard = Path(dirpath) / name[: -len(writer.JOURNAL_SUFFIX)]
-            if not writer.journal_pending(shard):
+            shard = Path(dirpath) / name[: -len(JOURNAL_SUFFIX)]
+            if not journal_pending(shard):
                 continue
             if not shard.exists():
                 (Path(dirpath) / name).unlink(missing_ok=True)
                 count += 1
                 continue
-            with writer.locked_shard(shard):
+            with locked_shard(shard):
                 count += 1  # locked_shard rolled it back (or another writer did)
     return count

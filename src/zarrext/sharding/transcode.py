@@ -5,7 +5,7 @@ chunk, not their values. Done through zarr-python's whole-shard rewrite they rac
 in-place writers (a write that lands between the job's read and its rewrite is
 lost) and skip the rollback of a killed writer. :func:`transcode_shard` instead:
 
-1. takes the same exclusive lock as writers (:func:`writer.locked_shard`), which
+1. takes the same exclusive lock as writers (:func:`locked_shard`), which
    rolls back an interrupted transaction first;
 2. reads the index and the chunk bytes from the locked file, so nothing a writer
    committed before is missed and nothing can commit meanwhile;
@@ -30,6 +30,8 @@ from zarr.core.buffer import default_buffer_prototype
 
 from zarrext.sharding import writer
 from zarrext.sharding.geometry import ShardGeometry, guess_layout
+from zarrext.sharding.journal import discard_sidecars, locked_shard, temp_path
+from zarrext.sharding.state import ShardCorruptError, load_state
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
@@ -76,10 +78,10 @@ def transcode_shard(
     ShardCorruptError
         When the shard's index cannot be used; the shard is left unchanged.
     """
-    with writer.locked_shard(path) as fd:
+    with locked_shard(path) as fd:
         if fd is None:
             return None
-        state = writer.load_state(fd, codec, geometry, path)
+        state = load_state(fd, codec, geometry, path)
         geometry = geometry.for_shard(state.table, state.size)  # an earlier version's slots
         layout = guess_layout(state.table, state.size, geometry)
         datas: dict[int, bytes | Buffer | None] = {}
@@ -88,19 +90,19 @@ def transcode_shard(
             offset, length = (int(v) for v in state.table[flat])
             raw = os.pread(fd, length, offset)
             if len(raw) != length:
-                raise writer.ShardCorruptError(
+                raise ShardCorruptError(
                     f"shard {path.name}: inner chunk {flat} is cut short ({len(raw)} of "
                     f"{length} bytes)"
                 )
             datas[flat] = reencode(flat, prototype.buffer.from_bytes(raw))
-        tmp = writer.temp_path(path)
+        tmp = temp_path(path)
         writer.build_file(
             tmp, codec, geometry, "fixed-slot" if layout == "fixed-slot" else "append", datas
         )
         size_after = os.stat(tmp).st_size
         # Before the swap: once the new file is in place a writer may lock it and
         # start a journal of its own under the same name.
-        writer.discard_sidecars(path)
+        discard_sidecars(path)
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)

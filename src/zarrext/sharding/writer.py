@@ -80,66 +80,21 @@ from zarrext.sharding import faults
 from zarrext.sharding.allocator import REUSE_GRACE, allocate, freed_ranges
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
 from zarrext.sharding.journal import (
-    HOST,
-    JOURNAL_SUFFIX,
-    TMP_MARK,
-    dead_writer_temp,
-    discard_journal,
     discard_sidecars,
     journal_path,
-    journal_pending,
     locked_shard,
-    process_alive,
     put_journal,
-    read_journal,
     read_quarantine,
-    recover,
-    replace_index,
-    temp_owner,
     temp_path,
-    write_journal,
     write_quarantine,
 )
-from zarrext.sharding.state import (
-    ShardCorruptError,
-    ShardState,
-    encode_index,
-    load_state,
-    read_index,
-)
+from zarrext.sharding.state import ShardState, encode_index, load_state
 
 if TYPE_CHECKING:
     from zarr.codecs.sharding import ShardingCodec
     from zarr.core.buffer import Buffer
 
-__all__ = [
-    "EMPTY",
-    "HOST",
-    "JOURNAL_SUFFIX",
-    "TMP_MARK",
-    "ShardCorruptError",
-    "ShardState",
-    "build_file",
-    "dead_writer_temp",
-    "discard_journal",
-    "discard_sidecars",
-    "encode_index",
-    "journal_path",
-    "journal_pending",
-    "load_state",
-    "locked_shard",
-    "process_alive",
-    "read_chunks",
-    "read_index",
-    "read_journal",
-    "recover",
-    "replace_index",
-    "temp_owner",
-    "temp_path",
-    "update_chunks",
-    "write_chunks",
-    "write_journal",
-]
+__all__ = ["build_file", "read_chunks", "update_chunks", "write_chunks"]
 
 
 def _flat(coords: tuple[int, ...], geometry: ShardGeometry) -> int:

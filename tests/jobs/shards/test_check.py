@@ -17,7 +17,7 @@ from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec
 
 import zarrext
 from zarrext.cli import app
-from zarrext.sharding import writer
+from zarrext.sharding.journal import TMP_MARK, journal_path, journal_pending, write_journal
 
 ISZ = 16 * 16 + 4
 
@@ -102,7 +102,7 @@ def test_torn_index_rolled_back_from_journal(tmp_path: Path, location: str) -> N
     shard = tmp_path / "a" / "c" / "0" / "0"
     good = shard.read_bytes()
     offset = 0 if location == "start" else len(good) - ISZ
-    writer.write_journal(shard, len(good), offset, good[offset : offset + ISZ])
+    write_journal(shard, len(good), offset, good[offset : offset + ISZ])
     with open(shard, "r+b") as f:  # half a new index, then the writer died
         f.seek(offset)
         f.write(os.urandom(ISZ // 2))
@@ -119,20 +119,20 @@ def test_torn_journal_is_discarded(tmp_path: Path) -> None:
     array = _array(tmp_path / "a")
     shard = tmp_path / "a" / "c" / "0" / "0"
     good = shard.read_bytes()
-    writer.journal_path(shard).write_bytes(b"ZXJ1\x00\x01")
+    journal_path(shard).write_bytes(b"ZXJ1\x00\x01")
     (finding,) = zarrext.check(array)
     assert "torn journal" in finding.problems[0]
     zarrext.open_array(str(tmp_path / "a"))  # opening for writing repairs
-    assert not writer.journal_pending(shard)
+    assert not journal_pending(shard)
     assert shard.read_bytes() == good
 
 
 def test_stale_temp_file_removed_only_on_repair(tmp_path: Path) -> None:
     array = _array(tmp_path / "a")
     shard = tmp_path / "a" / "c" / "0" / "0"
-    dead = shard.with_name("0" + writer.TMP_MARK + "999999999-abcd")
+    dead = shard.with_name("0" + TMP_MARK + "999999999-abcd")
     dead.write_bytes(b"x")
-    alive = shard.with_name("0" + writer.TMP_MARK + f"{os.getpid()}-abcd")
+    alive = shard.with_name("0" + TMP_MARK + f"{os.getpid()}-abcd")
     alive.write_bytes(b"x")
     (finding,) = zarrext.check(array)
     assert dead.exists()
@@ -149,7 +149,7 @@ def test_cli_check_and_compact(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "every shard validates" in result.output
     shard = tmp_path / "a" / "c" / "0" / "0"
-    writer.journal_path(shard).write_bytes(b"torn")
+    journal_path(shard).write_bytes(b"torn")
     result = runner.invoke(app, ["check", str(tmp_path / "a")])
     assert result.exit_code == 1
     assert "torn journal" in result.output
@@ -245,7 +245,7 @@ def _damaged_group(path: Path) -> tuple[zarr.Group, int]:
     data[-10] ^= 0xFF
     (shards / "1" / "1").write_bytes(bytes(data))
     for key in ("0/0", "1/0"):
-        (shards / (key + writer.TMP_MARK + "999999999-abcd")).write_bytes(b"x")
+        (shards / (key + TMP_MARK + "999999999-abcd")).write_bytes(b"x")
     return group, size
 
 
@@ -258,7 +258,7 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
     path = tmp_path / "g.zarr"
     _, size = _damaged_group(path)
     b_files = sum(p.stat().st_size for p in (path / "b" / "c").rglob("*") if p.is_file())
-    tmp = "0" + writer.TMP_MARK + "999999999-abcd"
+    tmp = "0" + TMP_MARK + "999999999-abcd"
     problems = [
         "a c/0/0:",
         "  problem: stale temporary file " + tmp + " (its process is gone)",
@@ -287,7 +287,7 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
     code, out = run("check", str(path), "--repair")
     assert code == 1  # the cut and the checksum error remain
     assert out.splitlines() == [line.format(f"repaired: deleted {tmp}") for line in problems]
-    assert not list(path.rglob(f"*{writer.TMP_MARK}*"))
+    assert not list(path.rglob(f"*{TMP_MARK}*"))
 
     code, out = run("check", str(path), "--json")
     assert code == 1
@@ -303,7 +303,7 @@ def test_cli_check_wording_keys_once_and_exit_codes(tmp_path: Path) -> None:
 
     for key in ("0/0", "1/1"):  # restored from a copy: only repairable problems left
         (path / "a" / "c" / key).write_bytes((path / "b" / "c" / key).read_bytes())
-    (path / "a" / "c" / "1" / ("1" + writer.TMP_MARK + "999999999-ef")).write_bytes(b"x")
+    (path / "a" / "c" / "1" / ("1" + TMP_MARK + "999999999-ef")).write_bytes(b"x")
     code, out = run("check", str(path), "--json")
     assert code == 1  # found, not yet repaired
     (finding,) = json.loads(out)["arrays"][0]["findings"]
@@ -325,7 +325,7 @@ def test_findings_sorted_by_key_numbers_as_numbers(tmp_path: Path) -> None:
                               compressors=None)
     array[:] = np.arange(24, dtype="i4")
     for i in (11, 2, 10, 0):
-        (tmp_path / "a" / "c" / (f"{i}" + writer.TMP_MARK + "999999999-ab")).write_bytes(b"x")
+        (tmp_path / "a" / "c" / (f"{i}" + TMP_MARK + "999999999-ab")).write_bytes(b"x")
     assert [f.key for f in zarrext.check(array)] == ["c/0", "c/2", "c/10", "c/11"]
 
 
@@ -481,7 +481,7 @@ def test_opening_for_writing_removes_a_killed_writers_temporary_file(tmp_path: P
     path = tmp_path / "a"
     _append_array(path)
     proc = _paused_writer(path)
-    (tmp,) = (path / "c" / "1").glob(f"0{writer.TMP_MARK}*")
+    (tmp,) = (path / "c" / "1").glob(f"0{TMP_MARK}*")
     proc.send_signal(signal.SIGKILL)
     assert proc.wait(timeout=30) == -signal.SIGKILL
     (finding,) = zarrext.check(zarr.open_array(str(path), mode="r"))
@@ -499,9 +499,9 @@ def test_opening_for_writing_keeps_a_live_writers_temporary_file(tmp_path: Path)
     _append_array(path)
     proc = _paused_writer(path)
     try:
-        (tmp,) = (path / "c" / "1").glob(f"0{writer.TMP_MARK}*")
+        (tmp,) = (path / "c" / "1").glob(f"0{TMP_MARK}*")
         # another host's writer: its process cannot be seen from here, so never judged
-        foreign = tmp.with_name(f"0{writer.TMP_MARK}999999999-0badc0de-abcdef01")
+        foreign = tmp.with_name(f"0{TMP_MARK}999999999-0badc0de-abcdef01")
         foreign.write_bytes(b"x")
         zarrext.open_array(str(path), mode="r+")
         zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)

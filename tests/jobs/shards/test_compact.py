@@ -137,19 +137,19 @@ def test_expand_needs_a_bound(tmp_path: Path) -> None:
 
 
 def test_compact_rolls_back_pending_write_first(tmp_path: Path) -> None:
-    from zarrext.sharding import writer
+    from zarrext.sharding.journal import journal_pending, write_journal
 
     array = _array(tmp_path / "a", "end")
     array[:8, :8] = 3
     shard = tmp_path / "a" / "c" / "0" / "0"
     good = shard.read_bytes()
     # simulate a killed writer: journal written, then garbage appended and a torn index
-    writer.write_journal(shard, len(good), len(good) - (16 * 16 + 4), good[-(16 * 16 + 4):])
+    write_journal(shard, len(good), len(good) - (16 * 16 + 4), good[-(16 * 16 + 4):])
     with open(shard, "ab") as f:
         f.write(os.urandom(300))
     zarrext.compact(array)
     np.testing.assert_array_equal(zarr.open_array(str(tmp_path / "a"))[:8, :8], 3)
-    assert not writer.journal_pending(shard)
+    assert not journal_pending(shard)
 
 
 SLOTTED = 4  # inner chunks per side of the one shard of _slotted()

@@ -26,7 +26,7 @@ import zarrext
 from tests.paths import ROOT
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.jobs.shards.inspect import shard_report
-from zarrext.sharding import writer
+from zarrext.sharding.journal import TMP_MARK, journal_pending
 
 GRID = 8  # inner chunks per axis: 4 shards of 4x4 inner chunks of 8x8
 
@@ -238,7 +238,7 @@ def test_killed_writer_then_recompress_then_repair(
     env = dict(os.environ, ZARREXT_SHARDING_FAULT=f"{point}=1")
     proc = subprocess.run([sys.executable, "-c", KILLED, str(ROOT), str(path)], env=env)
     assert proc.returncode == -signal.SIGKILL
-    assert writer.journal_pending(path / "c" / "0" / "0")
+    assert journal_pending(path / "c" / "0" / "0")
     zarrext.recompress(str(path), "compress_if_smaller")
     zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
     assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
@@ -348,7 +348,7 @@ def test_check_unsharded_leftovers_and_deep(tmp_path: Path) -> None:
     os.utime(partial, (old, old))
     fresh = path / "c" / ("2." + "cd" * 16 + ".partial")
     fresh.write_bytes(b"x")
-    ours = path / "c" / ("3" + writer.TMP_MARK + "999999999-abcd")
+    ours = path / "c" / ("3" + TMP_MARK + "999999999-abcd")
     ours.write_bytes(b"x")
     data = bytearray(chunk.read_bytes())
     data[-6] ^= 0xFF  # a flipped bit in the payload: only a deep check sees it
@@ -421,9 +421,9 @@ def test_killed_unsharded_recompress_leaves_nothing_after_repair(tmp_path: Path)
         time.sleep(rnd.uniform(0.05, 0.6))
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        leftovers += len(list(path.rglob(f"*{writer.TMP_MARK}*")))
+        leftovers += len(list(path.rglob(f"*{TMP_MARK}*")))
         zarrext.check(zarr.open_array(str(path), mode="r+"), repair=True)
-        assert not list(path.rglob(f"*{writer.TMP_MARK}*"))
+        assert not list(path.rglob(f"*{TMP_MARK}*"))
         assert not list(path.rglob("*.partial"))
         assert zarrext.check(zarr.open_array(str(path), mode="r"), deep=True) == []
         np.testing.assert_array_equal(zarr.open_array(str(path), mode="r")[:], data)

@@ -2,8 +2,8 @@
 
 :func:`check` works on any Zarr format 3 array in a local directory, sharded or
 not. It reads every shard under a shared lock (so it sees no write half done)
-and reports, once per store key and sorted by key, each :class:`Problem` with
-its ``kind``:
+and reports, once per store key and sorted by key, each
+:class:`~zarrext.jobs.shards.check_report.Problem` with its ``kind``:
 
 - ``truncated``: a shard file shorter than its index says it is (a file shorter
   than the index, entries that reach past the end of the file, or, for an index
@@ -28,12 +28,13 @@ its ``kind``:
 
 It changes nothing unless ``repair=True``:
 
-- an interrupted write is rolled back from its journal (:func:`writer.recover`);
+- an interrupted write is rolled back from its journal (:func:`zarrext.sharding.journal.recover`);
 - stale temporary files and orphaned journals are deleted;
 - single entries that point outside the file or overlap are marked empty (the
   chunk reads as the fill value; the problem says which chunk was dropped);
 - what cannot be repaired stays in :attr:`ShardCheck.remaining`, and its
-  :attr:`Problem.advice` says what to do instead: a truncated shard or an index
+  :attr:`~zarrext.jobs.shards.check_report.Problem.advice` says what to do
+  instead: a truncated shard or an index
   that fails its checksum with no journal to roll back (restore the shard from a
   copy), a chunk whose bytes do not decode (its data is gone; rewrite it or
   delete it).
@@ -63,7 +64,7 @@ from zarrext._zarr_compat import async_array_of
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
 from zarrext.jobs.progress import ProgressCallback
-from zarrext.jobs.shards.check_report import REWRITE, Problem, ShardCheck
+from zarrext.jobs.shards.check_report import REWRITE, ShardCheck
 from zarrext.jobs.shards.diagnosis import (
     Decoder,
     check_chunk,
@@ -74,10 +75,9 @@ from zarrext.jobs.shards.leftovers import STALE_AFTER, leftover
 from zarrext.pipeline.chunk_io import local_file
 from zarrext.sharding.array_shards import ArrayShards
 from zarrext.sharding.geometry import ShardLayoutError
-from zarrext.sharding.layout import recover_array
 from zarrext.stores import open_job_array
 
-__all__ = ["STALE_AFTER", "Problem", "ShardCheck", "check", "recover_array", "unverifiable"]
+__all__ = ["check", "unverifiable"]
 
 
 def _verifies(codecs: Any) -> bool:

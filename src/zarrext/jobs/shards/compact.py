@@ -35,11 +35,12 @@ from zarrext._zarr_compat import async_array_of, inner_chunk_spec
 from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
 from zarrext.jobs.progress import ProgressCallback
 from zarrext.jobs.store_refs import ArrayRef, array_ref
-from zarrext.sharding import faults, writer
+from zarrext.sharding import faults
 from zarrext.sharding.allocator import occupied
 from zarrext.sharding.array_shards import ArrayShards
-from zarrext.sharding.geometry import ShardGeometry, ShardLayoutError
-from zarrext.sharding.state import state_of_bytes
+from zarrext.sharding.geometry import EMPTY, ShardGeometry, ShardLayoutError
+from zarrext.sharding.journal import discard_sidecars, locked_shard, read_quarantine, temp_path
+from zarrext.sharding.state import ShardState, encode_index, load_state, state_of_bytes
 from zarrext.stores import open_job_array
 
 __all__ = ["READER_NOTE", "RewriteReport", "compact", "expand"]
@@ -97,10 +98,10 @@ def _copy_runs(src: int, dst: int, moves: list[tuple[int, int, int]]) -> None:
 
 
 def _plan(
-    state: writer.ShardState, geometry: ShardGeometry, mode: str
+    state: ShardState, geometry: ShardGeometry, mode: str
 ) -> tuple[np.ndarray, int]:
     """New offsets table and data end for a dense or fixed-slot shard."""
-    table = np.full_like(state.table, writer.EMPTY)
+    table = np.full_like(state.table, EMPTY)
     present = np.flatnonzero(state.present())
     lengths = state.table[present, 1].astype(np.int64)
     if mode == "dense":
@@ -121,7 +122,7 @@ def _plan(
 
 
 def _in_form(
-    state: writer.ShardState, geometry: ShardGeometry, mode: str, table: np.ndarray, end: int
+    state: ShardState, geometry: ShardGeometry, mode: str, table: np.ndarray, end: int
 ) -> bool:
     """Whether the shard already is what the rewrite would make of it.
 
@@ -164,7 +165,7 @@ def _packed(
     geometry = shards.geometry
     state = state_of_bytes(data, shards.codec, geometry, key)
     table, end = _plan(state, geometry, mode)
-    index = writer.encode_index(shards.codec, geometry, table)
+    index = encode_index(shards.codec, geometry, table)
     out = bytearray(end + (len(index) if geometry.index_location == "end" else 0))
     source = memoryview(data)
     for flat in np.flatnonzero(state.present()).tolist():
@@ -181,13 +182,13 @@ def packed_shard(
 ) -> bytes:
     """A dense shard holding ``datas`` (inner chunk's flat index -> encoded bytes),
     built in memory: chunks back to back in flat order, then (or before) the index."""
-    table = np.full((geometry.n_chunks, 2), writer.EMPTY, dtype="<u8")
+    table = np.full((geometry.n_chunks, 2), EMPTY, dtype="<u8")
     offset = geometry.data_start
     flats = sorted(datas)
     for flat in flats:
         table[flat] = (offset, len(datas[flat]))
         offset += len(datas[flat])
-    index = writer.encode_index(codec, geometry, table)
+    index = encode_index(codec, geometry, table)
     out = bytearray(offset + (len(index) if geometry.index_location == "end" else 0))
     for flat in flats:
         start = int(table[flat, 0])
@@ -222,7 +223,7 @@ def _rewrite_object(
 def _compact_in_place(
     fd: int,
     path: Path,
-    state: writer.ShardState,
+    state: ShardState,
     moves: list[tuple[int, int, int]],
     end: int,
     index: bytes,
@@ -246,7 +247,7 @@ def _compact_in_place(
         return True  # already dense: nothing to write
     # Nothing the old index references may be written over before the truncation,
     # nor a quarantined range (a reader that takes no lock may still read there).
-    held = [(lo, hi) for lo, hi, _ in writer.read_quarantine(path) or ()]
+    held = [(lo, hi) for lo, hi, _ in read_quarantine(path) or ()]
     busy = occupied(state.table, state.index_offset, len(state.index_bytes), held)
     targets = [(d, d + n) for _, d, n in moving] + [(end, end + len(index))]
     if any(busy.overlaps(lo, hi) for lo, hi in targets):
@@ -266,14 +267,14 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int, bool] 
     or None when it is gone."""
     path = shards.path(key)
     geometry = shards.geometry
-    with writer.locked_shard(path) as fd:
+    with locked_shard(path) as fd:
         if fd is None:
             return None
-        state = writer.load_state(fd, shards.codec, geometry, key)
+        state = load_state(fd, shards.codec, geometry, key)
         table, end = _plan(state, geometry, mode)
         if _in_form(state, geometry, mode, table, end):
             return state.size, state.size, False  # nothing to do: the file stays as it is
-        index = writer.encode_index(shards.codec, geometry, table)
+        index = encode_index(shards.codec, geometry, table)
         total = end + (len(index) if geometry.index_location == "end" else 0)
         moves = [
             (int(state.table[f, 0]), int(table[f, 0]), int(table[f, 1]))
@@ -281,7 +282,7 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int, bool] 
         ]
         if mode == "dense" and _compact_in_place(fd, path, state, moves, end, index, geometry):
             return state.size, total, True
-        tmp = writer.temp_path(path)
+        tmp = temp_path(path)
         out = os.open(tmp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
         try:
             os.ftruncate(out, total)
@@ -294,7 +295,7 @@ def _rewrite(shards: ArrayShards, key: str, mode: str) -> tuple[int, int, bool] 
         os.close(out)
         # Before the swap: once the new file is in place a writer may lock it and
         # start a journal of its own under the same name.
-        writer.discard_sidecars(path)
+        discard_sidecars(path)
         # Still holding the old file's lock: writers waiting on it see a new inode
         # after the replace and reopen.
         os.replace(tmp, path)
@@ -323,7 +324,7 @@ def _run(
             "(only local directories can); object stores keep dense shards"
         )
     if mode == "fixed-slot" and shards.geometry.slot_size is None:
-        from zarrext.sharding.layout import slot_bound
+        from zarrext.sharding.bounds import slot_bound
 
         slot_bound(shards.codec.codecs, inner_chunk_spec(shards.codec, shards.shard_spec))
     if shards.directory is None:

@@ -33,7 +33,8 @@ from zarrext.codecs.decisions import Decision
 from zarrext.codecs.quantized_writes import StorableValues, array_label
 from zarrext.jobs.store_refs import ArrayRef, store_ref
 from zarrext.sharding.array_shards import ArrayShards
-from zarrext.sharding.layout import LayoutShardingCodec, ShardLayoutError
+from zarrext.sharding.geometry import ShardLayoutError
+from zarrext.sharding.layout import LayoutShardingCodec
 from zarrext.stores import open_job_array
 
 __all__ = ["write_dask"]

@@ -31,11 +31,20 @@ from zarrext.errors import (
     is_decode_error,
 )
 from zarrext.jobs.shards.check_report import OBJECT_ADVICE, RESTORE, REWRITE, ShardCheck
-from zarrext.sharding import writer
 from zarrext.sharding.array_shards import ArrayShards, stored_spec_of
 from zarrext.sharding.geometry import EMPTY, ShardGeometry
-from zarrext.sharding.journal import free_path, read_quarantine, write_quarantine
-from zarrext.sharding.state import decode_table
+from zarrext.sharding.journal import (
+    discard_journal,
+    free_path,
+    journal_path,
+    journal_pending,
+    read_journal,
+    read_quarantine,
+    recover,
+    replace_index,
+    write_quarantine,
+)
+from zarrext.sharding.state import decode_table, encode_index
 
 
 def _entry_problems(
@@ -277,25 +286,25 @@ def check_shard(
             )
             if repair and not path.exists():  # not if a writer just created the shard
                 free_path(path).unlink(missing_ok=True)
-        if writer.journal_pending(path):
+        if journal_pending(path):
             result.problem(
                 "orphan_journal", "journal of a shard that no longer exists",
                 fix="deleted the journal", repaired=repair,
             )
             if repair and not path.exists():
-                writer.discard_journal(path)
+                discard_journal(path)
         return
     try:
-        if not writer.journal_pending(path) and writer.journal_path(path).exists():
+        if not journal_pending(path) and journal_path(path).exists():
             result.problem(
                 "inactive_journal",
                 "inactive journal left beside the shard (older zarrext kept them)",
                 fix="deleted the inactive journal", repaired=repair,
             )
             if repair:
-                writer.discard_journal(path)
-        if writer.journal_pending(path):
-            if writer.read_journal(path) is None:
+                discard_journal(path)
+        if journal_pending(path):
+            if read_journal(path) is None:
                 kind, text = "torn_journal", "interrupted write: torn journal (index untouched)"
             else:
                 kind, text = "interrupted_write", "interrupted write: journal present"
@@ -303,7 +312,7 @@ def check_shard(
             if not repair:
                 # The index is half written until the rollback: check it after --repair.
                 return
-            writer.recover(path, fd)
+            recover(path, fd)
         if repair and free_path(path).exists():
             # Not a problem (it guards readers for a few seconds); drop what expired.
             write_quarantine(path, read_quarantine(path) or [])
@@ -321,8 +330,8 @@ def check_shard(
         )
         if repair and drop:
             table[drop] = EMPTY
-            writer.replace_index(
-                path, fd, size, offset, raw, writer.encode_index(codec, geometry, table)
+            replace_index(
+                path, fd, size, offset, raw, encode_index(codec, geometry, table)
             )
     finally:
         os.close(fd)

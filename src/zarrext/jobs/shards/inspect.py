@@ -19,16 +19,15 @@ from zarrext._text import counted
 from zarrext._zarr_compat import async_array_of
 from zarrext.errors import DECODE_ERRORS, is_decode_error
 from zarrext.jobs.inspection import inner_chunks_inside
-from zarrext.sharding import writer
 from zarrext.sharding.array_shards import ArrayShards
-from zarrext.sharding.geometry import guess_layout
+from zarrext.sharding.geometry import EMPTY, guess_layout
+from zarrext.sharding.journal import journal_pending
 from zarrext.sharding.state import decode_table
 
 __all__ = [
     "MAX_SHARD_ROWS",
     "ShardInfo",
     "format_bytes",
-    "guess_layout",
     "shard_json",
     "shard_report",
     "summary_line",
@@ -129,12 +128,12 @@ def _stat_local(shards: ArrayShards, key: str) -> Stat | None:
         stat = os.fstat(fd)
         size, allocated = stat.st_size, stat.st_blocks * 512
         if not shards.bare:
-            stored = _stat_stored(shards, os.pread(fd, size, 0), writer.journal_pending(path))
+            stored = _stat_stored(shards, os.pread(fd, size, 0), journal_pending(path))
             return (*stored[:4], allocated)
         isz = shards.geometry.index_size
         start = 0 if shards.geometry.index_location == "start" else max(size - isz, 0)
         raw = os.pread(fd, isz, start)
-        return size, size, raw, writer.journal_pending(path), allocated
+        return size, size, raw, journal_pending(path), allocated
     finally:
         os.close(fd)
 
@@ -196,7 +195,7 @@ def shard_report(array: Any) -> list[ShardInfo]:
                 allocated=allocated, index_bytes=geometry.index_size,
             ))
             continue
-        present = table[:, 0] != writer.EMPTY
+        present = table[:, 0] != EMPTY
         own = geometry.for_shard(table, shard_size)
         layout = guess_layout(table, shard_size, own)
         out.append(

@@ -11,11 +11,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from zarrext.sharding import writer
+from zarrext.sharding.journal import HOST, TMP_MARK, process_alive, temp_owner
 
 __all__ = ["STALE_AFTER"]
 
-_TMP_PID = re.compile(re.escape(writer.TMP_MARK) + r"(\d+)-")
+_TMP_PID = re.compile(re.escape(TMP_MARK) + r"(\d+)-")
 # zarr-python's LocalStore writes ``path.with_suffix(f".{uuid4().hex}.partial")``.
 _ZARR_PARTIAL = re.compile(r"\.[0-9a-f]{32}\.partial$")
 STALE_AFTER = 60.0
@@ -26,10 +26,10 @@ def leftover(path: Path, now: float, stale_after: float) -> tuple[str, str] | No
     """``(target name, description)`` of a file a killed writer left, if ``path`` is one."""
     name = path.name
     match = _TMP_PID.search(name)
-    owner = writer.temp_owner(name)
+    owner = temp_owner(name)
     if match is not None and owner is not None:
         pid, host = owner
-        if writer.process_alive(pid) or host not in (None, writer.HOST):
+        if process_alive(pid) or host not in (None, HOST):
             return None  # alive, or another host's process (not visible here)
         return name[: match.start()], f"stale temporary file {name} (its process is gone)"
     if _ZARR_PARTIAL.search(name):
