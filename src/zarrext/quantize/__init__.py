@@ -22,8 +22,8 @@ writer; zarrext's writers refuse any value that would not come back within it
 (:mod:`zarrext.codecs.quantized_writes`, :class:`UnstorableValueError`).
 
 The package follows those steps: :mod:`~zarrext.codecs.filter_roundtrip` runs the
-real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
-configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
+real codecs and measures errors, :mod:`~zarrext.quantization.planning` chooses the
+configuration, :mod:`~zarrext.quantization.cf` converts CF packing. The copy job
 (``zarrext quantize``, the only part doing I/O) is ``zarrext convert``'s quantizing
 form: one engine (:mod:`zarrext.jobs.convert`) writes, checks and publishes every
 conversion. Each module here uses only the ones before it:
@@ -40,15 +40,15 @@ from __future__ import annotations
 
 from zarrext.codecs.filter_roundtrip import roundtrip, worst_error
 from zarrext.errors import UnstorableValueError
-from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
-from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
-from zarrext.quantize.groups import copy_group_quantized, floating_arrays
-from zarrext.quantize.planning import (
+from zarrext.quantization.cf import CFConversion, InexactConversionWarning, from_cf
+from zarrext.quantization.planning import (
     QuantizationError,
     QuantizationPlan,
     plan,
     plan_quantization,
 )
+from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
+from zarrext.quantize.groups import copy_group_quantized, floating_arrays
 
 __all__ = [
     "CFConversion",

@@ -3,7 +3,7 @@
 The engine is :mod:`zarrext.jobs.convert`; the planner it needs to quantize lives
 here, a layer above it, so the public function is assembled here: the engine given
 :func:`quantizer`, which scans a float array (:func:`zarrext.quantize.scanning.scan`)
-and plans its filters (:func:`~zarrext.quantize.planning.plan_quantization`).
+and plans its filters (:func:`~zarrext.quantization.planning.plan_quantization`).
 ``zarrext quantize`` (:mod:`~zarrext.quantize.copying`) is the same engine with
 quantize's defaults: it keeps the source's chunks, shards and plain zstd.
 """

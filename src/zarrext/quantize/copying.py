@@ -30,7 +30,7 @@ from zarrext import errors
 from zarrext.jobs.convert import ConvertReport, Target, source_parts
 from zarrext.jobs.larger import refuse_larger
 from zarrext.jobs.ome import OmeUpgrade
-from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
+from zarrext.quantization.planning import QuantizationError, QuantizationPlan, float_dtype
 from zarrext.quantize.scanning import Progress, quantized, read_fill_value
 
 __all__ = [

@@ -15,8 +15,8 @@ from typing import Any
 import zarr
 
 from zarrext.jobs.convert import Target, group_members, source_parts
+from zarrext.quantization.planning import float_dtype
 from zarrext.quantize.copying import CopyReport, collecting, quantized_target
-from zarrext.quantize.planning import float_dtype
 
 __all__ = ["copy_group_quantized", "floating_arrays"]
 
