@@ -19,7 +19,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrext.jobs import cluster
-from zarrext.jobs.convert import Quantized, source_parts, unit_slices
+from zarrext.jobs.convert.plans import Quantized
+from zarrext.jobs.convert.sources import source_parts
+from zarrext.jobs.convert.units import source_ref, unit_slices
 from zarrext.quantization.planning import QuantizationError, float_dtype, plan_quantization
 
 if TYPE_CHECKING:
@@ -86,8 +88,6 @@ def scan(
     blocks (shards, or chunks; or the ``regions`` given): zarr's
     ``async.concurrency`` at once here, or on ``client``'s workers (a Zarr format 3
     source; a format 2 one is read here). ``progress(done, total)`` as blocks finish."""
-    from zarrext.jobs.convert import source_ref
-
     blocks = (
         list(regions) if regions is not None
         else unit_slices(tuple(src.shape), tuple(src.shards or src.chunks))
@@ -121,7 +121,7 @@ def quantized(
     sharding codec, where zarr-python 3.4.2 checks them with 0.0 as the fill value
     (:func:`~zarrext.quantization.planning.plan_quantization`). ``regions``: scan these
     only (a dry run's sample; the plan then covers their range). The attributes returned
-    are the source's (:func:`zarrext.jobs.convert.source_parts`: no conditional's
+    are the source's (:func:`zarrext.jobs.convert.sources.source_parts`: no conditional's
     decision record, no format 2 ``_ARRAY_DIMENSIONS``) with the plan recorded, for
     later writers to check (:mod:`zarrext.codecs.quantized_writes`).
 
