@@ -35,7 +35,7 @@ _when_imported(_XARRAY_ZARR, _decide_xarray_writes)
 # Public names and the modules they live in, imported on first use (PEP 562): an
 # entry point that loads one codec, or ``import zarrext``, loads only what it needs.
 _LAZY: dict[str, str] = {
-    "convert": "zarrext.quantize.converting",
+    "convert": "zarrext.jobs.convert.converting",
     "quantize": "zarrext.quantize",
     "create_array": "zarrext.api",
     "open_array": "zarrext.api",
@@ -86,13 +86,13 @@ if TYPE_CHECKING:
         to_masked,
         to_nan,
     )
+    from zarrext.jobs.convert.converting import convert
     from zarrext.jobs.inspection import inventory
     from zarrext.jobs.recompression import RecompressReport, recompress
     from zarrext.jobs.shards.check import check
     from zarrext.jobs.shards.compact import compact, expand
     from zarrext.jobs.shards.dask import write_dask
     from zarrext.pipeline.masked_read import read_masked
-    from zarrext.quantize.converting import convert
     from zarrext.xarray.backend import decode_optional, encode_optional, optional_encoding
 
 

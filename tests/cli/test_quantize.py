@@ -259,8 +259,8 @@ def test_quantize_group_bad_array_is_refused_as_its_path_is(
     assert not (tmp_path / "q.zarr").exists()
 
 
-# The first pass, patched where quantize.scanning.quantized looks it up.
-SCAN = "zarrext.quantize.scanning.scan"
+# The first pass, patched where jobs.convert.scanning.quantized looks it up.
+SCAN = "zarrext.jobs.convert.scanning.scan"
 
 
 def _never(*args: object, **kwargs: object) -> None:

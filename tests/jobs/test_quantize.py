@@ -1453,7 +1453,7 @@ def test_cli_quantize_refuses_a_block_its_plan_does_not_cover(
     run: Any, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # the source changed between the scan and the copy: the copy's own check refuses
-    from zarrext.quantize import scanning
+    from zarrext.jobs.convert import scanning
 
     data = np.linspace(0, 100, 400, dtype=np.float32).reshape(20, 20)
     src = zarr.create_array(str(tmp_path / "src.zarr"), shape=data.shape, chunks=(5, 20),

@@ -276,9 +276,9 @@ def register(app: typer.Typer) -> None:
         commit; --out the source's own path (the root: /) converts in place,
         replacing the arrays in that commit (earlier snapshots keep the old ones).
         """
-        from zarrext.jobs.convert import ArraySelectionError
+        from zarrext.jobs.convert.converting import convert as run
+        from zarrext.jobs.convert.reports import ArraySelectionError
         from zarrext.jobs.outputs import OutputConflictError
-        from zarrext.quantize.converting import convert as run
         from zarrext.stores import local_path, parse_storage_options
 
         if out is None and not dry_run:

@@ -1,7 +1,7 @@
 """Verification: run the real ``scale_offset`` + ``cast_value`` codecs and measure errors.
 
 zarr-python's own codecs encode and decode the data (:func:`roundtrip`); the plans
-of :mod:`~zarrext.quantize.planning` are accepted only when :func:`worst_error`
+of :mod:`~zarrext.quantization.planning` are accepted only when :func:`worst_error`
 meets the bound.
 
 :func:`fill_value_change` runs an array's array->array codecs (:func:`array_filters`)

@@ -1,7 +1,9 @@
 """Whole-store jobs and what they share.
 
-Recompression (:mod:`~zarrext.jobs.recompression`), reports
-(:mod:`~zarrext.jobs.inspection`), the jobs on shards (:mod:`zarrext.jobs.shards`:
+Conversion (:mod:`zarrext.jobs.convert`, behind ``zarrext.convert``) and its
+quantizing form (:mod:`zarrext.jobs.quantize`), recompression
+(:mod:`~zarrext.jobs.recompression`), reports (:mod:`~zarrext.jobs.inspection`), the
+jobs on shards (:mod:`zarrext.jobs.shards`:
 check, compact and expand, inspect, Dask writes), and their common machinery:
 outputs built under a temporary name and published last
 (:mod:`~zarrext.jobs.outputs`) and the consolidated metadata of the groups

@@ -5,7 +5,7 @@ whose chunks take more bytes than its source's (a source's filters the copy cann
 keep, codecs that compress less, an error bound too tight for small integers) is
 refused once it is written, before anything is published: the staged output is
 discarded and nothing opens at the output (``allow_larger`` keeps it). Both jobs
-check each array's :class:`~zarrext.jobs.convert.ConvertReport` here, the one
+check each array's :class:`~zarrext.jobs.convert.reports.ConvertReport` here, the one
 definition of "larger" (:func:`is_larger`): the stored bytes of the copy's chunks
 against the source's (its chunk objects for a format 2 source), as the report
 counts them, beyond a margin of :data:`MARGIN` of the source and at least

@@ -174,7 +174,7 @@ def _dimension_names(path: str, multiscales: Any,
 
 def planned_upgrade(group: Any, members: Mapping[str, Any]) -> OmeUpgrade | None:
     """The upgrade of a format 2 ``group`` and its ``members`` (by path, as
-    :func:`zarrext.jobs.convert.group_members` gives them), or ``None`` where there
+    :func:`zarrext.jobs.convert.groups.group_members` gives them), or ``None`` where there
     is no OME-Zarr metadata to upgrade (a format 3 group, an array, no OME keys)."""
     import zarr
 

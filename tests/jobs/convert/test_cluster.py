@@ -17,7 +17,7 @@ import zarr
 import zarrext
 from tests.conftest import Run, Where
 from tests.jobs.test_cluster import client  # noqa: F401  (the module's 2-worker cluster)
-from zarrext.jobs.convert import Encoding
+from zarrext.jobs.convert.plans import Encoding
 from zarrext.stores import StoreOpenError
 
 distributed = pytest.importorskip("dask.distributed")

@@ -16,7 +16,7 @@ from zarr.codecs import ZstdCodec
 import zarrext
 from tests.conftest import Where
 from zarrext.codecs.decisions import zarrext_record
-from zarrext.jobs.convert import ConversionError
+from zarrext.jobs.convert.reports import ConversionError
 from zarrext.jobs.outputs import OutputConflictError
 
 SHAPE = (40, 30)
@@ -225,8 +225,8 @@ def test_an_existing_output_is_refused_before_a_quantized_array_is_scanned(
 ) -> None:
     """Planning a quantized array reads every value (hours, for terabytes): an output
     that is taken is refused before that; a killed run's own leftovers are not."""
+    from zarrext.jobs.convert import scanning
     from zarrext.jobs.outputs import UNFINISHED
-    from zarrext.quantize import scanning
 
     _source(where, "src.zarr", "v3")
     if occupant == "array":

@@ -21,7 +21,8 @@ from zarr.codecs import BytesCodec, GzipCodec, ZstdCodec
 
 import zarrext
 from tests.conftest import Where
-from zarrext.jobs.convert import ChunkObjectReader, ShardWriter
+from zarrext.jobs.convert.shards import ShardWriter
+from zarrext.jobs.convert.source_chunks import ChunkObjectReader
 
 SHAPE = (40, 30)  # 8x8 chunks: partial edge chunks on both axes
 FILL = 3

@@ -14,7 +14,7 @@ from zarr.abc.codec import ArrayArrayCodec
 from zarr.codecs.cast_value import CastValue
 from zarr.codecs.scale_offset import ScaleOffset
 
-from zarrext.quantize.planning import float_dtype
+from zarrext.quantization.planning import float_dtype
 
 __all__ = ["CFConversion", "InexactConversionWarning", "from_cf"]
 

@@ -1,48 +1,46 @@
-"""``zarrext.convert``: the conversion job with quantization (``max_abs_error``).
+"""``zarrext.convert``: copying an array or a group into the encoding the user names.
 
-The engine is :mod:`zarrext.jobs.convert`; the planner it needs to quantize lives
-here, a layer above it, so the public function is assembled here: the engine given
-:func:`quantizer`, which scans a float array (:func:`zarrext.quantize.scanning.scan`)
-and plans its filters (:func:`~zarrext.quantize.planning.plan_quantization`).
-``zarrext quantize`` (:mod:`~zarrext.quantize.copying`) is the same engine with
-quantize's defaults: it keeps the source's chunks, shards and plain zstd.
+:func:`convert` copies any array or group zarr-python opens (Zarr format 3 or 2)
+into Zarr format 3 arrays encoded as asked, and publishes the copy as ``quantize``
+publishes its own (:func:`zarrext.jobs.outputs.staged_output`: built under a
+temporary name, published last, the groups holding it consolidated again). Three
+steps, in this order, so that what cannot be converted is refused before anything
+is written:
+
+1. :func:`~zarrext.jobs.convert.targets.plan_targets`: each selected array's
+   target, checked (a quantized array's filters planned from a scan of its values);
+2. the output's groups and the arrays not selected, copied as they are (format 2
+   ones migrated to format 3 metadata: :mod:`zarrext.jobs.convert.groups`);
+3. each selected array, one output write unit (shard, or chunk) at a time, read
+   from the source as a region (:mod:`zarrext.jobs.convert.units`): memory is
+   about a write unit per thread.
+
+Steps 2 and 3 are :func:`~zarrext.jobs.convert.running.run_conversion`. A dry run
+encodes a sample of each array's write units in memory instead (:func:`_sampled`).
 """
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from zarrext.codecs.decisions import DecisionLike
-from zarrext.jobs.convert import (
+from zarrext.jobs.convert.groups import chosen_arrays, group_members
+from zarrext.jobs.convert.plans import Encoding, Target
+from zarrext.jobs.convert.reports import (
+    ArraySelectionError,
     ConvertProgress,
     ConvertReport,
-    Encoding,
-    Quantized,
-    Quantizer,
+    stored_bytes,
 )
-from zarrext.jobs.convert import convert as _convert
-from zarrext.quantize.scanning import quantized
+from zarrext.jobs.convert.running import run_conversion
+from zarrext.jobs.convert.sources import open_source, readable
+from zarrext.jobs.convert.targets import plan_targets
+from zarrext.jobs.convert.units import spread, unit_slices, write_units
 
-__all__ = ["convert", "quantizer"]
-
-
-def quantizer(client: Any = None, progress: ConvertProgress | None = None) -> Quantizer:
-    """The :data:`~zarrext.jobs.convert.Quantizer` of ``convert``: it scans a float array
-    (by its shards, or chunks; on a Dask ``client``'s workers when given) and plans
-    its filters (:func:`zarrext.quantize.scanning.quantized`); ``progress(label,
-    done, total)`` as the scan's blocks finish."""
-
-    def planned(src: Any, max_abs_error: float, label: str, sharded: bool,
-                regions: Sequence[tuple[slice, ...]] | None) -> Quantized:
-        def scanned(done: int, total: int) -> None:
-            if progress is not None:
-                progress(label, done, total)
-
-        return quantized(src, max_abs_error, label, cover_zero=sharded, client=client,
-                         job_name="convert", regions=regions, progress=scanned)
-
-    return planned
+__all__ = ["convert"]
 
 
 def _shape(value: Sequence[int] | None) -> tuple[int, ...] | None:
@@ -172,16 +170,105 @@ def convert(
         As ``zarrext quantize``: the output exists (without ``overwrite``, or on an
         object store), or is the source, inside it or around it.
     """
-    encoding = Encoding(
+    from dataclasses import replace
+
+    import zarr
+
+    from zarrext.jobs.outputs import check_disjoint, refuse_taken
+    from zarrext.stores import refuse_read_only
+
+    base_encoding = Encoding(
         codecs=codecs, chunks=_shape(chunks),
         shards=shards if shards is False or isinstance(shards, str) else _shape(shards),
         shard_layout=shard_layout, like=like, max_abs_error=max_abs_error,
         decision=decision,
     )
-    return _convert(
-        source, output, encoding=encoding, encodings=encodings, arrays=arrays,
-        overwrite=overwrite, dry_run=dry_run, sample=sample, progress=progress,
-        quantizer=quantizer(client, scan_progress),
-        storage_options=storage_options, output_storage_options=output_storage_options,
-        client=client, ome_upgrade=ome_upgrade, allow_larger=allow_larger,
+    out_options = storage_options if output_storage_options is None else output_storage_options
+    if not dry_run:
+        refuse_read_only(output, "convert")
+        check_disjoint(source, output)
+        # before any value is read: planning a quantized array scans it whole
+        refuse_taken(output, overwrite=overwrite, storage_options=out_options)
+    node = open_source(source, storage_options)
+    per_array: dict[str, Encoding] = {}
+    if isinstance(node, zarr.Array):
+        if arrays:
+            raise ArraySelectionError(f"{source} is an array, not a group: it has no arrays "
+                                      "to select")
+        selected = {"": node}
+        members: dict[str, Any] = {}
+    else:
+        members = group_members(node)
+        chosen = chosen_arrays(members, arrays, node.path or str(source))
+        selected = {name: members[name] for name in chosen}
+    for name in selected:
+        per_array[name] = (encodings or {}).get(name, base_encoding)
+        if arrays is None and selected[name].dtype.kind != "f":
+            # every array of a group, quantizing: the floats; the rest converted exactly
+            per_array[name] = replace(per_array[name], max_abs_error=None)
+    targets = plan_targets(
+        {name: readable(a) for name, a in selected.items()}, per_array,
+        output_in_place=dry_run or _in_place(output), storage_options=storage_options,
+        sample=sample if dry_run else None, client=client, scan_progress=scan_progress,
     )
+    import dataclasses
+
+    from zarrext.jobs.ome import planned_upgrade
+
+    upgrade = planned_upgrade(node, members) if ome_upgrade else None
+    if dry_run:
+        return [dataclasses.replace(_sampled(t, sample), ome_upgrade=upgrade) for t in targets]
+    from zarrext.jobs.larger import refusing_larger
+
+    return run_conversion(
+        node, targets, output, members=members, overwrite=overwrite,
+        output_storage_options=out_options, progress=progress, client=client,
+        ome_upgrade=upgrade, written=refusing_larger(allow_larger, source),
+    )
+
+
+def _sampled(target: Target, sample: int) -> ConvertReport:
+    """A dry run: encode up to ``sample`` write units in memory; the size scaled up."""
+    import dataclasses
+
+    from zarr.storage import MemoryStore
+
+    from zarrext.api import create_array
+
+    kwargs = {k: v for k, v in target.kwargs.items() if k != "shard_layout"}
+    dst = create_array(MemoryStore(), **kwargs)
+    regions = unit_slices(target.kwargs["shape"], target.write_unit)
+    picked = spread(regions, sample)
+    started = time.perf_counter()
+    write_units(readable(target.source), dst, picked, measure=target.quantized is not None)
+    seconds = time.perf_counter() - started
+    from zarrext.jobs.inspection import inventory
+
+    written = inventory(dst, read_masks=False, list_chunks=False).stored_bytes
+    size = sum(_region_size(r) for r in regions)
+    sampled = sum(_region_size(r) for r in picked)
+    expected = round(written * size / sampled) if sampled else 0
+    report = ConvertReport(
+        target.path, target.describe(), stored_bytes(target.source), expected, seconds,
+        len(picked), len(regions), dry_run=True,
+    )
+    return dataclasses.replace(report)
+
+
+def _region_size(region: tuple[slice, ...]) -> int:
+    return math.prod(s.stop - s.start for s in region)
+
+
+def _in_place(output: Any) -> bool:
+    """Whether shard layouts can write at ``output``: a local directory (not a .zip)."""
+    from zarr.storage import StorePath
+
+    from zarrext.jobs.outputs import in_session
+    from zarrext.stores import local_path
+
+    if in_session(output) is not None:
+        return False
+    if isinstance(output, StorePath):
+        output = output.store
+    path = local_path(output)
+    return path is not None and path.suffix != ".zip"

@@ -21,16 +21,15 @@ type. Values a little beyond the range are thus stored within the bound by any
 writer; zarrext's writers refuse any value that would not come back within it
 (:mod:`zarrext.codecs.quantized_writes`, :class:`UnstorableValueError`).
 
-The package follows those steps: :mod:`~zarrext.codecs.filter_roundtrip` runs the
-real codecs and measures errors, :mod:`~zarrext.quantize.planning` chooses the
-configuration, :mod:`~zarrext.quantize.cf` converts CF packing. The copy job
-(``zarrext quantize``, the only part doing I/O) is ``zarrext convert``'s quantizing
-form: one engine (:mod:`zarrext.jobs.convert`) writes, checks and publishes every
-conversion. Each module here uses only the ones before it:
-:mod:`~zarrext.quantize.scanning` finds an array's value range (in threads, or on
-Dask workers), :mod:`~zarrext.quantize.copying` makes one array's quantized target
-and copies it, :mod:`~zarrext.quantize.groups` a group, and
-:mod:`~zarrext.quantize.converting` is the public ``zarrext.convert``.
+This module is the public face of what lives below it:
+:mod:`~zarrext.codecs.filter_roundtrip` runs the real codecs and measures errors,
+:mod:`~zarrext.quantization.planning` chooses the configuration,
+:mod:`~zarrext.quantization.cf` converts CF packing. The copy job (``zarrext
+quantize``, the only part doing I/O, :mod:`zarrext.jobs.quantize`) is ``zarrext
+convert``'s quantizing form: one engine (:mod:`zarrext.jobs.convert`) scans, writes,
+checks and publishes every conversion. :func:`copy_quantized` copies one array
+(:mod:`zarrext.jobs.quantize.copying`), :func:`copy_group_quantized` a group
+(:mod:`zarrext.jobs.quantize.groups`).
 
 Layer: above :mod:`zarrext.jobs` (beside :mod:`zarrext.xarray`, neither importing the
 other); may import the jobs, :mod:`zarrext.api` and every layer below.
@@ -40,10 +39,10 @@ from __future__ import annotations
 
 from zarrext.codecs.filter_roundtrip import roundtrip, worst_error
 from zarrext.errors import UnstorableValueError
-from zarrext.quantize.cf import CFConversion, InexactConversionWarning, from_cf
-from zarrext.quantize.copying import CopyReport, LargerOutputError, copy_quantized
-from zarrext.quantize.groups import copy_group_quantized, floating_arrays
-from zarrext.quantize.planning import (
+from zarrext.jobs.quantize.copying import CopyReport, LargerOutputError, copy_quantized
+from zarrext.jobs.quantize.groups import copy_group_quantized, floating_arrays
+from zarrext.quantization.cf import CFConversion, InexactConversionWarning, from_cf
+from zarrext.quantization.planning import (
     QuantizationError,
     QuantizationPlan,
     plan,

@@ -3,9 +3,9 @@
 ``zarrext quantize`` is ``zarrext convert``'s quantizing form with quantize's own
 defaults: the source's chunks and shards kept, plain zstd, and a copy larger than
 its source refused. :func:`quantized_target` scans an array, plans its filters and
-makes the conversion's :class:`~zarrext.jobs.convert.Target`; the conversion engine
-(:func:`zarrext.jobs.convert.run_conversion`) writes it, reading every block back to
-measure the error, and publishes it.
+makes the conversion's :class:`~zarrext.jobs.convert.plans.Target`; the conversion
+engine (:func:`zarrext.jobs.convert.running.run_conversion`) writes it, reading every
+block back to measure the error, and publishes it.
 
 :func:`copy_quantized` refuses, before scanning any data, an output over its input or
 one that exists (without ``overwrite``); builds the output under a temporary name and
@@ -14,7 +14,7 @@ moves it into place only when it is complete and not larger than its source
 consolidated metadata of the groups that hold the new output so that readers
 trusting it (xarray) see it, and never a mix of the old and the new
 (:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target` also serves
-:mod:`~zarrext.quantize.groups`.
+:mod:`~zarrext.jobs.quantize.groups`.
 """
 
 from __future__ import annotations
@@ -27,11 +27,13 @@ from typing import Any
 import zarr
 
 from zarrext import errors
-from zarrext.jobs.convert import ConvertReport, Target, source_parts
+from zarrext.jobs.convert.plans import Target
+from zarrext.jobs.convert.reports import ConvertReport
+from zarrext.jobs.convert.scanning import Progress, quantized, read_fill_value
+from zarrext.jobs.convert.sources import source_parts
 from zarrext.jobs.larger import refuse_larger
 from zarrext.jobs.ome import OmeUpgrade
-from zarrext.quantize.planning import QuantizationError, QuantizationPlan, float_dtype
-from zarrext.quantize.scanning import Progress, quantized, read_fill_value
+from zarrext.quantization.planning import QuantizationError, QuantizationPlan, float_dtype
 
 __all__ = [
     "CopyReport",
@@ -222,8 +224,9 @@ def copy_quantized(
 
     Two passes over the source, by block (shard, or chunk): the first finds the
     finite range and which of NaN/+Inf/-Inf occur, then the filters are planned
-    for that range (:func:`plan_quantization`); the second writes each block and
-    reads it back from the output store to measure the error. Blocks are read
+    for that range (:func:`~zarrext.quantization.planning.plan_quantization`); the
+    second writes each block and reads it back from the output store to measure the
+    error. Blocks are read
     and written many at a time (zarr's ``async.concurrency``), each output block
     once.
 
@@ -278,7 +281,8 @@ def copy_quantized(
         If ``output`` is, is inside, or contains ``source``, or exists (without
         ``overwrite``, or on an object store).
     """
-    from zarrext.jobs.convert import open_source, readable, run_conversion
+    from zarrext.jobs.convert.running import run_conversion
+    from zarrext.jobs.convert.sources import open_source, readable
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
 

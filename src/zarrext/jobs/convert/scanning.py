@@ -2,7 +2,7 @@
 
 A block is one of the array's write units (a shard, or in an array without shards
 a chunk). :func:`scan` finds the finite range of the source and which infinities
-occur in it, the planner's input (:func:`~zarrext.quantize.planning.plan_quantization`):
+occur in it, the planner's input (:func:`~zarrext.quantization.planning.plan_quantization`):
 on threads here, or in batches on a Dask client whose tasks reopen the source
 (:func:`zarrext.jobs.cluster.run_pass`, the runner of the copy pass too).
 :func:`quantized` plans one array from it, for ``convert`` and ``quantize`` alike.
@@ -19,8 +19,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from zarrext.jobs import cluster
-from zarrext.jobs.convert import Quantized, source_parts, unit_slices
-from zarrext.quantize.planning import QuantizationError, float_dtype, plan_quantization
+from zarrext.jobs.convert.plans import Quantized
+from zarrext.jobs.convert.sources import source_parts
+from zarrext.jobs.convert.units import source_ref, unit_slices
+from zarrext.quantization.planning import QuantizationError, float_dtype, plan_quantization
 
 if TYPE_CHECKING:
     from zarrext.jobs.store_refs import ArrayRef
@@ -47,7 +49,7 @@ class ValueRange:
         )
 
     def plan_arguments(self) -> dict[str, Any]:
-        """:func:`~zarrext.quantize.planning.plan_quantization`'s range arguments."""
+        """:func:`~zarrext.quantization.planning.plan_quantization`'s range arguments."""
         lo, hi = (self.lo, self.hi) if self.lo <= self.hi else (0.0, 0.0)
         return {"value_range": (lo, hi), "posinf": self.posinf, "neginf": self.neginf}
 
@@ -86,8 +88,6 @@ def scan(
     blocks (shards, or chunks; or the ``regions`` given): zarr's
     ``async.concurrency`` at once here, or on ``client``'s workers (a Zarr format 3
     source; a format 2 one is read here). ``progress(done, total)`` as blocks finish."""
-    from zarrext.jobs.convert import source_ref
-
     blocks = (
         list(regions) if regions is not None
         else unit_slices(tuple(src.shape), tuple(src.shards or src.chunks))
@@ -119,9 +119,9 @@ def quantized(
     would not give back is refused before any value is read (a finite fill is the
     offset, a special one has its own code). ``cover_zero``: the filters go inside a
     sharding codec, where zarr-python 3.4.2 checks them with 0.0 as the fill value
-    (:func:`~zarrext.quantize.planning.plan_quantization`). ``regions``: scan these
+    (:func:`~zarrext.quantization.planning.plan_quantization`). ``regions``: scan these
     only (a dry run's sample; the plan then covers their range). The attributes returned
-    are the source's (:func:`zarrext.jobs.convert.source_parts`: no conditional's
+    are the source's (:func:`zarrext.jobs.convert.sources.source_parts`: no conditional's
     decision record, no format 2 ``_ARRAY_DIMENSIONS``) with the plan recorded, for
     later writers to check (:mod:`zarrext.codecs.quantized_writes`).
 

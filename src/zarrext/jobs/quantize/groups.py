@@ -1,10 +1,10 @@
 """Copying a group quantized (behind ``zarrext quantize`` given a group).
 
 :func:`floating_arrays` chooses the arrays to quantize; :func:`copy_group_quantized`
-converts each of them as :func:`~zarrext.quantize.copying.copy_quantized` converts
+converts each of them as :func:`~zarrext.jobs.quantize.copying.copy_quantized` converts
 one, copies every other object of the group as it is, and consolidates again the
 consolidated metadata in the copy and in the groups that hold it: the conversion
-engine's group copy (:func:`zarrext.jobs.convert.run_conversion`).
+engine's group copy (:func:`zarrext.jobs.convert.running.run_conversion`).
 """
 
 from __future__ import annotations
@@ -14,9 +14,11 @@ from typing import Any
 
 import zarr
 
-from zarrext.jobs.convert import Target, group_members, source_parts
-from zarrext.quantize.copying import CopyReport, collecting, quantized_target
-from zarrext.quantize.planning import float_dtype
+from zarrext.jobs.convert.groups import group_members
+from zarrext.jobs.convert.plans import Target
+from zarrext.jobs.convert.sources import source_parts
+from zarrext.jobs.quantize.copying import CopyReport, collecting, quantized_target
+from zarrext.quantization.planning import float_dtype
 
 __all__ = ["copy_group_quantized", "floating_arrays"]
 
@@ -129,7 +131,8 @@ def copy_group_quantized(
     ValueError
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
-    from zarrext.jobs.convert import open_source, readable, run_conversion
+    from zarrext.jobs.convert.running import run_conversion
+    from zarrext.jobs.convert.sources import open_source, readable
     from zarrext.jobs.ome import planned_upgrade
     from zarrext.jobs.outputs import check_disjoint
     from zarrext.stores import refuse_read_only
