@@ -2,7 +2,7 @@
 
 :func:`convert` copies any array or group zarr-python opens (Zarr format 3 or 2)
 into Zarr format 3 arrays encoded as asked, and publishes the copy as ``quantize``
-publishes its own (:func:`zarrext.jobs.outputs.staged_output`: built under a
+publishes its own (:meth:`zarrext.jobs.outputs.Destination.staged`: built under a
 temporary name, published last, the groups holding it consolidated again). Three
 steps, in this order, so that what cannot be converted is refused before anything
 is written:
@@ -45,6 +45,7 @@ from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref
 
 if TYPE_CHECKING:
     from zarrext.jobs.ome import OmeUpgrade
+    from zarrext.jobs.outputs import Destination
 
 __all__ = [
     "ArraySelectionError",
@@ -928,14 +929,10 @@ def _described(store: Any, what: str, job_name: str) -> StoreRef:
     return worker_ref(store, job_name, what)
 
 
-def _refuse_zip_output(output: Any, job_name: str) -> None:
-    from zarr.storage import StorePath, ZipStore
+def _refuse_zip_output(destination: Destination, job_name: str) -> None:
+    from zarrext.stores import StoreOpenError
 
-    from zarrext.stores import StoreOpenError, local_path
-
-    store = output.store if isinstance(output, StorePath) else output
-    path = local_path(output) if not isinstance(store, ZipStore) else None
-    if isinstance(store, ZipStore) or (path is not None and path.suffix == ".zip"):
+    if destination.only_this_process:
         raise StoreOpenError(
             f"{job_name} on a Dask cluster: the output is a zip archive, which only this "
             "process can write; give a directory or URL, or leave out the client"
@@ -1304,21 +1301,6 @@ def _v2_consolidated(group: Any) -> bool:
     return bool(sync(group.store.exists(f"{path}/.zmetadata" if path else ".zmetadata")))
 
 
-def _in_place(output: Any) -> bool:
-    """Whether shard layouts can write at ``output``: a local directory (not a .zip)."""
-    from zarr.storage import StorePath
-
-    from zarrext.jobs.outputs import in_session
-    from zarrext.stores import local_path
-
-    if in_session(output) is not None:
-        return False
-    if isinstance(output, StorePath):
-        output = output.store
-    path = local_path(output)
-    return path is not None and path.suffix != ".zip"
-
-
 def convert(
     source: Any,
     output: Any,
@@ -1350,15 +1332,16 @@ def convert(
 
     import zarr
 
-    from zarrext.jobs.outputs import check_disjoint, refuse_taken
+    from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
 
     out_options = storage_options if output_storage_options is None else output_storage_options
+    destination = resolve_destination(output, overwrite=overwrite, storage_options=out_options)
     if not dry_run:
         refuse_read_only(output, "convert")
-        check_disjoint(source, output)
+        destination.refuse_overlap(source)
         # before any value is read: planning a quantized array scans it whole
-        refuse_taken(output, overwrite=overwrite, storage_options=out_options)
+        destination.refuse_taken()
     node = open_source(source, storage_options)
     base_encoding = encoding or Encoding()
     per_array: dict[str, Encoding] = {}
@@ -1379,7 +1362,7 @@ def convert(
             per_array[name] = replace(per_array[name], max_abs_error=None)
     targets = plan_targets(
         {name: readable(a) for name, a in selected.items()}, per_array,
-        quantizer=quantizer, output_in_place=dry_run or _in_place(output),
+        quantizer=quantizer, output_in_place=dry_run or destination.shard_layouts_in_place,
         storage_options=storage_options, sample=sample if dry_run else None,
     )
     import dataclasses
@@ -1392,7 +1375,7 @@ def convert(
     from zarrext.jobs.larger import refusing_larger
 
     return run_conversion(
-        node, targets, output, members=members, overwrite=overwrite,
+        node, targets, destination, members=members, overwrite=overwrite,
         output_storage_options=out_options, progress=progress, client=client,
         ome_upgrade=upgrade, written=refusing_larger(allow_larger, source),
     )
@@ -1432,7 +1415,10 @@ def run_conversion(
     ome_upgrade: OmeUpgrade | None = None,
 ) -> list[ConvertReport]:
     """Write the planned ``targets`` of ``node`` (an array, or a group and its
-    ``members``) at ``output`` and publish it (:func:`zarrext.jobs.outputs.run_staged`).
+    ``members``) at ``output`` and publish it
+    (:meth:`zarrext.jobs.outputs.Destination.run_staged`). ``output`` is a path, URL or
+    store (resolved with ``overwrite`` and ``output_storage_options``), or the
+    :class:`~zarrext.jobs.outputs.Destination` the caller resolved (which carries its own).
 
     ``targets`` may be a function planning them (a quantizing form scans its
     arrays): it is called once the output is known to be free, so that an existing
@@ -1451,12 +1437,14 @@ def run_conversion(
     """
     import zarr
 
-    from zarrext.jobs.outputs import run_staged
+    from zarrext.jobs.outputs import resolve_destination
 
+    destination = resolve_destination(output, overwrite=overwrite,
+                                      storage_options=output_storage_options)
     kept = {name: m for name, m in members.items()
             if not any(name == e or name.startswith(f"{e}/") for e in excluded)}
     if client is not None:  # refused before anything is written, as the source is
-        _refuse_zip_output(output, job_name)
+        _refuse_zip_output(destination, job_name)
 
     def job(target_store: Any) -> list[ConvertReport]:
         from zarrext.api import create_array
@@ -1519,4 +1507,4 @@ def run_conversion(
                 consolidate(store, base or "")
         return reports
 
-    return run_staged(output, overwrite, output_storage_options, job)
+    return destination.run_staged(job)

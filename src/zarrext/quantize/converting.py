@@ -84,7 +84,7 @@ def convert(
     ``_ARRAY_DIMENSIONS``) and fill values are kept (a format 2 group's OME-Zarr 0.4
     metadata upgraded to 0.5, see ``ome_upgrade``); consolidated metadata is
     written again. The output is published as ``zarrext quantize`` publishes its copy
-    (:func:`zarrext.jobs.outputs.staged_output`).
+    (:meth:`zarrext.jobs.outputs.Destination.staged`).
 
     Parameters
     ----------

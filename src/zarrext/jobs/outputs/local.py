@@ -63,21 +63,20 @@ def _is_zarr_node(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def built_then_published(path: Path, *, as_store: bool) -> Iterator[Any]:
+def built_then_published(path: Path, *, zipped: bool, as_store: bool) -> Iterator[Any]:
     """Yield where to build the output at ``path`` (a resolved path with nothing of a
     killed job's beside it), and publish it there (:func:`publish`) when the block ends
     without an exception; on one the staging directory is removed.
 
     The output is built inside a staging directory beside ``path``
     (``.NAME.zarrext-tmp-<pid>-<host>-<id>/output``), a ``LocalStore`` on it when
-    ``as_store`` or the output is a zip archive, else its path. What sits at
-    ``path`` at the start (its identity, :func:`identity`) is the only thing the
-    publication may replace.
+    ``as_store`` or it is built for a zip archive (``zipped``: archived whole at the
+    end), else its path. What sits at ``path`` at the start (its identity,
+    :func:`identity`) is the only thing the publication may replace.
     """
     seen = identity(path)
     staging = staging_path(path)
     staging.mkdir(parents=True)
-    zipped = path.suffix == ".zip"
     # A zip archive is built as a directory, then archived whole: a job writes some
     # objects twice (a group's zarr.json, consolidated again), which a zip cannot replace.
     tree = staging / _BUILT
@@ -105,9 +104,7 @@ def archived(tree: Path, archive: Path) -> None:
 
 def format_2_group_above(path: Path) -> str | None:
     """The innermost Zarr format 2 group holding a local ``path`` (the walk up stops
-    at the first directory that is no group), or None. A zip archive is no member."""
-    if path.suffix == ".zip":
-        return None
+    at the first directory that is no group), or None."""
     for parent in path.parents:
         if (parent / ".zgroup").is_file():
             return str(parent)
