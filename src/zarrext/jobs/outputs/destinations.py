@@ -115,7 +115,8 @@ class Destination:
             a Zarr array or group (never replaced, whatever ``overwrite`` says), or
             it exists on an object store (never replaced there either), or another
             job is writing it, or it is inside a Zarr format 2 group. Leftovers of a
-            killed job of zarrext's own (:data:`UNFINISHED`) are replaced. At the
+            killed job of zarrext's own
+            (:data:`~zarrext.jobs.outputs.remote.UNFINISHED`) are replaced. At the
             end, if something else than what was there at the start is there (put
             there during the run): it stays, and what was written is discarded.
         """
@@ -210,7 +211,7 @@ class LocalZip(LocalDirectory):
 class RemoteStore(Destination):
     """An object store or fsspec store (or its URL, opened with ``storage_options``
     for each step: read-only to refuse, writable to stage): claimed by an
-    :data:`UNFINISHED` marker, written in place, its ``zarr.json`` last
+    :data:`~zarrext.jobs.outputs.remote.UNFINISHED` marker, written in place, its ``zarr.json`` last
     (:mod:`~zarrext.jobs.outputs.remote`); an existing output is never replaced."""
 
     def __init__(self, output: Any, *, overwrite: bool,
@@ -246,8 +247,8 @@ class RemoteStore(Destination):
 
     def left_after_failure(self) -> str:
         """The objects its clean-up could not delete (the network gone, say), marked
-        as a killed job's (:data:`UNFINISHED`: a rerun replaces them, ``zarrext
-        check`` on the group above lists them), or nothing."""
+        as a killed job's (:data:`~zarrext.jobs.outputs.remote.UNFINISHED`: a rerun
+        replaces them, ``zarrext check`` on the group above lists them), or nothing."""
         nothing = super().left_after_failure()
         try:
             keys = set(sync(remote.listed_keys(self._store("r"))))

@@ -185,8 +185,8 @@ def find_remote_leftovers(store: Store) -> list[RemoteLeftover]:
 def remove_leftover(leftover: Leftover) -> None:
     """Finish what the killed job left and remove its temporary output.
 
-    What :func:`_publish` had not done yet is done: an old output it renamed aside
-    goes back to its path if nothing is there, the groups whose consolidated
+    What :func:`~zarrext.jobs.outputs.local.publish` had not done yet is done: an old
+    output it renamed aside goes back to its path if nothing is there, the groups whose consolidated
     metadata it withdrew (or had not yet written) are consolidated again.
 
     Raises

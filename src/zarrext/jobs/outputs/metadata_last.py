@@ -59,7 +59,8 @@ class MetadataLastStore(WrapperStore[Store]):
         e.g. a read-only view, so that they all see the same ones).
     keep : mapping, optional
         Objects that ``delete_dir`` must leave in place (put back after it): the
-        :data:`UNFINISHED` marker, which zarr's ``overwrite`` would delete.
+        :data:`~zarrext.jobs.outputs.remote.UNFINISHED` marker, which zarr's
+        ``overwrite`` would delete.
     root_where_none : bool
         Whether :meth:`publish` writes the root's ``zarr.json`` only where none is
         (a conditional create, where the store has one), raising

@@ -49,7 +49,8 @@ there: written before the first chunk, deleted after the last ``zarr.json``."""
 
 
 def format_2_group_above(output: Store) -> str | None:
-    """:func:`local.format_2_group_above` for an object-store or fsspec output."""
+    """:func:`zarrext.jobs.outputs.local.format_2_group_above` for an object-store or
+    fsspec output."""
     remote = location(output)
     # The output's own prefix first: a store that cannot be reached (credentials, a
     # frozen server) is then named as the user named it, not by a parent prefix.
