@@ -859,7 +859,7 @@ def test_interrupted_copy_on_s3_never_opens_and_a_rerun_finishes(
     assert _bucket_keys(s3, "q.zarr") == []  # what it wrote was removed
 
     # A copy killed before it could clean up: its chunks and marker stay, no zarr.json.
-    monkeypatch.setattr(zarrext.jobs.outputs, "_delete_all", _no_cleanup)
+    monkeypatch.setattr(zarrext.jobs.outputs.remote, "_delete_all", _no_cleanup)
     failing = RecordingStore(open_store(url, storage_options=s3["options"]), "c/2/1", 2)
     with pytest.raises(OSError, match="connection reset"):
         quantize.copy_quantized(failing, out, max_abs_error=0.01, storage_options=s3["options"])
@@ -884,7 +884,7 @@ def test_interrupted_copy_on_s3_never_opens_and_a_rerun_finishes(
 
 
 async def _no_cleanup(store: Any, last: str | None = None) -> None:
-    """outputs._delete_all of a process killed before its cleanup: nothing is deleted."""
+    """outputs.remote._delete_all of a process killed before its cleanup: nothing is deleted."""
 
 
 def test_group_copy_on_s3_publishes_the_root_last(s3: dict[str, Any]) -> None:

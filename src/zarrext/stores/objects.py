@@ -41,7 +41,7 @@ def create_object(store: Store, key: str, value: bytes) -> bool | None:
     Returns True when written, False when an object was there (nothing written),
     None for a store that has no conditional write (an fsspec store; nothing
     written). A server that ignores the condition writes over what is there: see
-    :func:`zarrext.jobs.outputs.staged_output` for how a job finds out.
+    :meth:`zarrext.jobs.outputs.Destination.staged` for how a job finds out.
     """
     from zarr.core.sync import sync
 

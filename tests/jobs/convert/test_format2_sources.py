@@ -295,7 +295,7 @@ def test_a_failed_s3_run_that_leaves_objects_says_so_and_check_finds_them(
     async def cleanup_fails(store: Any, last: str | None = None) -> None:
         raise ConnectionError("the connection dropped")  # as a lost network would
 
-    monkeypatch.setattr(outputs, "_delete_all", cleanup_fails)
+    monkeypatch.setattr(outputs.remote, "_delete_all", cleanup_fails)
     code, _, err = run("convert", tmp_path / "g.zarr", "--out", out, "--out-options",
                        options, "-q")
     assert code == 1

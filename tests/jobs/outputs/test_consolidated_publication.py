@@ -166,8 +166,10 @@ class _Steps:
     def __init__(self, monkeypatch: pytest.MonkeyPatch, seen: Callable[[str], None]) -> None:
         self.seen = seen
         self.labels: list[str] = []
-        for name in ("_record", "withdraw", "_exchange", "consolidate", "_consolidate_again"):
-            monkeypatch.setattr(outputs, name, self._around(name, getattr(outputs, name)))
+        for name in ("_record", "withdraw", "_exchange", "consolidate", "consolidate_again"):
+            for module in (outputs.local, outputs.remote, outputs.destinations):
+                if hasattr(module, name):
+                    monkeypatch.setattr(module, name, self._around(name, getattr(module, name)))
         for module, name, only in ((os, "replace", _renamed), (shutil, "rmtree", _removed)):
             monkeypatch.setattr(module, name, self._around(name, getattr(module, name), only))
         real_publish = outputs.MetadataLastStore.publish
@@ -261,7 +263,7 @@ def test_every_step_of_a_local_publication_reads_old_or_new_and_a_rerun_cleans_u
     if case == "replace-array-no-exchange":
         # Two renames where no exchange exists: between them the path holds nothing
         # (the only such moment), and a rerun after a kill there puts the old one back.
-        monkeypatch.setattr(outputs, "_exchange", lambda a, b: False)
+        monkeypatch.setattr(outputs.local, "_exchange", lambda a, b: False)
         versions = {"old": versions["old"], "nothing": None, "new": versions["new"]}
         order = ["old", "nothing", "new"]
 
@@ -334,7 +336,7 @@ def test_a_rerun_consolidates_what_a_killed_run_withdrew(
         shutil.copytree(location, kill, symlinks=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs, "_exchange", freeze)
+    monkeypatch.setattr(outputs.local, "_exchange", freeze)
     with pytest.raises(KeyboardInterrupt):
         _quantize("new", source, str(location / "p" / "q"))
     monkeypatch.undo()
@@ -430,7 +432,7 @@ def test_find_leftovers_reports_beside_and_inside_groups_and_removes_a_killed_ru
         shutil.copytree(location, kill, symlinks=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs, "_swap", freeze)
+    monkeypatch.setattr(outputs.local, "_swap", freeze)
     with pytest.raises(KeyboardInterrupt):
         _quantize("new", _source(str(tmp_path / "new.zarr"), "new"), str(location / "p" / "q"))
     monkeypatch.undo()
@@ -492,7 +494,7 @@ def test_adding_an_array_on_an_object_store_reads_absent_or_new_at_every_step(
     # as if its job still ran (in this process, a job that raised has ended)
     marker = json.loads(where.stored("g/p/q")[UNFINISHED])
     with monkeypatch.context() as running:
-        running.setattr(outputs, "_RUNNING_HERE", {marker["id"]})
+        running.setattr(outputs.remote, "_RUNNING_HERE", {marker["id"]})
         with pytest.raises(outputs.OutputConflictError, match="is writing"):
             copy_quantized(source, f"{location}/p/q", max_abs_error=0.05,
                            storage_options=options)
@@ -521,7 +523,7 @@ def test_cli_check_reports_leftovers_with_their_size_and_repair_removes_a_killed
         shutil.copytree(location, kill, symlinks=True)
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs, "_swap", freeze)
+    monkeypatch.setattr(outputs.local, "_swap", freeze)
     with pytest.raises(KeyboardInterrupt):
         _quantize("new", source, str(location / "p" / "q"))
     monkeypatch.undo()

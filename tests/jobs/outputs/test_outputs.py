@@ -86,7 +86,7 @@ def test_a_kill_while_publishing_leaves_the_old_or_the_new_output(
 ) -> None:
     """Interrupted at any step of publishing (KeyboardInterrupt standing for a
     kill), the path opens as one of the two outputs, whole."""
-    real_exchange = outputs._exchange
+    real_exchange = outputs.local._exchange
 
     def exchange(a: Path, b: Path) -> bool:
         if when == "before-the-exchange":
@@ -99,7 +99,7 @@ def test_a_kill_while_publishing_leaves_the_old_or_the_new_output(
     def rmtree(*args: Any, **kwargs: Any) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(outputs, "_exchange", exchange)
+    monkeypatch.setattr(outputs.local, "_exchange", exchange)
     if when == "while-removing-the-old":
         monkeypatch.setattr(shutil, "rmtree", rmtree)
     with pytest.raises(KeyboardInterrupt):
@@ -113,7 +113,7 @@ def test_without_the_exchange_the_old_directory_is_renamed_aside_then_removed(
 ) -> None:
     """Where no exchange exists (another OS, a file system without it) the two
     renames still publish the new output and remove the old one."""
-    monkeypatch.setattr(outputs, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(outputs.local, "_exchange", lambda a, b: False)
     _replace(old_output, 2.0)
     assert _value_at(old_output) == 2.0
     assert _leftovers(old_output) == []
@@ -125,13 +125,13 @@ def test_the_exchange_swaps_two_directories_or_changes_nothing(tmp_path: Path) -
     b.mkdir()
     (a / "x").write_text("a")
     (b / "x").write_text("b")
-    if outputs._exchange(a, b):
+    if outputs.local._exchange(a, b):
         assert ((a / "x").read_text(), (b / "x").read_text()) == ("b", "a")
     else:  # no exchange here: nothing moved
         assert ((a / "x").read_text(), (b / "x").read_text()) == ("a", "b")
     if sys.platform.startswith("linux"):  # elsewhere there is no exchange to fail
         with pytest.raises(FileNotFoundError):
-            outputs._exchange(tmp_path / "missing", a)
+            outputs.local._exchange(tmp_path / "missing", a)
 
 
 @pytest.mark.parametrize("name", ["out.zarr", "out.zip"])

@@ -161,7 +161,7 @@ def test_without_a_no_replace_rename_a_new_output_is_still_never_put_over_anothe
 ) -> None:
     """Where the C library or file system has no ``RENAME_NOREPLACE``, the path is
     claimed by ``mkdir`` (which fails on anything there) before the rename."""
-    monkeypatch.setattr(outputs, "_rename_no_replace", lambda a, b: False)
+    monkeypatch.setattr(outputs.local, "_rename_no_replace", lambda a, b: False)
     _source(str(tmp_path / "src.zarr"), 0)
     for make in (_thesis, _empty_directory):
         out = tmp_path / f"out-{make.__name__}.zarr"
@@ -184,7 +184,7 @@ def test_without_a_no_replace_rename_a_new_output_is_still_never_put_over_anothe
 def test_without_the_exchange_overwrite_still_replaces_only_what_it_saw(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(outputs, "_exchange", lambda a, b: False)
+    monkeypatch.setattr(outputs.local, "_exchange", lambda a, b: False)
     data = _source(str(tmp_path / "src.zarr"), 0)
     out = tmp_path / "out.zarr"
     _source(str(out), 1)

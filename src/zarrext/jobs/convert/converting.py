@@ -2,7 +2,7 @@
 
 :func:`convert` copies any array or group zarr-python opens (Zarr format 3 or 2)
 into Zarr format 3 arrays encoded as asked, and publishes the copy as ``quantize``
-publishes its own (:func:`zarrext.jobs.outputs.staged_output`: built under a
+publishes its own (:meth:`zarrext.jobs.outputs.Destination.staged`: built under a
 temporary name, published last, the groups holding it consolidated again). Three
 steps, in this order, so that what cannot be converted is refused before anything
 is written:
@@ -82,7 +82,7 @@ def convert(
     ``_ARRAY_DIMENSIONS``) and fill values are kept (a format 2 group's OME-Zarr 0.4
     metadata upgraded to 0.5, see ``ome_upgrade``); consolidated metadata is
     written again. The output is published as ``zarrext quantize`` publishes its copy
-    (:func:`zarrext.jobs.outputs.staged_output`).
+    (:meth:`zarrext.jobs.outputs.Destination.staged`).
 
     Parameters
     ----------
@@ -174,7 +174,7 @@ def convert(
 
     import zarr
 
-    from zarrext.jobs.outputs import check_disjoint, refuse_taken
+    from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
 
     base_encoding = Encoding(
@@ -184,11 +184,12 @@ def convert(
         decision=decision,
     )
     out_options = storage_options if output_storage_options is None else output_storage_options
+    destination = resolve_destination(output, overwrite=overwrite, storage_options=out_options)
     if not dry_run:
         refuse_read_only(output, "convert")
-        check_disjoint(source, output)
+        destination.refuse_overlap(source)
         # before any value is read: planning a quantized array scans it whole
-        refuse_taken(output, overwrite=overwrite, storage_options=out_options)
+        destination.refuse_taken()
     node = open_source(source, storage_options)
     per_array: dict[str, Encoding] = {}
     if isinstance(node, zarr.Array):
@@ -208,8 +209,9 @@ def convert(
             per_array[name] = replace(per_array[name], max_abs_error=None)
     targets = plan_targets(
         {name: readable(a) for name, a in selected.items()}, per_array,
-        output_in_place=dry_run or _in_place(output), storage_options=storage_options,
-        sample=sample if dry_run else None, client=client, scan_progress=scan_progress,
+        output_in_place=dry_run or destination.shard_layouts_in_place,
+        storage_options=storage_options, sample=sample if dry_run else None, client=client,
+        scan_progress=scan_progress,
     )
     import dataclasses
 
@@ -221,7 +223,7 @@ def convert(
     from zarrext.jobs.larger import refusing_larger
 
     return run_conversion(
-        node, targets, output, members=members, overwrite=overwrite,
+        node, targets, destination, members=members, overwrite=overwrite,
         output_storage_options=out_options, progress=progress, client=client,
         ome_upgrade=upgrade, written=refusing_larger(allow_larger, source),
     )
@@ -257,18 +259,3 @@ def _sampled(target: Target, sample: int) -> ConvertReport:
 
 def _region_size(region: tuple[slice, ...]) -> int:
     return math.prod(s.stop - s.start for s in region)
-
-
-def _in_place(output: Any) -> bool:
-    """Whether shard layouts can write at ``output``: a local directory (not a .zip)."""
-    from zarr.storage import StorePath
-
-    from zarrext.jobs.outputs import in_session
-    from zarrext.stores import local_path
-
-    if in_session(output) is not None:
-        return False
-    if isinstance(output, StorePath):
-        output = output.store
-    path = local_path(output)
-    return path is not None and path.suffix != ".zip"

@@ -1,7 +1,7 @@
 """The conversion engine: writing planned targets into an output published last.
 
 :func:`run_conversion` builds the output under a temporary name
-(:func:`zarrext.jobs.outputs.run_staged`), copies a group's other objects as they
+(:meth:`zarrext.jobs.outputs.Destination.run_staged`), copies a group's other objects as they
 are (:func:`~zarrext.jobs.convert.groups.copy_as_is`), creates each target and
 copies its write units (:func:`~zarrext.jobs.convert.units.write_units`), and
 writes the consolidated metadata again. Every conversion runs here: ``zarrext
@@ -53,7 +53,10 @@ def run_conversion(
     ome_upgrade: OmeUpgrade | None = None,
 ) -> list[ConvertReport]:
     """Write the planned ``targets`` of ``node`` (an array, or a group and its
-    ``members``) at ``output`` and publish it (:func:`zarrext.jobs.outputs.run_staged`).
+    ``members``) at ``output`` and publish it
+    (:meth:`zarrext.jobs.outputs.Destination.run_staged`). ``output`` is a path, URL or
+    store (resolved with ``overwrite`` and ``output_storage_options``), or the
+    :class:`~zarrext.jobs.outputs.Destination` the caller resolved (which carries its own).
 
     ``targets`` may be a function planning them (a quantizing form scans its
     arrays): it is called once the output is known to be free, so that an existing
@@ -73,12 +76,14 @@ def run_conversion(
     """
     import zarr
 
-    from zarrext.jobs.outputs import run_staged
+    from zarrext.jobs.outputs import resolve_destination
 
+    destination = resolve_destination(output, overwrite=overwrite,
+                                      storage_options=output_storage_options)
     kept = {name: m for name, m in members.items()
             if not any(name == e or name.startswith(f"{e}/") for e in excluded)}
     if client is not None:  # refused before anything is written, as the source is
-        refuse_zip_output(output, job_name)
+        refuse_zip_output(destination, job_name)
 
     def job(target_store: Any) -> list[ConvertReport]:
         from zarrext.api import create_array
@@ -141,4 +146,4 @@ def run_conversion(
                 consolidate(store, base or "")
         return reports
 
-    return run_staged(output, overwrite, output_storage_options, job)
+    return destination.run_staged(job)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,6 +22,9 @@ from zarrext.jobs.convert.plans import Layout, Target
 from zarrext.jobs.convert.shards import ShardWriter
 from zarrext.jobs.convert.source_chunks import ChunkObjectReader, UndecodableChunk
 from zarrext.jobs.store_refs import ArrayRef, StoreRef, array_ref
+
+if TYPE_CHECKING:
+    from zarrext.jobs.outputs import Destination
 
 __all__ = [
     "OutputUnitsRef",
@@ -132,14 +135,11 @@ def _described(store: Any, what: str, job_name: str) -> StoreRef:
     return worker_ref(store, job_name, what)
 
 
-def refuse_zip_output(output: Any, job_name: str) -> None:
-    from zarr.storage import StorePath, ZipStore
+def refuse_zip_output(destination: Destination, job_name: str) -> None:
+    """Refuse a Dask cluster's job into a ``destination`` only this process can write."""
+    from zarrext.stores import StoreOpenError
 
-    from zarrext.stores import StoreOpenError, local_path
-
-    store = output.store if isinstance(output, StorePath) else output
-    path = local_path(output) if not isinstance(store, ZipStore) else None
-    if isinstance(store, ZipStore) or (path is not None and path.suffix == ".zip"):
+    if destination.only_this_process:
         raise StoreOpenError(
             f"{job_name} on a Dask cluster: the output is a zip archive, which only this "
             "process can write; give a directory or URL, or leave out the client"

@@ -13,7 +13,7 @@ moves it into place only when it is complete and not larger than its source
 (:func:`zarrext.jobs.larger.is_larger`; unless ``allow_larger``), refreshing the
 consolidated metadata of the groups that hold the new output so that readers
 trusting it (xarray) see it, and never a mix of the old and the new
-(:func:`zarrext.jobs.outputs.staged_output`). :func:`quantized_target` also serves
+(:meth:`zarrext.jobs.outputs.Destination.staged`). :func:`quantized_target` also serves
 :mod:`~zarrext.jobs.quantize.groups`.
 """
 
@@ -263,7 +263,7 @@ def copy_quantized(
 
     Notes
     -----
-    Where the output is built (:func:`zarrext.jobs.outputs.staged_output`): a local
+    Where the output is built (:meth:`zarrext.jobs.outputs.Destination.staged`): a local
     directory or zip archive under a temporary name, renamed into place at the
     end; a new output on an object store at its final keys, its ``zarr.json``
     written last; in an icechunk session, in place (the commit publishes it).
@@ -283,11 +283,13 @@ def copy_quantized(
     """
     from zarrext.jobs.convert.running import run_conversion
     from zarrext.jobs.convert.sources import open_source, readable
-    from zarrext.jobs.outputs import check_disjoint
+    from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
 
+    out_options = storage_options if output_storage_options is None else output_storage_options
+    destination = resolve_destination(output, overwrite=overwrite, storage_options=out_options)
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only
-    check_disjoint(source, output)
+    destination.refuse_overlap(source)
     # Read through zarrext's pipeline: a chunk it cannot decode fails with an error
     # naming the array, the chunk's key and the codec (zarr's names none of them).
     src = open_source(source, storage_options)
@@ -296,13 +298,12 @@ def copy_quantized(
     src = readable(src)
     float_dtype(src.dtype)
     scanned = None if progress is None else lambda done, total: progress("scan", done, total)
-    out_options = storage_options if output_storage_options is None else output_storage_options
     copies: list[CopyReport] = []
     run_conversion(
         src,
         lambda: [quantized_target(src, "", max_abs_error=max_abs_error, progress=scanned,
                                   client=client)],
-        output, members={}, overwrite=overwrite, output_storage_options=out_options,
+        destination, members={}, overwrite=overwrite, output_storage_options=out_options,
         progress=None if progress is None else lambda _, done, total: progress(
             "copy", done, total),
         client=client, written=collecting(copies, allow_larger), job_name="quantize",

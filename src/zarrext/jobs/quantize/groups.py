@@ -73,20 +73,6 @@ def floating_arrays(
     return chosen
 
 
-def _excluded_output(source: Any, output: Any) -> str | None:
-    """The output's path relative to ``source`` when both are in one icechunk session
-    and the output is inside the source group (its copy leaves the output out)."""
-    from zarrext.jobs.outputs import in_session
-
-    ss, so = in_session(source), in_session(output)
-    if ss is None or so is None or ss[0] != so[0]:
-        return None
-    inside = f"{ss[1]}/" if ss[1] else ""
-    if so[1] == ss[1] or not so[1].startswith(inside):
-        return None
-    return so[1][len(inside):]
-
-
 def copy_group_quantized(
     source: Any,
     output: Any,
@@ -134,13 +120,16 @@ def copy_group_quantized(
     from zarrext.jobs.convert.running import run_conversion
     from zarrext.jobs.convert.sources import open_source, readable
     from zarrext.jobs.ome import planned_upgrade
-    from zarrext.jobs.outputs import check_disjoint
+    from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
 
+    out_options = storage_options if output_storage_options is None else output_storage_options
+    destination = resolve_destination(output, overwrite=overwrite, storage_options=out_options)
     refuse_read_only(output, "quantize")  # a store or StorePath given read-only
-    excluded = _excluded_output(source, output)
+    # in one icechunk session, an output inside the source group: its copy leaves it out
+    excluded = destination.path_within(source)
     if excluded is None:
-        check_disjoint(source, output)
+        destination.refuse_overlap(source)
     group = open_source(source, storage_options)
     if not isinstance(group, zarr.Group):
         raise ValueError(f"{source} is an array, not a group: quantize it as an array")
@@ -160,11 +149,10 @@ def copy_group_quantized(
             ))
         return planned
 
-    out_options = storage_options if output_storage_options is None else output_storage_options
     copies: list[CopyReport] = []
     members = group_members(group)
     run_conversion(
-        group, targets, output, members=members, overwrite=overwrite,
+        group, targets, destination, members=members, overwrite=overwrite,
         ome_upgrade=planned_upgrade(group, members),  # format 3 needs OME-Zarr 0.5
         output_storage_options=out_options,
         progress=None if progress is None else lambda name, done, total: progress(
