@@ -244,7 +244,7 @@ _segments_lock = threading.Lock()
 
 class Staging:
     """A shard's encoded inner chunks, kept from their encoding in a codec thread's
-    arena until the shard is laid out (``RuntimeShardingCodec.encode_jobs``).
+    arena until the shard is laid out (:class:`zarrext.pipeline.shard_encoder.ShardEncoder`).
 
     Encoding an inner chunk into fresh memory faults in its C-ordered bytes and
     its encoded bytes page by page (3 MiB for a 1 MiB ``conditional(zstd)``
