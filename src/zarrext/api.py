@@ -38,7 +38,6 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
     with_codecs,
 )
-from zarrext.codecs.chain import walk_codecs
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.decisions import (
     NO_DECISION,
@@ -49,8 +48,10 @@ from zarrext.codecs.decisions import (
     with_record,
 )
 from zarrext.codecs.literal_padding import warn_padding_mismatches
+from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.pad import PadCodec, PaddingFunction, SaidOnce
 from zarrext.codecs.quantized_writes import PlannedFilters, StorableValues, array_label
+from zarrext.codecs.walk import map_nested, walk_codecs
 from zarrext.errors import FillValueError, naming_codec_holder
 from zarrext.pipeline.codec_pipeline import build_pipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
@@ -67,9 +68,8 @@ def _map_codecs(codec: Any, leaf: Callable[[Any], Any]) -> Any:
         fields = sharding_codec_fields(codec)
         fields["codecs"] = [_map_codecs(c, leaf) for c in codec.codecs]
         return RuntimeShardingCodec(**fields)
-    rebind = getattr(codec, "map_nested_codecs", None)
-    if rebind is not None:
-        codec = rebind(lambda c: _map_codecs(c, leaf))
+    if isinstance(codec, OptionalCodec):
+        codec = map_nested(codec, lambda c: _map_codecs(c, leaf))
     return leaf(codec)
 
 
@@ -195,7 +195,6 @@ def _explicit_optional_codecs(kwargs: dict[str, Any]) -> dict[str, Any]:
     internals (for users of plain ``zarr.create_array``); zarrext's API takes the
     public route and names the codecs itself.
     """
-    from zarrext.codecs.optional import OptionalCodec
     from zarrext.dtypes.optional import OptionalDType
     from zarrext.integration.optional import optional_create_kwargs
 

@@ -267,25 +267,3 @@ def test_array_and_serializer_axes_are_inverse(orders) -> None:
     if expected is not None:
         assert there == expected  # what zarr's transpose does to a shape
     assert chain.to_array_axes(there) == coords
-
-
-def test_walk_codecs_visits_every_nested_codec_depth_first() -> None:
-    """One walker over nested codecs (sharding, conditional, optional), at any depth."""
-    from zarr.codecs import BytesCodec, Crc32cCodec, ShardingCodec, ZstdCodec
-
-    from zarrext.codecs.chain import nested_codecs, walk_codecs
-    from zarrext.codecs.conditional import ConditionalCodec
-    from zarrext.codecs.optional import OptionalCodec
-    from zarrext.codecs.packbits import PackBitsCodec
-
-    conditional = ConditionalCodec([ZstdCodec()])
-    optional = OptionalCodec(mask_codecs=[PackBitsCodec()],
-                             data_codecs=[BytesCodec(), conditional])
-    sharding = ShardingCodec(chunk_shape=(4,), codecs=[BytesCodec(), conditional],
-                             index_codecs=[BytesCodec(), Crc32cCodec()])
-    assert nested_codecs(ZstdCodec()) == []
-    assert nested_codecs(optional) == [PackBitsCodec(), BytesCodec(), conditional]
-    names = [type(c).__name__ for c in walk_codecs([sharding, optional])]
-    assert names == ["ShardingCodec", "BytesCodec", "ConditionalCodec", "ZstdCodec",
-                     "OptionalCodec", "PackBitsCodec", "BytesCodec", "ConditionalCodec",
-                     "ZstdCodec"]

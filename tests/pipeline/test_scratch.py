@@ -67,6 +67,47 @@ def arena_takes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return taken
 
 
+# -- the scratch forms of a chain ------------------------------------------------------------
+
+
+def test_scratch_forms_reach_nested_chains_but_not_the_mask() -> None:
+    """zstd, bytes, conditional and pad become their scratch forms at any depth in
+    ``conditional`` and in ``optional``'s values; ``optional``'s mask codecs, codecs
+    of other classes and a conditional's subclass keep their class (the subclass's
+    nested codecs still become scratch forms); the settings stay."""
+    from zarrext.codecs.optional import OptionalCodec
+    from zarrext.codecs.packbits import PackBitsCodec
+    from zarrext.codecs.pad import PadCodec
+
+    class OwnHeader(ConditionalCodec):
+        pass
+
+    nested = ConditionalCodec([ShuffleCodec(element_size=4), ZstdCodec(level=4, checksum=True)],
+                              header_bits=16, decision="compress_if_smaller")
+    optional = OptionalCodec(mask_codecs=[PackBitsCodec(), ZstdCodec()],
+                             data_codecs=[BytesCodec(endian="big"), nested],
+                             name="zarrs.optional")
+    own = OwnHeader([ZstdCodec(level=2)])
+    pad = PadCodec(location="end", nbytes=16)
+    got = scratch.scratch_codecs([optional, own, pad, Crc32cCodec()])
+    assert [type(c) for c in got] == [OptionalCodec, OwnHeader, scratch.ScratchPadCodec,
+                                      Crc32cCodec]
+    assert [c.to_dict() for c in got] == [  # the same metadata
+        c.to_dict() for c in (optional, own, pad, Crc32cCodec())
+    ]
+    mask, values = got[0].mask_codecs, got[0].data_codecs
+    assert [type(c) for c in mask] == [PackBitsCodec, ZstdCodec]
+    assert [type(c) for c in values] == [scratch.ScratchBytesCodec,
+                                         scratch.ScratchConditionalCodec]
+    assert values[0].endian == BytesCodec(endian="big").endian
+    inner = values[1]
+    assert (inner.header_bits, inner.decision) == (16, nested.decision)
+    assert [type(c) for c in inner.codecs] == [ShuffleCodec, scratch.ScratchZstdCodec]
+    assert (inner.codecs[1].level, inner.codecs[1].checksum) == (4, True)
+    assert [type(c) for c in got[1].codecs] == [scratch.ScratchZstdCodec]
+    assert got[2].nbytes == 16
+
+
 # -- the arena ----------------------------------------------------------------------------
 
 

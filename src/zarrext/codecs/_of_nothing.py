@@ -11,13 +11,15 @@ zstd and blosc codecs decode through imagecodecs instead, into a bounded buffer.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from zarr.abc.codec import BytesBytesCodec
 from zarr.codecs import BloscCodec, ZstdCodec
 from zarr.codecs.numcodecs import Blosc as NumcodecsBlosc
 from zarr.codecs.numcodecs import Zstd as NumcodecsZstd
+
+from zarrext.codecs.walk import map_nested
 
 if TYPE_CHECKING:
     from zarr.abc.codec import Codec
@@ -87,5 +89,5 @@ def _bytes_codec_reading_nothing(codec: BytesBytesCodec) -> BytesBytesCodec:
     if isinstance(codec, _ZSTD + _BLOSC):
         return _DecodesNothing(codec)
     if isinstance(codec, ConditionalCodec):
-        return replace(codec, codecs=tuple(_bytes_codec_reading_nothing(c) for c in codec.codecs))
+        return map_nested(codec, _bytes_codec_reading_nothing)
     return codec

@@ -22,7 +22,7 @@ looking for the sharding codec themselves.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,23 +43,7 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
     from zarr.core.metadata import ArrayV3Metadata
 
-__all__ = ["CodecChain", "ConditionalPlacement", "decode_bytes", "nested_codecs", "walk_codecs"]
-
-# Where a codec holds codecs of its own: sharding and conditional (``codecs``), the
-# optional codec (``mask_codecs``, ``data_codecs``).
-NESTING_ATTRIBUTES = ("codecs", "mask_codecs", "data_codecs")
-
-
-def nested_codecs(codec: Any) -> list[Any]:
-    """The codecs ``codec`` holds directly (none for a codec that nests none)."""
-    return [c for attr in NESTING_ATTRIBUTES for c in getattr(codec, attr, ()) or ()]
-
-
-def walk_codecs(codecs: Iterable[Any]) -> Iterator[Any]:
-    """Each of ``codecs`` and every codec nested in it, at any depth, depth first."""
-    for codec in codecs:
-        yield codec
-        yield from walk_codecs(nested_codecs(codec))
+__all__ = ["CodecChain", "ConditionalPlacement", "decode_bytes"]
 
 # Filters that map every element to the element at the same place: a region of the
 # filtered array comes from the same region of the array.

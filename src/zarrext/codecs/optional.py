@@ -50,6 +50,7 @@ from zarrext._zarr_compat import codec_supports_sync
 from zarrext.codecs._of_nothing import reading_nothing
 from zarrext.codecs.chunk_context import current_chunk_index, describe_chunk
 from zarrext.codecs.packbits import PackBitsCodec
+from zarrext.codecs.walk import map_nested
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 
 if TYPE_CHECKING:
@@ -202,11 +203,7 @@ class OptionalCodec(ArrayBytesCodec):
 
     def map_nested_codecs(self, fn: Callable[[Codec], Codec]) -> Self:
         """A copy with ``fn`` applied to every codec of both chains."""
-        return replace(
-            self,
-            mask_codecs=tuple(fn(c) for c in self.mask_codecs),
-            data_codecs=tuple(fn(c) for c in self.data_codecs),
-        )
+        return map_nested(self, fn, ("mask_codecs", "data_codecs"))
 
     # -- specs ----------------------------------------------------------------
 

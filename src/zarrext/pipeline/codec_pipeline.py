@@ -38,7 +38,8 @@ The runtime sharding codec, zarr-python's ``ShardingCodec`` with this pipeline f
 its inner chunks, is :class:`zarrext.sharding.codec.RuntimeShardingCodec`; this
 module knows it only by what it calls on it (:mod:`zarrext.pipeline.shard_protocols`), so
 the import goes one way. What a write encodes, a chunk's merged bytes or a shard
-layout's part through filters, is :mod:`zarrext.pipeline.write_encoding`'s.
+layout's part through filters, is :mod:`zarrext.pipeline.write_encoding`'s; a whole
+shard, :mod:`zarrext.pipeline.shard_encoder`'s (through the codec's ``encode_jobs``).
 """
 
 from __future__ import annotations
@@ -46,21 +47,18 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import itertools
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
-import numpy as np
 from zarr.codecs.sharding import ShardingCodec
 from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
 from zarr.core.chunk_utils import (
     ChunkTransform,
     decode_and_scatter_chunk,
-    encode_or_elide_chunk,
     merge_and_encode_chunk,
 )
 from zarr.core.codec_pipeline import BatchedCodecPipeline
@@ -68,7 +66,7 @@ from zarr.core.common import concurrent_map
 from zarr.core.config import config
 from zarr.storage import LocalStore
 
-from zarrext._zarr_compat import chunks_per_shard, encode_shard_parts_sync, inner_chunk_spec
+from zarrext._zarr_compat import inner_chunk_spec
 from zarrext.codecs.chunk_context import ChunkIndex, chunk_index, inner_origin
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
@@ -82,16 +80,13 @@ from zarrext.pipeline.chunk_io import (
 )
 from zarrext.pipeline.codec_threads import codec_pool, codec_workers
 from zarrext.pipeline.direct import DirectDecoder, decodes_zstd_in_place
-from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.lost_fill import LostFillValue
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
 from zarrext.pipeline.optional_decode import decode_split_into
 from zarrext.pipeline.scratch import (
-    Staging,
     encode_arena,
     keeps_no_chunk_bytes,
     scratch_codecs,
-    staged_encoding,
 )
 from zarrext.pipeline.shard_protocols import ShardReading, ShardWriting, no_decode
 from zarrext.pipeline.write_encoding import merged_and_encoded, through_filters
@@ -122,14 +117,6 @@ PARALLEL_WRITE_MIN_BYTES = 256 << 10
 # faults (glibc hands blocks from 128 KiB on to mmap): there the arena only adds
 # work, 2 % on 16 KiB chunks written to tmpfs here, and is neutral from 64 KiB on.
 ARENA_MIN_BYTES = 128 << 10
-
-
-@dataclass(frozen=True)
-class _ChunkInShard:
-    """What an inner pipeline reads an inner chunk's index from (as from zarr's byte
-    setter of a chunk in a shard): its coordinates in the shard."""
-
-    chunk_coords: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -569,135 +556,6 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             encode=plan,
         )
         return None if stored is None else planned[0]
-
-    def write_shard_here(self, item: Any, value: NDBuffer) -> bool:
-        """Write one whole shard (``item`` as in :meth:`write`'s batch, ``value`` its
-        values) in the calling thread: encoded and laid out as the whole-shard
-        path for object stores does it (:meth:`_plan_shard`, the inner chunks in
-        turn), then stored with the store's synchronous IO. False, with nothing
-        done, where that path does not apply (a part of a shard, a shard layout,
-        codecs around the sharding codec, a store without synchronous IO): the
-        caller then writes through :meth:`write`.
-
-        For a caller that keeps a thread per shard busy already (``convert``): no
-        round trip to the event loop and the codec threads per shard.
-        """
-        if not (
-            isinstance(self.array_bytes_codec, ShardWriting)
-            and not self.array_array_codecs
-            and not self.bytes_bytes_codecs
-            and item[4]
-            and sync_io(item[0], write=True)
-            and self.array_bytes_codec.writes_sync(item[1])
-        ):
-            return False
-        if self.storable is not None:
-            self.storable.refuse(value.as_numpy_array(), self._written_array([item]))
-
-        def write() -> None:
-            planned = self._plan_shard(item, value=value, drop_axes=(), groups=1)
-            if planned is None:
-                item[0].delete_sync()
-                return
-            jobs, assemble = planned
-            for job in jobs:
-                job()
-            shard = assemble()
-            if shard is None:
-                item[0].delete_sync()
-            else:
-                item[0].set_sync(shard)
-
-        self._in_context(item).run(write)
-        return True
-
-    def encodes_shards_from_chunks(self, shard_spec: ArraySpec) -> bool:
-        """Whether :meth:`write_shard_from_chunks` can encode whole shards of
-        ``shard_spec``: the runtime sharding codec alone, with zarr-python's layout
-        and inner codecs that have a synchronous path, and nothing quantized (whose
-        values are checked, all of them, before any chunk is encoded)."""
-        codec = self.array_bytes_codec
-        return (
-            isinstance(codec, ShardWriting)
-            and not self.array_array_codecs
-            and not self.bytes_bytes_codecs
-            and self.storable is None
-            and codec.writes_sync(shard_spec)
-        )
-
-    def write_shard_from_chunks(
-        self,
-        item: Any,
-        chunk_values: Callable[[tuple[int, ...]], NDBuffer],
-        store: Callable[[list[Buffer] | None], None],
-    ) -> None:
-        """Encode a whole shard given its inner chunks' values one at a time, in the
-        calling thread, and hand its stored bytes to ``store`` (where
-        :meth:`encodes_shards_from_chunks`; ``item`` as in :meth:`write`'s batch, a
-        whole shard inside the array).
-
-        ``chunk_values(coords)`` is the inner chunk at ``coords`` in the shard, of
-        the inner chunk's shape; it is encoded before the next is asked for, so it
-        may live in memory the caller reuses. ``store(parts)`` gets the buffers
-        that, joined, are the shard's bytes (``None``: no inner chunk stored, the
-        shard is not stored); they are valid only during the call. The same bytes
-        as a shard array of those values written through
-        :meth:`write_shard_here`: each inner chunk elided or encoded by the inner
-        pipeline's chain with its array-wide index set, laid out by zarr-python's
-        sharding codec. Without the shard array, a source whose chunks are the
-        inner chunks (``convert``) hands each decoded chunk straight to its
-        encoder: no copy into a shard and back out per chunk.
-        """
-        shard_spec = item[1]
-        assert isinstance(self.array_bytes_codec, ShardWriting)
-        codec: Any = self.array_bytes_codec  # the runtime sharding codec
-        chunk_spec = inner_chunk_spec(codec, shard_spec)
-        inner: ZarrextCodecPipeline = codec.per_shard_spec(
-            "inner pipeline, chunks given", shard_spec,
-            lambda spec: codec.codec_pipeline.evolve_from_array_spec(
-                inner_chunk_spec(codec, spec)
-            ),
-        )
-        transform = inner.transform
-        assert transform is not None
-        per_shard = chunks_per_shard(codec, shard_spec)
-        # Large inner chunks encoded in the thread's arena, their bytes kept in
-        # staging segments until the shard is stored (as encode_jobs does).
-        staged = inner.encodes_into_arena_for(chunk_spec)
-        staging = Staging()
-        # most chunks differ from the fill value at their first element: zarr's
-        # emptiness check (a tenth of a chunk's CPU here) only runs for the others
-        first_value = FirstValue.of(chunk_spec)
-
-        def encode_and_store() -> None:
-            encoded: dict[tuple[int, ...], Buffer | None] = {}
-            for coords in itertools.product(*(range(n) for n in per_shard)):
-                values = chunk_values(coords)
-                context = inner._in_context((_ChunkInShard(coords), chunk_spec))
-                encode = (
-                    transform.encode_chunk
-                    if first_value is not None and first_value.differs(values)
-                    else functools.partial(encode_or_elide_chunk, encode=transform.encode_chunk)
-                )
-                with staged_encoding(staging) if staged else nullcontext():
-                    chunk = context.run(encode, values, chunk_spec)
-                    if chunk is not None and staged:  # out of the arena, if there
-                        chunk = chunk_spec.prototype.buffer.from_array_like(
-                            staging.keep(chunk.as_numpy_array())
-                        )
-                if chunk is not None and not staged:
-                    stored = chunk.as_numpy_array()
-                    if np.may_share_memory(stored, values.as_ndarray_like()):
-                        # a chain that stores the values' bytes as they are (no
-                        # compressor) hands back a view of memory the caller reuses
-                        chunk = chunk_spec.prototype.buffer.from_array_like(stored.copy())
-                encoded[coords] = chunk
-            store(encode_shard_parts_sync(codec, encoded, per_shard))
-
-        try:
-            self._in_context(item).run(encode_and_store)
-        finally:
-            staging.release()
 
     def _shard_reader(self, batch: Batch) -> ShardReading | None:
         """The runtime sharding codec, when ``batch`` reads its shards with no other

@@ -39,7 +39,6 @@ import functools
 import threading
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import imagecodecs
@@ -50,6 +49,7 @@ from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.pad import PadCodec
 from zarrext.codecs.specs import chunk_nbytes
+from zarrext.codecs.walk import map_nested, nested_codecs, walk_codecs
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -244,7 +244,7 @@ _segments_lock = threading.Lock()
 
 class Staging:
     """A shard's encoded inner chunks, kept from their encoding in a codec thread's
-    arena until the shard is laid out (``RuntimeShardingCodec.encode_jobs``).
+    arena until the shard is laid out (:class:`zarrext.pipeline.shard_encoder.ShardEncoder`).
 
     Encoding an inner chunk into fresh memory faults in its C-ordered bytes and
     its encoded bytes page by page (3 MiB for a 1 MiB ``conditional(zstd)``
@@ -349,49 +349,41 @@ def scratch_codecs(codecs: Iterable[Any]) -> tuple[Any, ...]:
 
     Not ``optional``'s mask codecs: the mask must outlive the values' decode.
     """
-    out: list[Any] = []
-    for codec in codecs:
-        new: Any = codec
-        if type(codec) is ZstdCodec:
-            new = ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
-        elif type(codec) is BytesCodec:
-            new = ScratchBytesCodec(endian=codec.endian)
-        elif type(codec) is ConditionalCodec:
-            new = ScratchConditionalCodec(
-                codecs=scratch_codecs(codec.codecs),
-                header_bits=codec.header_bits,
-                decision=codec.decision,
-                name=codec.name,
-            )
-        elif isinstance(codec, ConditionalCodec):  # a subclass keeps its own header
-            new = replace(codec, codecs=scratch_codecs(codec.codecs))
-        elif type(codec) is PadCodec:
-            new = ScratchPadCodec(
-                location=codec.location,
-                nbytes=codec.nbytes,
-                padding=codec.padding,
-                padding_func=codec.padding_func,
-                mismatch_said=codec.mismatch_said,
-            )
-        elif isinstance(codec, OptionalCodec):
-            new = OptionalCodec(
-                mask_codecs=codec.mask_codecs,
-                data_codecs=scratch_codecs(codec.data_codecs),
-                name=codec.name,
-            )
-        out.append(new)
-    return tuple(out)
+    return tuple(_scratch_form(codec) for codec in codecs)
+
+
+def _scratch_form(codec: Any) -> Any:
+    """``codec``'s scratch form, the codecs nested in it too (see :func:`scratch_codecs`)."""
+    if type(codec) is ZstdCodec:
+        return ScratchZstdCodec(level=codec.level, checksum=codec.checksum)
+    if type(codec) is BytesCodec:
+        return ScratchBytesCodec(endian=codec.endian)
+    if type(codec) is PadCodec:
+        return ScratchPadCodec(
+            location=codec.location,
+            nbytes=codec.nbytes,
+            padding=codec.padding,
+            padding_func=codec.padding_func,
+            mismatch_said=codec.mismatch_said,
+        )
+    if isinstance(codec, OptionalCodec):
+        return map_nested(codec, _scratch_form, chains=("data_codecs",))
+    if type(codec) is ConditionalCodec:
+        return ScratchConditionalCodec(
+            codecs=scratch_codecs(nested_codecs(codec)),
+            header_bits=codec.header_bits,
+            decision=codec.decision,
+            name=codec.name,
+        )
+    if isinstance(codec, ConditionalCodec):  # a subclass keeps its own header
+        return map_nested(codec, _scratch_form)
+    return codec
 
 
 def keeps_no_chunk_bytes(codecs: Iterable[Any]) -> bool:
     """Whether no decision in ``codecs`` (nested too) may keep a chunk's bytes, so
     that a write job may encode into its arena."""
-    for codec in codecs:
-        if isinstance(codec, ConditionalCodec):
-            if codec.decision.keeps_chunk_bytes or not keeps_no_chunk_bytes(codec.codecs):
-                return False
-        elif isinstance(codec, OptionalCodec) and not keeps_no_chunk_bytes(
-            (*codec.mask_codecs, *codec.data_codecs)
-        ):
-            return False
-    return True
+    return not any(
+        isinstance(codec, ConditionalCodec) and codec.decision.keeps_chunk_bytes
+        for codec in walk_codecs(codecs)
+    )

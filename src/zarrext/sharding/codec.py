@@ -15,24 +15,20 @@ import contextvars
 import functools
 import math
 from collections.abc import Callable
-from contextlib import nullcontext
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 from zarr.codecs.sharding import ShardingCodec
-from zarr.core.chunk_utils import encode_or_elide_chunk
 
 from zarrext._zarr_compat import (
     chunks_per_shard,
-    encode_shard_dict_sync,
     inner_chunk_spec,
     sharding_codec_fields,
 )
 from zarrext.codecs.chunk_context import chunk_index, inner_origin
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
-from zarrext.pipeline.scratch import Staging, staged_encoding
+from zarrext.pipeline.shard_encoder import ShardEncoder
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,14 +43,6 @@ if TYPE_CHECKING:
 # read back for decoding: bench_sharding (64 KiB inner chunks, two threads) read
 # 10 % faster in 1 MiB pieces, and as fast in 2-4 MiB ones.
 SHARD_PIECE_BYTES = 1 << 20
-
-
-@dataclass(frozen=True)
-class _InnerChunk:
-    """What the inner pipeline reads an inner chunk's index from (as from zarr's
-    byte setter of a chunk in a shard): its coordinates in the shard."""
-
-    chunk_coords: tuple[int, ...]
 
 
 class RuntimeShardingCodec(ShardingCodec):
@@ -140,61 +128,12 @@ class RuntimeShardingCodec(ShardingCodec):
         shard's origin), in any order or at once; ``assemble()``, once all have
         run, returns the shard's stored bytes (None: no inner chunk stored).
 
-        Each inner chunk is encoded by the inner pipeline's chain with its
-        array-wide chunk index set, as the inner pipeline's own writes do, and the
-        shard is laid out by zarr-python's sharding codec: the same bytes as its
-        path, however the inner chunks were split among the jobs.
+        Encoded by :class:`zarrext.pipeline.shard_encoder.ShardEncoder`: each inner
+        chunk by the inner pipeline's chain with its array-wide chunk index set, as
+        the inner pipeline's own writes do, the shard laid out by zarr-python's
+        sharding codec: the same bytes as its path.
         """
-        pipeline = self._get_inner_pipeline(shard_spec)
-        transform = pipeline.transform
-        assert transform is not None
-        chunk_spec = inner_chunk_spec(self, shard_spec)
-        per_shard = tuple(chunks_per_shard(self, shard_spec))
-        every = list(np.ndindex(*per_shard))
-        # Each job writes its own inner chunks' entries: no two jobs share a key.
-        encoded: dict[tuple[int, ...], Buffer | None] = {}
-        # Large inner chunks are encoded in the thread's arena and their encoded
-        # bytes kept in the job's staging segments (zarrext.pipeline.scratch.Staging), when
-        # no decision keeps chunk bytes; else each in fresh memory, as zarr does.
-        staged = pipeline.encodes_into_arena_for(chunk_spec)
-        size = max(1, math.ceil(len(every) / max(1, groups)))
-        parts = [every[k : k + size] for k in range(0, len(every), size)]
-        stagings = [Staging() for _ in parts]
-
-        def encode(coords: tuple[int, ...], staging: Staging) -> Buffer | None:
-            where = tuple(
-                slice(c * n, (c + 1) * n) for c, n in zip(coords, self.chunk_shape, strict=True)
-            )
-            context = pipeline._in_context((_InnerChunk(coords), chunk_spec))
-            with staged_encoding(staging) if staged else nullcontext():
-                chunk = context.run(
-                    encode_or_elide_chunk, shard_array[where], chunk_spec, transform.encode_chunk
-                )
-                if chunk is None or not staged:
-                    return cast("Buffer | None", chunk)
-                kept = staging.keep(chunk.as_numpy_array())  # out of the arena, if there
-            return chunk_spec.prototype.buffer.from_array_like(kept)
-
-        def run(part: list[tuple[int, ...]], staging: Staging) -> None:
-            for coords in part:
-                encoded[coords] = encode(coords, staging)
-
-        def assemble() -> Buffer | None:
-            in_order = {coords: encoded[coords] for coords in every}  # zarr's order
-            shard = cast("Buffer | None", encode_shard_dict_sync(self, in_order, per_shard))
-            encoded.clear()
-            if shard is not None and any(s.holds(shard.as_numpy_array()) for s in stagings):
-                # zarr's layout handed back a staged buffer itself: keep a copy
-                shard = shard_spec.prototype.buffer.from_array_like(shard.as_numpy_array().copy())
-            for staging in stagings:
-                staging.release()
-            return shard
-
-        jobs: list[Callable[[], None]] = [
-            functools.partial(contextvars.copy_context().run, run, part, staging)
-            for part, staging in zip(parts, stagings, strict=True)
-        ]
-        return jobs, assemble
+        return ShardEncoder.of(self, shard_spec).jobs(shard_array, groups=groups)
 
     def reads_sync(self, shard_spec: ArraySpec) -> bool:
         """Whether :meth:`read_local_sync` can read shards of ``shard_spec``."""

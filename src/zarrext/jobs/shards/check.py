@@ -62,6 +62,7 @@ from zarr.storage import LocalStore
 
 from zarrext._zarr_compat import async_array_of
 from zarrext.codecs.conditional import ConditionalCodec
+from zarrext.codecs.walk import walk_codecs
 from zarrext.jobs.cluster import batches, concurrency, on_client, on_threads
 from zarrext.jobs.progress import ProgressCallback
 from zarrext.jobs.shards.check_report import REWRITE, ShardCheck
@@ -85,14 +86,11 @@ def _verifies(codecs: Any) -> bool:
     checksum (``crc32c``, ``zstd`` with its checksum) or a ``conditional`` header."""
     from zarr.codecs import Crc32cCodec, ZstdCodec
 
-    for codec in codecs:
-        if isinstance(codec, ConditionalCodec | Crc32cCodec):
-            return True
-        if isinstance(codec, ZstdCodec) and codec.checksum:
-            return True
-        if _verifies(getattr(codec, "codecs", ())):
-            return True
-    return False
+    return any(
+        isinstance(codec, ConditionalCodec | Crc32cCodec)
+        or (isinstance(codec, ZstdCodec) and codec.checksum)
+        for codec in walk_codecs(codecs, chains=("codecs",))
+    )
 
 
 def _shards_or_none(array: Any) -> ArrayShards | None:
