@@ -60,6 +60,7 @@ import asyncio
 import contextlib
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -442,6 +443,13 @@ def goal(runs: Runs, row: str, against: str, at_most: float, strictly: bool = Fa
             f"{'below' if strictly else 'at most'} {at_most:g}: {'met' if met else 'missed'})")
 
 
+def cpu_ratio(cpu: dict[str, list[float]], row: str, against: str) -> str:
+    """The median over rounds of ``row``'s CPU seconds / ``against``'s, said in words."""
+    ratios = [a / b for a, b in zip(cpu[row], cpu[against], strict=True) if b > 0]
+    median = statistics.median(ratios) if ratios else float("nan")
+    return f"{row} / {against} {median:.2f} (median of {len(ratios)} rounds)"
+
+
 def print_place(name: str, runs: Runs, cpu: dict[str, list[float]], mib: float,
                 repeat: int) -> None:
     print(f"{name}, best of {repeat}")
@@ -458,6 +466,10 @@ def print_place(name: str, runs: Runs, cpu: dict[str, list[float]], mib: float,
     print(f"  goal: {goal(runs, CONVERT, CONVERT_SAME, 1.1)}", flush=True)
     print(f"  goal: {goal(runs, CONVERT, FROM_ARRAY, 1.0, strictly=True)}", flush=True)
     print(f"  goal: {goal(runs, CONVERT, LIMIT, 1.25)}", flush=True)
+    # CPU seconds hold under the load of other work on the machine, where waiting for a
+    # core stretches the times above: the same comparisons by the CPU each run took
+    print(f"  cpu, paired by round: {cpu_ratio(cpu, CONVERT, CONVERT_SAME)}; "
+          f"{cpu_ratio(cpu, CONVERT_SAME, TENSORSTORE)}", flush=True)
     print(f"  beside it: convert / the limit storing its shards "
           f"{runs.best(CONVERT) / runs.best(STORING):.2f} (paired "
           f"{runs.paired_ratio(CONVERT, STORING):.2f}): the storing the output needs, on "

@@ -2,9 +2,10 @@
 
 The script checks its own copies (every value equal to the source's, stored in
 16 MiB shards of the inner chunks and codecs each row names) before timing them;
-here it must finish, print each row of each place, the goals as paired ratios and
-the load, and find the two copies of one encoding the same size (zarr.from_array
-and zarrext.convert), in both cases (``--case v3``, ``--case v2``: issue 46).
+here it must finish, print each row of each place, the goals as paired ratios (of
+times, and of CPU seconds) and the load, and find the two copies of one encoding
+the same size (zarr.from_array and zarrext.convert), in both cases (``--case v3``,
+``--case v2``: issue 46).
 """
 
 from __future__ import annotations
@@ -48,13 +49,18 @@ def check_place(out: str, place: str, same_size: tuple[str, str]) -> None:
     for line, goal in zip(lines[7:11], GOALS, strict=True):
         assert line.startswith(f"  goal: {goal}"), out
         assert re.search(r" [\d.]+ paired \(best [\d.]+; ", line), out
-    assert lines[11].startswith("  beside it: convert / the limit storing its shards "), out
-    assert lines[12].startswith("  stored: "), out
-    listed = lines[12].removeprefix("  stored: ").split(" (the limit's")[0].split("; ")
+    # the conditional and tensorstore goals again, by the CPU seconds each round took
+    assert re.fullmatch(
+        r"  cpu, paired by round: zarrext.convert, conditional / zarrext.convert, "
+        r"tensorstore's codecs [\d.]+ \(median of 1 rounds\); zarrext.convert, "
+        r"tensorstore's codecs / tensorstore [\d.]+ \(median of 1 rounds\)", lines[11]), out
+    assert lines[12].startswith("  beside it: convert / the limit storing its shards "), out
+    assert lines[13].startswith("  stored: "), out
+    listed = lines[13].removeprefix("  stored: ").split(" (the limit's")[0].split("; ")
     sizes = dict(each.rsplit(" ", 2)[:2] for each in listed)
     assert set(sizes) >= {"source", *ROWS[:4]}, out
     assert sizes[same_size[0]] == sizes[same_size[1]], out
-    assert lines[13].startswith("  load average after the rounds: "), out
+    assert lines[14].startswith("  load average after the rounds: "), out
 
 
 def test_bench_convert_runs_locally():

@@ -15,6 +15,7 @@ never stored in ``zarr.json`` and not part of codec equality.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
@@ -243,7 +244,17 @@ class ConditionalCodec(BytesBytesCodec):
 
     @property
     def _sync_capable(self) -> bool:
-        return all(codec_supports_sync(c) for c in self.codecs)
+        return all(self._encodes_sync)
+
+    # Per codec object, not per chunk: zarr's sync check is an isinstance against a
+    # runtime protocol, the costliest Python step of a chunk's encode.
+    @functools.cached_property
+    def _encodes_sync(self) -> tuple[bool, ...]:
+        return tuple(codec_supports_sync(c) for c in self.codecs)
+
+    @functools.cached_property
+    def _codec_infos(self) -> tuple[CodecInfo, ...]:
+        return tuple(CodecInfo(i, c) for i, c in enumerate(self.codecs))
 
     def compute_encoded_size(self, input_byte_length: int, chunk_spec: ArraySpec) -> int:
         raise NotImplementedError
@@ -359,9 +370,11 @@ class ConditionalCodec(BytesBytesCodec):
         chunk_spec: ArraySpec,
         loop: asyncio.AbstractEventLoop | None,
     ) -> Buffer:
+        encodes_sync = self._encodes_sync
+
         def encode_step(i: int, buffer: Buffer) -> Buffer:
             codec = self.codecs[i]
-            if codec_supports_sync(codec):
+            if encodes_sync[i]:
                 out = codec._encode_sync(buffer, chunk_spec)  # type: ignore[attr-defined]
             elif loop is not None:
                 out = asyncio.run_coroutine_threadsafe(
@@ -376,14 +389,13 @@ class ConditionalCodec(BytesBytesCodec):
             return out
 
         index = current_chunk_index()
-        chunk = ChunkEncoding(
-            index,
-            tuple(CodecInfo(i, c) for i, c in enumerate(self.codecs)),
-            chunk_bytes,
-            encode_step,
-        )
+        chunk = ChunkEncoding(index, self._codec_infos, chunk_bytes, encode_step)
         mask, payload = self.decision.choose(chunk)
-        mask = check_mask(mask, len(self.codecs), f"{self.name} codec, {describe_chunk(index)}")
+        if type(mask) is not int or mask < 0 or mask >> len(self.codecs):
+            # the message (naming the chunk) built only for a mask to refuse
+            mask = check_mask(
+                mask, len(self.codecs), f"{self.name} codec, {describe_chunk(index)}"
+            )
         return self._with_header(mask, payload, chunk_spec)
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
