@@ -105,6 +105,11 @@ def _leftovers_of(path: Path) -> list[Leftover]:
     return found
 
 
+def _is_group(path: Path) -> bool:
+    """Whether a local folder holds a Zarr group (read only: nothing is created)."""
+    return group_document(LocalStore(path, read_only=True), "") is not None
+
+
 def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
     """Temporary outputs of jobs under and beside a local array or group.
 
@@ -116,7 +121,7 @@ def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
         return []
     root = root.parent.resolve() / root.name
     found = _leftovers_of(root)
-    groups = [root] if group_document(LocalStore(root), "") is not None else []
+    groups = [root] if _is_group(root) else []
     while groups:
         group = groups.pop()
         for entry in sorted(group.iterdir()):
@@ -128,7 +133,7 @@ def find_leftovers(location: str | os.PathLike[str]) -> list[Leftover]:
                 if name.startswith(".") and output.name != "zarr.json":
                     with contextlib.suppress(FileNotFoundError):
                         found.append(_leftover(entry, output))
-            elif entry.is_dir() and group_document(LocalStore(entry), "") is not None:
+            elif entry.is_dir() and _is_group(entry):
                 groups.append(entry)
     return sorted(found, key=lambda f: f.path)
 

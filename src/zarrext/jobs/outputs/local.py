@@ -108,7 +108,7 @@ def format_2_group_above(path: Path) -> str | None:
     for parent in path.parents:
         if (parent / ".zgroup").is_file():
             return str(parent)
-        if group_document(LocalStore(parent), "") is None:
+        if group_document(LocalStore(parent, read_only=True), "") is None:
             return None
     return None
 
