@@ -21,9 +21,9 @@ import zarr
 from zarr.codecs import BytesCodec, ShardingCodec
 
 import zarrext
+import zarrext.pipeline.codec_pipeline
 from zarrext import _zarr_compat as compat
 from zarrext._zarr_compat import REQUIREMENTS, Requirement, ZarrCompatibilityError
-from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.sharding.codec import RuntimeShardingCodec
 from zarrext.sharding.layout import LayoutShardingCodec
 
@@ -180,7 +180,8 @@ def test_shard_reads_go_through_the_inner_pipeline_and_partial_decode(
     z[:] = np.arange(256).reshape(16, 16)
     # zarr's own shard path (taken where zarrext's per-shard thread jobs are not:
     # async-only inner codecs, codecs around the sharding codec)
-    monkeypatch.setattr(ZarrextCodecPipeline, "_shard_jobs", lambda self, batch: False)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "reads_local_shards",
+                        lambda pipeline, batch: False)
     inner = _spy(monkeypatch, RuntimeShardingCodec, "_get_inner_pipeline")
     partial = _spy(monkeypatch, RuntimeShardingCodec, "_decode_partial_single")
     got = zarrext.open_array(str(tmp_path / "a"), mode="r")[0:4, 0:4]

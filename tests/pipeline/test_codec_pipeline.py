@@ -668,13 +668,14 @@ def test_local_shard_reads_are_thread_jobs_and_match_zarr(
     z[:] = data
     z[16:, 8:16] = -3
     jobs: list[Any] = []
-    original = ZarrextCodecPipeline._read_shard
+    original = zarrext.pipeline.codec_pipeline.read_local_shard
 
-    def spy(self: ZarrextCodecPipeline, item: Any, *args: Any) -> Any:
+    def spy(pipeline: ZarrextCodecPipeline, item: Any, *args: Any) -> Any:
         jobs.append(threading.current_thread().name)
-        return original(self, item, *args)
+        return original(pipeline, item, *args)
 
-    monkeypatch.setattr(ZarrextCodecPipeline, "_read_shard", spy)
+    # patched where the pipeline looks it up (its own import of the name)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "read_local_shard", spy)
     reader = zarrext.open_array(tmp_path, mode="r")
     if isinstance(selection[0], list):
         got, want = reader.oindex[selection], zarr.open_array(tmp_path, mode="r").oindex[selection]

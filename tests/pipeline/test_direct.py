@@ -19,7 +19,7 @@ from numcodecs import Zstd
 from zarr.codecs import BytesCodec, ZstdCodec
 
 import zarrext
-import zarrext.pipeline.codec_pipeline
+import zarrext.pipeline.chunk_reads
 import zarrext.pipeline.direct
 from zarrext.errors import ChunkDecodeError
 
@@ -46,14 +46,14 @@ def _spy_zarr_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """One entry per chunk that took zarr's ``decode_and_scatter_chunk`` (True when
     it had stored bytes: a missing chunk is filled there)."""
     seen: list[bool] = []
-    real = zarrext.pipeline.codec_pipeline.decode_and_scatter_chunk
+    real = zarrext.pipeline.chunk_reads.decode_and_scatter_chunk
 
     def decode_and_scatter_chunk(chunk_bytes: Any, *args: Any, **kwargs: Any) -> Any:
         seen.append(chunk_bytes is not None)
         return real(chunk_bytes, *args, **kwargs)
 
     monkeypatch.setattr(
-        zarrext.pipeline.codec_pipeline, "decode_and_scatter_chunk", decode_and_scatter_chunk
+        zarrext.pipeline.chunk_reads, "decode_and_scatter_chunk", decode_and_scatter_chunk
     )
     return seen
 

@@ -19,6 +19,7 @@ from zarr.core.dtype import Float32
 from zarr.storage import FsspecStore, WrapperStore
 
 import zarrext
+import zarrext.pipeline.codec_pipeline
 from zarrext import quantize
 from zarrext.errors import ChunkDecodeError
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
@@ -204,13 +205,14 @@ def test_remote_writes_store_the_local_bytes(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ZarrextCodecPipeline, "_encode_merged", encode_merged)
-    real_shard = ZarrextCodecPipeline._plan_shard
+    real_shard = zarrext.pipeline.codec_pipeline.plan_shard
 
-    def plan_shard(self: Any, *args: Any, **kwargs: Any) -> Any:
+    def plan_shard(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
-        return real_shard(self, *args, **kwargs)
+        return real_shard(*args, **kwargs)
 
-    monkeypatch.setattr(ZarrextCodecPipeline, "_plan_shard", plan_shard)
+    # patched where the pipeline looks it up (its own import of the name)
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "plan_shard", plan_shard)
     shard_threads = _spy_encode_jobs(monkeypatch)
     url = f"{s3['url']}/{name}.zarr"
     workers = 2

@@ -508,7 +508,7 @@ def test_recompress_a_url_with_storage_options(s3: dict[str, Any]) -> None:
 def test_read_masked_on_s3_is_exact_and_split(
     s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import zarrext.pipeline.codec_pipeline
+    import zarrext.pipeline.chunk_reads
     from zarrext.pipeline.optional_decode import decode_split_into
 
     url = f"{s3['url']}/opt.zarr"
@@ -523,9 +523,9 @@ def test_read_masked_on_s3_is_exact_and_split(
     array[:] = written
     split = []
     real = decode_split_into
-    # patched where the pipeline looks it up (its own import of the name)
+    # patched where the pipeline's chunk reads look it up (their own import of the name)
     monkeypatch.setattr(
-        zarrext.pipeline.codec_pipeline, "decode_split_into",
+        zarrext.pipeline.chunk_reads, "decode_split_into",
         lambda *a, **k: split.append(1) or real(*a, **k),
     )
     got = zarrext.read_masked(zarrext.open_array(url, mode="r", storage_options=s3["options"]))

@@ -3,7 +3,9 @@
 :class:`ZarrextCodecPipeline` (``zarr.config.set({"codec_pipeline.path":
 "zarrext.pipeline.ZarrextCodecPipeline"})``, or per array through
 :func:`zarrext.open_array`) is zarr-python's batched pipeline with zarrext's paths:
-codec threads (:mod:`~zarrext.pipeline.codec_threads`), local chunk files read into
+codec threads (:mod:`~zarrext.pipeline.codec_threads`), a chunk's read as one job
+(:mod:`~zarrext.pipeline.chunk_reads`), whole shards as one job
+(:mod:`~zarrext.pipeline.whole_shards`), local chunk files read into
 reused memory (:mod:`~zarrext.pipeline.chunk_io`, :mod:`~zarrext.pipeline.scratch`),
 decoding straight into place (:mod:`~zarrext.pipeline.direct`), optional arrays split
 into values and mask (:mod:`~zarrext.pipeline.optional_decode`,

@@ -12,8 +12,10 @@ scatter into the output; or merge, encode and store) runs as one task in a threa
 pool, in a copy of the caller's context with the chunk's index set: compressors
 such as numcodecs' zstd release the GIL, so chunks decode and encode in parallel
 instead of one at a time through the event loop. Other pipelines take zarr-python's
-batched path. The pool and its size are :mod:`zarrext.pipeline.codec_threads`'s; a local
-chunk file is read by :mod:`zarrext.pipeline.chunk_io`. Chunks too small to pay for the
+batched path. The pool, its size and the running of one job per chunk are
+:mod:`zarrext.pipeline.codec_threads`'s; a chunk's read job,
+:mod:`zarrext.pipeline.chunk_reads`'s; a local chunk file is read by
+:mod:`zarrext.pipeline.chunk_io`. Chunks too small to pay for the
 GIL handoffs between threads (:data:`PARALLEL_READ_MIN_BYTES`,
 :data:`PARALLEL_WRITE_MIN_BYTES`) run in one of them.
 
@@ -37,8 +39,9 @@ allocator hand memory back to the system and fault it in again for every chunk.
 The runtime sharding codec, zarr-python's ``ShardingCodec`` with this pipeline for
 its inner chunks, is :class:`zarrext.sharding.codec.RuntimeShardingCodec`; this
 module knows it only by what it calls on it (:mod:`zarrext.pipeline.shard_protocols`), so
-the import goes one way. What a write encodes, a chunk's merged bytes or a shard
-layout's part through filters, is :mod:`zarrext.pipeline.write_encoding`'s; a whole
+the import goes one way. Whole shards read and written as one job each are
+:mod:`zarrext.pipeline.whole_shards`'s. What a write encodes, a chunk's merged bytes or a
+shard layout's part through filters, is :mod:`zarrext.pipeline.write_encoding`'s; a whole
 shard, :mod:`zarrext.pipeline.shard_encoder`'s (through the codec's ``encode_jobs``).
 """
 
@@ -47,48 +50,48 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-import threading
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from zarr.codecs.sharding import ShardingCodec
-from zarr.core.buffer import cpu
 from zarr.core.chunk_key_encodings import ChunkKeyEncoding
-from zarr.core.chunk_utils import (
-    ChunkTransform,
-    decode_and_scatter_chunk,
-    merge_and_encode_chunk,
-)
+from zarr.core.chunk_utils import ChunkTransform
 from zarr.core.codec_pipeline import BatchedCodecPipeline
 from zarr.core.common import concurrent_map
 from zarr.core.config import config
 from zarr.storage import LocalStore
 
-from zarrext._zarr_compat import inner_chunk_spec
 from zarrext.codecs.chunk_context import ChunkIndex, chunk_index, inner_origin
-from zarrext.codecs.optional import OptionalCodec
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
 from zarrext.pipeline.chunk_io import (
-    get_chunk_sync,
-    local_chunk_file,
-    read_chunk_file,
     sync_io,
 )
-from zarrext.pipeline.codec_threads import codec_pool, codec_workers
-from zarrext.pipeline.direct import DirectDecoder, decodes_zstd_in_place
+from zarrext.pipeline.chunk_reads import (
+    decode_fetched,
+    read_chunk,
+    read_chunk_directly,
+    scatter_into,
+)
+from zarrext.pipeline.codec_threads import codec_pool, codec_workers, run_chunk_jobs
+from zarrext.pipeline.direct import DirectDecoder
 from zarrext.pipeline.lost_fill import LostFillValue
-from zarrext.pipeline.masked_read import SplitOptionalBuffer
-from zarrext.pipeline.optional_decode import decode_split_into
 from zarrext.pipeline.scratch import (
     encode_arena,
     keeps_no_chunk_bytes,
     scratch_codecs,
 )
-from zarrext.pipeline.shard_protocols import ShardReading, ShardWriting, no_decode
+from zarrext.pipeline.whole_shards import (
+    plan_shard,
+    read_local_shard,
+    read_remote_shards,
+    reads_local_shards,
+    remote_shards,
+    writes_remote_shards,
+)
 from zarrext.pipeline.write_encoding import merged_and_encoded, through_filters
 
 if TYPE_CHECKING:
@@ -307,11 +310,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         min_parallel_bytes: int = 0,
         in_context: bool = True,
     ) -> list[Any]:
-        """``job(item, *args)`` for every chunk of ``batch``, in the codec threads.
-
-        Each thread takes the next chunk when done with one: no event-loop round
-        trip per chunk. The first error stops the taking and is raised. Chunks of
-        fewer than ``min_parallel_bytes`` (decoded) run in one thread.
+        """``job(item, *args)`` for every chunk of ``batch``, in the codec threads
+        (:func:`~zarrext.pipeline.codec_threads.run_chunk_jobs`). Chunks of fewer than
+        ``min_parallel_bytes`` (decoded) run in one thread.
 
         Each job runs in a copy of the caller's context with its chunk's index
         set; with ``in_context`` False, outside it, as ``job(item, *args,
@@ -320,103 +321,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         """
         # Contexts are made here, before any job runs: a job sets the variables
         # its chunk's codecs read, and must not see another chunk's.
-        if in_context:
-            contexts = [self._in_context(item) for item in batch]
-        else:
-            caller = contextvars.copy_context()
-            args = (*args, caller)
-        results: list[Any] = [None] * len(batch)
-        todo = iter(range(len(batch)))
-        take = threading.Lock()
-        failed = threading.Event()
-
-        def worker() -> None:
-            while not failed.is_set():
-                with take:
-                    k = next(todo, None)
-                if k is None:
-                    return
-                try:
-                    if in_context:
-                        results[k] = contexts[k].run(job, batch[k], *args)
-                    else:
-                        results[k] = job(batch[k], *args)
-                except BaseException:
-                    failed.set()
-                    raise
-
-        threads = min(codec_workers(), len(batch))
-        if batch and chunk_nbytes(batch[0][1]) < min_parallel_bytes:
-            threads = 1
-        if threads == 1:
-            await asyncio.to_thread(worker)
-            return results
-        loop = asyncio.get_running_loop()
-        pool = codec_pool(threads)
-        futures = [loop.run_in_executor(pool, worker) for _ in range(threads)]
-        try:
-            await asyncio.gather(*futures)
-        finally:
-            failed.set()  # cancelled or failed: the other threads stop taking chunks
-        return results
-
-    def _scatter_into(self, out: NDBuffer) -> Callable[..., GetResult]:
-        """How a chunk's bytes are decoded into ``out``: zarr's
-        ``decode_and_scatter_chunk`` with this pipeline's chain; for a chain that
-        is the ``optional`` codec alone and an output that takes the fields apart,
-        :func:`~zarrext.pipeline.optional_decode._decode_split_into` (no interleaved chunk
-        is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
-        chain, by :class:`zarrext.pipeline.direct.DirectDecoder` (straight into the
-        chunk's place where it is one contiguous block)."""
-        assert self.transform is not None
-        codecs = self.transform.codecs
-        if (
-            len(codecs) == 1
-            and isinstance(codecs[0], OptionalCodec)
-            and (isinstance(out, SplitOptionalBuffer) or type(out) is cpu.NDBuffer)
-        ):
-            return functools.partial(decode_split_into, codecs[0])
-        scatter = functools.partial(decode_and_scatter_chunk, decode=self.transform.decode_chunk)
-        if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
-            return DirectDecoder(out, codecs[1], scatter)
-        return scatter
-
-    def _read_chunk(
-        self,
-        item: Any,
-        out: NDBuffer,
-        drop_axes: tuple[int, ...],
-        scatter: Callable[..., GetResult],
-    ) -> GetResult:
-        chunk = get_chunk_sync(item[0], item[1].prototype)
-        return self._decode_fetched(item, chunk, out, drop_axes, scatter)
-
-    def _read_chunk_directly(
-        self,
-        item: Any,
-        out: NDBuffer,
-        drop_axes: tuple[int, ...],
-        decoder: DirectDecoder,
-        caller: contextvars.Context,
-    ) -> GetResult:
-        """:meth:`_read_chunk` for a chain :class:`DirectDecoder` decodes, run
-        outside any context: a local chunk file's bytes go straight to the
-        decoder, no Buffer between; a chunk the decoder leaves (missing, damaged,
-        not a local file) takes :meth:`_read_chunk`'s path in its chunk's context
-        (copied from ``caller``), where its codecs see its index."""
-        path = local_chunk_file(item[0])
-        if path is None:
-            return self._in_context(item, caller).run(
-                self._read_chunk, item, out, drop_axes, decoder
-            )
-        source = read_chunk_file(path)
-        if source is not None and decoder.decode_bytes(
-            source, item[1], item[2], item[3], drop_axes
-        ):
-            return {"status": "present"}
-        chunk = None if source is None else item[1].prototype.buffer.from_array_like(source)
-        return self._in_context(item, caller).run(
-            self._decode_fetched, item, chunk, out, drop_axes, decoder.otherwise
+        contexts = [self._in_context(item) for item in batch] if in_context else None
+        return await run_chunk_jobs(
+            job, batch, *args, contexts=contexts, min_parallel_bytes=min_parallel_bytes
         )
 
     def _where(self, key_holder: object) -> tuple[str | None, str | None]:
@@ -509,106 +416,6 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         assert self.transform is not None
         return merged_and_encoded(self.transform, item, existing, value, drop_axes)
 
-    def _writes_remote_shards(self, batch: Batch) -> bool:
-        """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
-        zarr-python's layout) to a store without synchronous IO: each shard encoded
-        in the codec threads and uploaded with one request
-        (:func:`zarrext.pipeline.remote.write_shards`). A write of part of a shard keeps
-        zarr-python's path (the stored shard read, merged, written)."""
-        codec = self.array_bytes_codec
-        return (
-            bool(batch)
-            and isinstance(codec, ShardWriting)
-            and not self.array_array_codecs
-            and not self.bytes_bytes_codecs
-            and all(item[4] for item in batch)
-            and not sync_io(batch[0][0], write=True)
-            and codec.writes_sync(batch[0][1])
-        )
-
-    def _plan_shard(
-        self, item: Any, *, value: NDBuffer, drop_axes: tuple[int, ...], groups: int
-    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
-        """A whole shard's encoding as jobs for the codec threads and the step that
-        lays it out (:meth:`~zarrext.pipeline.shard_protocols.ShardWriting.encode_jobs`), or
-        None when the shard is only fill values (not stored), in a codec thread.
-        The shard's values are taken from ``value`` and checked for emptiness as
-        zarr's ``merge_and_encode_chunk`` does: its encoder here plans, encodes
-        nothing."""
-        _, shard_spec, chunk_selection, out_selection, is_complete = item
-        codec = self.array_bytes_codec
-        assert isinstance(codec, ShardWriting)
-        planned: list[tuple[list[Callable[[], None]], Callable[[], Buffer | None]]] = []
-
-        def plan(shard_array: NDBuffer, spec: ArraySpec) -> Buffer | None:
-            planned.append(codec.encode_jobs(shard_array, spec, groups=groups))
-            return spec.prototype.buffer.create_zero_length()  # "not empty"
-
-        stored = merge_and_encode_chunk(
-            None,
-            value,
-            chunk_spec=shard_spec,
-            chunk_selection=chunk_selection,
-            out_selection=out_selection,
-            is_complete=is_complete,
-            drop_axes=drop_axes,
-            decode=no_decode,
-            encode=plan,
-        )
-        return None if stored is None else planned[0]
-
-    def _shard_reader(self, batch: Batch) -> ShardReading | None:
-        """The runtime sharding codec, when ``batch`` reads its shards with no other
-        codec around it (the case the whole-shard read paths take); else None."""
-        codec = self.array_bytes_codec
-        if (
-            not batch
-            or not isinstance(codec, ShardReading)
-            or self.array_array_codecs
-            or self.bytes_bytes_codecs
-        ):
-            return None
-        return codec
-
-    def _shard_jobs(self, batch: Batch) -> bool:
-        """Whether ``batch`` reads local shards, each whole shard's read one thread job.
-
-        zarr-python's sharding path decodes a shard's inner chunks as asynchronous
-        tasks per shard; with each shard one job in the codec threads (read under
-        its lock, inner chunks decoded in turn) two threads keep two shards busy.
-        """
-        codec = self._shard_reader(batch)
-        if codec is None:
-            return False
-        from zarrext.pipeline.chunk_io import local_file
-
-        return local_file(batch[0][0]) is not None and codec.reads_sync(batch[0][1])
-
-    def _read_shard(self, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]) -> GetResult:
-        from zarrext.pipeline.chunk_io import local_file
-
-        byte_getter, shard_spec, selection, out_selection, _ = item
-        codec = self.array_bytes_codec
-        assert isinstance(codec, ShardReading)
-        path = local_file(byte_getter)
-        assert path is not None
-        into = None
-        if not drop_axes and all(isinstance(s, slice) for s in out_selection):
-            into = out[out_selection]  # a view: inner chunks decode straight into it
-        try:
-            shard = codec.read_local_sync(path, selection, shard_spec, into=into)
-        except DECODE_ERRORS as e:
-            self._raise_decode_error(e, byte_getter)
-        if shard is into is not None:
-            return {"status": "present"}
-        if shard is None:
-            out[out_selection] = shard_spec.fill_value
-            return {"status": "missing"}
-        if drop_axes:
-            shard = shard.squeeze(axis=drop_axes)
-        out[out_selection] = shard
-        return {"status": "present"}
-
     def _threaded(self, batch: Batch, *, write: bool) -> bool:
         """Whether ``batch`` takes the thread-pool path (else zarr's batched one)."""
         if self.transform is None or not batch:
@@ -627,65 +434,6 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             and not sync_io(batch[0][0], write=False)
         )
 
-    def _remote_shards(self, batch: Batch) -> tuple[Batch, Batch] | None:
-        """``batch`` split into whole shards and the rest, when it reads shards of the
-        runtime sharding codec from a store without synchronous IO (else None).
-
-        Whole shards take :func:`zarrext.pipeline.remote.read_shards`; parts of shards keep
-        zarr-python's path (an index request, then the inner chunks' byte ranges).
-        """
-        codec = self._shard_reader(batch)
-        if (
-            codec is None
-            or sync_io(batch[0][0], write=False)
-            or not codec.reads_sync(batch[0][1])
-        ):
-            return None
-        whole = [item for item in batch if item[4]]
-        return whole, [item for item in batch if not item[4]]
-
-    async def _read_remote_shards(
-        self, whole: Batch, rest: Batch, out: NDBuffer, drop_axes: tuple[int, ...]
-    ) -> tuple[GetResult, ...]:
-        from zarrext.pipeline.remote import read_shards
-
-        codec: Any = self.array_bytes_codec
-        workers = codec_workers()
-        small = bool(whole) and chunk_nbytes(inner_chunk_spec(codec, whole[0][1])) < (
-            PARALLEL_READ_MIN_BYTES
-        )
-        shards = read_shards(
-            whole, [self._in_context(item) for item in whole], out, drop_axes,
-            codec=codec, groups=1 if small else workers, pool=codec_pool(workers),
-            on_error=self._raise_decode_error,
-        )
-        if not rest:
-            return await shards
-        got, others = await asyncio.gather(shards, super().read(rest, out, drop_axes))
-        return (*got, *others)
-
-    def _decode_fetched(
-        self,
-        item: Any,
-        chunk: Buffer | None,
-        out: NDBuffer,
-        drop_axes: tuple[int, ...],
-        scatter: Callable[..., GetResult],
-    ) -> GetResult:
-        """Decode one fetched chunk's bytes into ``out`` (in a codec thread)."""
-        byte_getter, chunk_spec, chunk_selection, out_selection, _ = item
-        try:
-            return scatter(
-                chunk,
-                out,
-                chunk_spec=chunk_spec,
-                chunk_selection=chunk_selection,
-                out_selection=out_selection,
-                drop_axes=drop_axes,
-            )
-        except DECODE_ERRORS as e:
-            self._raise_decode_error(e, byte_getter)
-
     async def read(
         self,
         batch_info: Iterable[tuple[ByteGetter, ArraySpec, SelectorTuple, SelectorTuple, bool]],
@@ -693,34 +441,49 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         drop_axes: tuple[int, ...] = (),
     ) -> tuple[GetResult, ...]:
         batch = list(batch_info)
-        if self._shard_jobs(batch):
-            return tuple(await self._run_chunk_jobs(self._read_shard, batch, out, drop_axes))
+        if reads_local_shards(self, batch):
+            return tuple(await self._run_chunk_jobs(
+                functools.partial(read_local_shard, self), batch, out, drop_axes
+            ))
         if self._reads_remote(batch):
             from zarrext.pipeline.remote import read_chunks
 
-            scatter = self._scatter_into(out)
+            assert self.transform is not None
+            scatter = scatter_into(self.transform, out)
             return await read_chunks(
                 batch, [self._in_context(item) for item in batch],
-                functools.partial(self._decode_fetched, out=out, drop_axes=drop_axes,
-                                  scatter=scatter),
+                functools.partial(decode_fetched, out=out, drop_axes=drop_axes,
+                                  scatter=scatter, on_error=self._raise_decode_error),
                 codec_pool(codec_workers()),
             )
-        split = self._remote_shards(batch)
+        split = remote_shards(self, batch)
         if split is not None:
-            return await self._read_remote_shards(*split, out, drop_axes)
+            whole, rest = split
+            shards = read_remote_shards(
+                self, whole, out, drop_axes, min_parallel_bytes=PARALLEL_READ_MIN_BYTES
+            )
+            if not rest:
+                return await shards
+            got, others = await asyncio.gather(shards, super().read(rest, out, drop_axes))
+            return (*got, *others)
         if not self._threaded(batch, write=False):
             return await super().read(batch, out, drop_axes)
-        scatter = self._scatter_into(out)
+        assert self.transform is not None
+        scatter = scatter_into(self.transform, out)
         if isinstance(scatter, DirectDecoder):
+            read_directly = functools.partial(
+                read_chunk_directly, in_context=self._in_context,
+                on_error=self._raise_decode_error,
+            )
             return tuple(
                 await self._run_chunk_jobs(
-                    self._read_chunk_directly, batch, out, drop_axes, scatter,
+                    read_directly, batch, out, drop_axes, scatter,
                     min_parallel_bytes=PARALLEL_READ_MIN_BYTES, in_context=False,
                 )
             )
         return tuple(
             await self._run_chunk_jobs(
-                self._read_chunk, batch, out, drop_axes, scatter,
+                read_chunk, batch, out, drop_axes, scatter, self._raise_decode_error,
                 min_parallel_bytes=PARALLEL_READ_MIN_BYTES,
             )
         )
@@ -742,13 +505,13 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
-        if self._writes_remote_shards(batch):
+        if writes_remote_shards(self, batch):
             from zarrext.pipeline.remote import write_shards
 
             workers = codec_workers()
             await write_shards(
                 batch, [self._in_context(item) for item in batch],
-                functools.partial(self._plan_shard, value=value, drop_axes=drop_axes,
+                functools.partial(plan_shard, self, value=value, drop_axes=drop_axes,
                                   groups=workers),
                 codec_pool(workers),
             )

@@ -43,6 +43,7 @@ from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import Staging, staged_encoding
 from zarrext.pipeline.shard_protocols import ShardWriting
+from zarrext.pipeline.whole_shards import plan_shard
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -278,7 +279,7 @@ class WholeShards:
 
         def write() -> None:
             # the shard's values taken and checked for emptiness as zarr's write does
-            planned = pipeline._plan_shard(item, value=value, drop_axes=(), groups=1)
+            planned = plan_shard(pipeline, item, value=value, drop_axes=(), groups=1)
             shard = None
             if planned is not None:
                 jobs, assemble = planned

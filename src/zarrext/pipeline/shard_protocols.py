@@ -1,10 +1,13 @@
-"""What the codec pipeline calls on zarrext's runtime sharding codec, named as protocols.
+"""What the codec pipeline calls on zarrext's runtime sharding codec, and what its
+whole-shard paths call on the pipeline, named as protocols.
 
 The runtime sharding codec (:class:`zarrext.sharding.codec.RuntimeShardingCodec`)
 runs its inner chunks through :class:`zarrext.pipeline.ZarrextCodecPipeline`; the
 pipeline in turn reads and writes whole shards through the codec. It knows the
 codec only by these protocols, so that the imports go one way: the sharding
 package uses the pipeline, the pipeline does not import the sharding package.
+Likewise the whole-shard paths (:mod:`zarrext.pipeline.whole_shards`) know the
+pipeline only as :class:`ShardPipeline`: the pipeline imports them, not the reverse.
 """
 
 from __future__ import annotations
@@ -12,9 +15,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    import contextvars
     from collections.abc import Callable
     from pathlib import Path
+    from typing import NoReturn
 
+    from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.indexing import SelectorTuple
@@ -76,3 +82,25 @@ class ShardWriting(Protocol):
     def per_shard_spec[T](
         self, what: str, shard_spec: ArraySpec, build: Callable[[ArraySpec], T]
     ) -> T: ...
+
+
+class ShardPipeline(Protocol):
+    """The codec pipeline as its whole-shard paths use it
+    (:class:`zarrext.pipeline.ZarrextCodecPipeline`): its codecs, a chunk's context
+    and how a codec's error is raised, named here so that
+    :mod:`zarrext.pipeline.whole_shards` need not import the pipeline."""
+
+    @property
+    def array_array_codecs(self) -> tuple[ArrayArrayCodec, ...]: ...
+
+    @property
+    def array_bytes_codec(self) -> ArrayBytesCodec: ...
+
+    @property
+    def bytes_bytes_codecs(self) -> tuple[BytesBytesCodec, ...]: ...
+
+    def _in_context(
+        self, item: Any, caller: contextvars.Context | None = None
+    ) -> contextvars.Context: ...
+
+    def _raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn: ...

@@ -27,6 +27,7 @@ from zarrext._zarr_compat import (
 )
 from zarrext.codecs.chunk_context import chunk_index, inner_origin
 from zarrext.errors import DECODE_ERRORS, ChunkDecodeError, is_decode_error
+from zarrext.pipeline.chunk_reads import scatter_into
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.shard_encoder import ShardEncoder
 
@@ -149,7 +150,8 @@ class RuntimeShardingCodec(ShardingCodec):
         pipeline = self._get_inner_pipeline(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
         origin = inner_origin.get()
-        scatter = pipeline._scatter_into(out)
+        assert pipeline.transform is not None
+        scatter = scatter_into(pipeline.transform, out)
         codecs = pipeline.transform.codecs if pipeline.transform is not None else ()
 
         def decode(item: Any, chunk: Buffer | None) -> None:

@@ -1,0 +1,210 @@
+"""The codec pipeline's whole-shard paths: shards of the runtime sharding codec read and
+written as one job each, not inner chunk by inner chunk through zarr-python's path.
+
+They apply when the runtime sharding codec stands alone in the chain (no codec around
+it) and its inner codecs have a synchronous path:
+
+- a local shard is read whole in a codec thread, under its lock, its inner chunks
+  decoded in turn (:func:`reads_local_shards`, :func:`read_local_shard`);
+- whole shards of a store without synchronous IO are fetched with one request each and
+  decoded in the codec threads (:func:`remote_shards`, :func:`read_remote_shards`,
+  through :func:`zarrext.pipeline.remote.read_shards`);
+- whole shards written to such a store are encoded in the codec threads and uploaded
+  with one request each (:func:`writes_remote_shards`, :func:`plan_shard`, through
+  :func:`zarrext.pipeline.remote.write_shards`).
+
+Each function takes the pipeline (:class:`zarrext.pipeline.ZarrextCodecPipeline`),
+known here by what it is asked (:class:`~zarrext.pipeline.shard_protocols.ShardPipeline`),
+and calls the sharding codec through
+:mod:`zarrext.pipeline.shard_protocols`, so that the pipeline imports this module and
+not the reverse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from zarr.core.chunk_utils import merge_and_encode_chunk
+
+from zarrext._zarr_compat import inner_chunk_spec
+from zarrext.codecs.specs import chunk_nbytes
+from zarrext.errors import DECODE_ERRORS
+from zarrext.pipeline.chunk_io import local_file, sync_io
+from zarrext.pipeline.codec_threads import codec_pool, codec_workers
+from zarrext.pipeline.shard_protocols import (
+    ShardPipeline,
+    ShardReading,
+    ShardWriting,
+    no_decode,
+)
+
+if TYPE_CHECKING:
+    from zarr.abc.codec import GetResult
+    from zarr.core.array_spec import ArraySpec
+    from zarr.core.buffer import Buffer, NDBuffer
+    from zarr.core.indexing import SelectorTuple
+
+    Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+
+__all__ = [
+    "plan_shard",
+    "read_local_shard",
+    "read_remote_shards",
+    "reads_local_shards",
+    "remote_shards",
+    "shard_reader",
+    "writes_remote_shards",
+]
+
+
+def shard_reader(pipeline: ShardPipeline, batch: Batch) -> ShardReading | None:
+    """The runtime sharding codec, when ``batch`` reads its shards with no other
+    codec around it (the case the whole-shard read paths take); else None."""
+    codec = pipeline.array_bytes_codec
+    if (
+        not batch
+        or not isinstance(codec, ShardReading)
+        or pipeline.array_array_codecs
+        or pipeline.bytes_bytes_codecs
+    ):
+        return None
+    return codec
+
+
+def reads_local_shards(pipeline: ShardPipeline, batch: Batch) -> bool:
+    """Whether ``batch`` reads local shards, each whole shard's read one thread job.
+
+    zarr-python's sharding path decodes a shard's inner chunks as asynchronous
+    tasks per shard; with each shard one job in the codec threads (read under
+    its lock, inner chunks decoded in turn) two threads keep two shards busy.
+    """
+    codec = shard_reader(pipeline, batch)
+    if codec is None:
+        return False
+    return local_file(batch[0][0]) is not None and codec.reads_sync(batch[0][1])
+
+
+def read_local_shard(
+    pipeline: ShardPipeline, item: Any, out: NDBuffer, drop_axes: tuple[int, ...]
+) -> GetResult:
+    """Read the local shard of ``item`` into ``out`` (a job of the codec threads)."""
+    byte_getter, shard_spec, selection, out_selection, _ = item
+    codec = pipeline.array_bytes_codec
+    assert isinstance(codec, ShardReading)
+    path = local_file(byte_getter)
+    assert path is not None
+    into = None
+    if not drop_axes and all(isinstance(s, slice) for s in out_selection):
+        into = out[out_selection]  # a view: inner chunks decode straight into it
+    try:
+        shard = codec.read_local_sync(path, selection, shard_spec, into=into)
+    except DECODE_ERRORS as e:
+        pipeline._raise_decode_error(e, byte_getter)
+    if shard is into is not None:
+        return {"status": "present"}
+    if shard is None:
+        out[out_selection] = shard_spec.fill_value
+        return {"status": "missing"}
+    if drop_axes:
+        shard = shard.squeeze(axis=drop_axes)
+    out[out_selection] = shard
+    return {"status": "present"}
+
+
+def remote_shards(pipeline: ShardPipeline, batch: Batch) -> tuple[Batch, Batch] | None:
+    """``batch`` split into whole shards and the rest, when it reads shards of the
+    runtime sharding codec from a store without synchronous IO (else None).
+
+    Whole shards take :func:`zarrext.pipeline.remote.read_shards`; parts of shards keep
+    zarr-python's path (an index request, then the inner chunks' byte ranges).
+    """
+    codec = shard_reader(pipeline, batch)
+    if (
+        codec is None
+        or sync_io(batch[0][0], write=False)
+        or not codec.reads_sync(batch[0][1])
+    ):
+        return None
+    whole = [item for item in batch if item[4]]
+    return whole, [item for item in batch if not item[4]]
+
+
+def read_remote_shards(
+    pipeline: ShardPipeline,
+    whole: Batch,
+    out: NDBuffer,
+    drop_axes: tuple[int, ...],
+    *,
+    min_parallel_bytes: int,
+) -> Awaitable[tuple[GetResult, ...]]:
+    """The reads of the whole shards ``whole`` into ``out``, each fetched with one
+    request and decoded in the codec threads; shards whose inner chunks are
+    smaller than ``min_parallel_bytes`` (decoded) are each decoded in one job."""
+    from zarrext.pipeline.remote import read_shards
+
+    codec: Any = pipeline.array_bytes_codec
+    workers = codec_workers()
+    small = bool(whole) and chunk_nbytes(inner_chunk_spec(codec, whole[0][1])) < (
+        min_parallel_bytes
+    )
+    return read_shards(
+        whole, [pipeline._in_context(item) for item in whole], out, drop_axes,
+        codec=codec, groups=1 if small else workers, pool=codec_pool(workers),
+        on_error=pipeline._raise_decode_error,
+    )
+
+
+def writes_remote_shards(pipeline: ShardPipeline, batch: Batch) -> bool:
+    """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
+    zarr-python's layout) to a store without synchronous IO: each shard encoded
+    in the codec threads and uploaded with one request
+    (:func:`zarrext.pipeline.remote.write_shards`). A write of part of a shard keeps
+    zarr-python's path (the stored shard read, merged, written)."""
+    codec = pipeline.array_bytes_codec
+    return (
+        bool(batch)
+        and isinstance(codec, ShardWriting)
+        and not pipeline.array_array_codecs
+        and not pipeline.bytes_bytes_codecs
+        and all(item[4] for item in batch)
+        and not sync_io(batch[0][0], write=True)
+        and codec.writes_sync(batch[0][1])
+    )
+
+
+def plan_shard(
+    pipeline: ShardPipeline,
+    item: Any,
+    *,
+    value: NDBuffer,
+    drop_axes: tuple[int, ...],
+    groups: int,
+) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
+    """A whole shard's encoding as jobs for the codec threads and the step that
+    lays it out (:meth:`~zarrext.pipeline.shard_protocols.ShardWriting.encode_jobs`), or
+    None when the shard is only fill values (not stored), in a codec thread.
+    The shard's values are taken from ``value`` and checked for emptiness as
+    zarr's ``merge_and_encode_chunk`` does: its encoder here plans, encodes
+    nothing."""
+    _, shard_spec, chunk_selection, out_selection, is_complete = item
+    codec = pipeline.array_bytes_codec
+    assert isinstance(codec, ShardWriting)
+    planned: list[tuple[list[Callable[[], None]], Callable[[], Buffer | None]]] = []
+
+    def plan(shard_array: NDBuffer, spec: ArraySpec) -> Buffer | None:
+        planned.append(codec.encode_jobs(shard_array, spec, groups=groups))
+        return spec.prototype.buffer.create_zero_length()  # "not empty"
+
+    stored = merge_and_encode_chunk(
+        None,
+        value,
+        chunk_spec=shard_spec,
+        chunk_selection=chunk_selection,
+        out_selection=out_selection,
+        is_complete=is_complete,
+        drop_axes=drop_axes,
+        decode=no_decode,
+        encode=plan,
+    )
+    return None if stored is None else planned[0]
