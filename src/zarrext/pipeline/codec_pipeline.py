@@ -290,7 +290,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
     # -- chunk jobs in threads ------------------------------------------------------
 
-    def _in_context(
+    def context_of(
         self, item: Any, caller: contextvars.Context | None = None
     ) -> contextvars.Context:
         """A copy of the caller's context (``caller``, else the current one) with
@@ -317,11 +317,11 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         Each job runs in a copy of the caller's context with its chunk's index
         set; with ``in_context`` False, outside it, as ``job(item, *args,
         caller)`` (``caller`` the caller's context): a job that runs no codec
-        makes its chunk's context only where it needs one (:meth:`_in_context`).
+        makes its chunk's context only where it needs one (:meth:`context_of`).
         """
         # Contexts are made here, before any job runs: a job sets the variables
         # its chunk's codecs read, and must not see another chunk's.
-        contexts = [self._in_context(item) for item in batch] if in_context else None
+        contexts = [self.context_of(item) for item in batch] if in_context else None
         return await run_chunk_jobs(
             job, batch, *args, contexts=contexts, min_parallel_bytes=min_parallel_bytes
         )
@@ -353,7 +353,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             return f"array {(text[: len(text) - len(key)] + array).rstrip('/')!r}"
         return array_label(array)
 
-    def _raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
+    def raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
         """Raise ``error``, raised decoding the chunk of ``key_holder``, as a
         ChunkDecodeError naming the array, the chunk's key and the codec, ``from`` the
         codec's own error. (Only called on failure: the chunk's place is worked out
@@ -451,9 +451,9 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             assert self.transform is not None
             scatter = scatter_into(self.transform, out)
             return await read_chunks(
-                batch, [self._in_context(item) for item in batch],
+                batch, [self.context_of(item) for item in batch],
                 functools.partial(decode_fetched, out=out, drop_axes=drop_axes,
-                                  scatter=scatter, on_error=self._raise_decode_error),
+                                  scatter=scatter, on_error=self.raise_decode_error),
                 codec_pool(codec_workers()),
             )
         split = remote_shards(self, batch)
@@ -472,8 +472,8 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         scatter = scatter_into(self.transform, out)
         if isinstance(scatter, DirectDecoder):
             read_directly = functools.partial(
-                read_chunk_directly, in_context=self._in_context,
-                on_error=self._raise_decode_error,
+                read_chunk_directly, in_context=self.context_of,
+                on_error=self.raise_decode_error,
             )
             return tuple(
                 await self._run_chunk_jobs(
@@ -483,7 +483,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             )
         return tuple(
             await self._run_chunk_jobs(
-                read_chunk, batch, out, drop_axes, scatter, self._raise_decode_error,
+                read_chunk, batch, out, drop_axes, scatter, self.raise_decode_error,
                 min_parallel_bytes=PARALLEL_READ_MIN_BYTES,
             )
         )
@@ -510,7 +510,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
             workers = codec_workers()
             await write_shards(
-                batch, [self._in_context(item) for item in batch],
+                batch, [self.context_of(item) for item in batch],
                 functools.partial(plan_shard, self, value=value, drop_axes=drop_axes,
                                   groups=workers),
                 codec_pool(workers),
@@ -521,7 +521,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
 
             workers = codec_workers()
             await write_chunks(
-                batch, [self._in_context(item) for item in batch],
+                batch, [self.context_of(item) for item in batch],
                 functools.partial(self._encode_merged, value=value, drop_axes=drop_axes),
                 codec_pool(workers), encoders=workers,
             )
@@ -581,7 +581,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
             try:
                 return await BatchedCodecPipeline.read_batch(self, batch, out, drop_axes)
             except DECODE_ERRORS as e:
-                self._raise_decode_error(e, batch[0][0])
+                self.raise_decode_error(e, batch[0][0])
 
         results = await self._per_chunk(list(batch_info), run)
         return tuple(r for chunk_results in results for r in chunk_results)

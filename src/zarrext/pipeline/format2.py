@@ -45,9 +45,9 @@ class Format2Pipeline(ZarrextCodecPipeline):
     named: str = ""
     """The codecs as ``.zarray`` names them (:func:`format_2_codecs`)."""
 
-    def _raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
+    def raise_decode_error(self, error: BaseException, key_holder: object) -> NoReturn:
         try:
-            super()._raise_decode_error(error, key_holder)
+            super().raise_decode_error(error, key_holder)
         except ChunkDecodeError as e:
             named = ChunkDecodeError(_reason(e.reason), array=e.array, key=e.key,
                                      codec=self.named or None, inner=e.inner)

@@ -107,7 +107,7 @@ class ShardEncoder:
         memory the caller reuses, so bytes that are a view of them (a chain that
         stores the values' bytes as they are) are copied.
         """
-        context = self.inner._in_context((ChunkInShard(coords), self.chunk_spec))
+        context = self.inner.context_of((ChunkInShard(coords), self.chunk_spec))
         encode = (
             self._encode
             if self._first_value is not None and self._first_value.differs(values)
@@ -291,7 +291,7 @@ class WholeShards:
             else:
                 byte_setter.set_sync(shard)
 
-        pipeline._in_context(item).run(write)
+        pipeline.context_of(item).run(write)
         return True
 
     def takes_chunks(self, region: tuple[slice, ...]) -> bool:
@@ -332,4 +332,4 @@ class WholeShards:
             else:
                 sync(byte_setter.set(joined(parts)))
 
-        self.pipeline._in_context(item).run(encoder.encode_from_chunks, chunk_values, store)
+        self.pipeline.context_of(item).run(encoder.encode_from_chunks, chunk_values, store)

@@ -100,7 +100,7 @@ def read_local_shard(
     try:
         shard = codec.read_local_sync(path, selection, shard_spec, into=into)
     except DECODE_ERRORS as e:
-        pipeline._raise_decode_error(e, byte_getter)
+        pipeline.raise_decode_error(e, byte_getter)
     if shard is into is not None:
         return {"status": "present"}
     if shard is None:
@@ -149,9 +149,9 @@ def read_remote_shards(
         min_parallel_bytes
     )
     return read_shards(
-        whole, [pipeline._in_context(item) for item in whole], out, drop_axes,
+        whole, [pipeline.context_of(item) for item in whole], out, drop_axes,
         codec=codec, groups=1 if small else workers, pool=codec_pool(workers),
-        on_error=pipeline._raise_decode_error,
+        on_error=pipeline.raise_decode_error,
     )
 
 
