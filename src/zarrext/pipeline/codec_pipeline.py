@@ -104,7 +104,7 @@ if TYPE_CHECKING:
     from zarr.core.indexing import SelectorTuple
     from zarr.core.metadata import ArrayV3Metadata
 
-    Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+    from zarrext.pipeline.shard_protocols import Batch
 
 
 # Chunks smaller than these (decoded bytes) are read / written by one codec thread:

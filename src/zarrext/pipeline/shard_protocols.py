@@ -25,6 +25,10 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.indexing import SelectorTuple
 
+    Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+    """A batch of chunks as zarr's codec pipeline hands it over: (byte getter or
+    setter, chunk spec, chunk selection, output selection, whether the chunk is whole)."""
+
 
 @runtime_checkable
 class ShardReading(Protocol):

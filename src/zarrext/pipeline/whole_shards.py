@@ -43,9 +43,8 @@ if TYPE_CHECKING:
     from zarr.abc.codec import GetResult
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
-    from zarr.core.indexing import SelectorTuple
 
-    Batch = list[tuple[Any, ArraySpec, SelectorTuple, SelectorTuple, bool]]
+    from zarrext.pipeline.shard_protocols import Batch
 
 __all__ = [
     "plan_shard",
