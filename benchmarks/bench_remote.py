@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -52,7 +53,7 @@ from zarr.core.dtype import Float32
 
 import zarrext
 from bench_scale import INNER, KEY, LEVEL, SECRET, SHARD, Bucket, measure_raw, ts_spec
-from timing import interleave
+from timing import Runs, interleave
 from zarrext import quantize
 
 HERE = Path(__file__).resolve().parent
@@ -121,6 +122,18 @@ def _row(
     busy = f"{cpu:6.2f} s {cpu / t / CORES:5.0%}" if cpu is not None else ""
     print(f"  {name:<58} {t:7.2f} s {mib / t:7.0f} MiB/s {ratio} {median} {of_limit} {busy}",
           flush=True)
+
+
+def _read_rounds(reads: Runs, reference: str, name: str) -> None:
+    """Each round's ratio of ``name``'s read rate to ``reference``'s, and both reads'
+    CPU in this process (user+system, ms; moto's is apart), with the load now."""
+    ratios = [r / t for r, t in zip(reads.seconds[reference], reads.seconds[name], strict=True)]
+    print(f"  {name} / {reference} by round: {' '.join(f'{x:.2f}' for x in ratios)} "
+          f"(median {statistics.median(ratios):.2f}; load average "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())})")
+    for who in (name, reference):
+        cells = " ".join(f"{u * 1e3:.0f}+{s * 1e3:.0f}" for u, s in reads.cpu[who])
+        print(f"    CPU by round, ms (user+system), {who}: {cells}")
 
 
 def _header(title: str, reference: str, limit: str, cpu: bool = False) -> None:
@@ -250,7 +263,8 @@ def main() -> None:
                 PAD: lambda: zarrext.open_array(
                     bucket.url("pad.zarr"), storage_options=so, mode="r")[:],
             }
-            reads = interleave(readers, args.repeat)
+            # reversed every other round: no reader is always first (or last) of a round
+            reads = interleave(readers, args.repeat, alternate_order=True)
             _header(f"read, best of {args.repeat} (pad: / tensorstore unsharded)", "tensorstore",
                     "of moto")
             for name in readers:
@@ -258,6 +272,7 @@ def main() -> None:
                     "tensorstore, zstd")
                 _row(name, reads.best(name), mib, reads.best(reference), stored / raw.get,
                      paired=reads.paired_ratio(reference, name))
+            _read_rounds(reads, "tensorstore, zstd", "zarrext, its conditional(zstd)")
 
         # -- ingest on a cluster -----------------------------------------------------------
         if "ingest" in rows:

@@ -9,7 +9,11 @@ deal with that:
   the median, or the median of the paired ratios of two contenders (each pair run
   back to back shares the load of its moment; the median ignores pairs hit by a
   burst). ``alternate_order`` reverses the order every other round: the first run of
-  a round measures a little slower here.
+  a round measures a little slower here. Each call also has its process CPU time,
+  user and system apart (``resource.getrusage``): less swayed by load than the wall
+  time, and a call slowed by the kernel (zeroing fresh pages for a new output, say)
+  shows as system time. A garbage collection runs untimed before each call, so
+  that none lands in one contender's time for garbage another made.
 * :func:`timed` times one call (or the median of several), optionally after
   ``os.sync()`` so that earlier writes' writeback does not throttle it.
 * :func:`best_of` is the best of ``repeat`` calls of one function.
@@ -21,8 +25,10 @@ documentation's performance tables and plots from them.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import resource
 import statistics
 import time
 from collections.abc import Callable, Mapping
@@ -41,10 +47,13 @@ class Runs:
         Each contender's times, one per round.
     results : dict of str to object
         Each contender's return value in the last round.
+    cpu : dict of str to list of (float, float)
+        Each contender's process CPU seconds, (user, system), one per round.
     """
 
     seconds: dict[str, list[float]] = field(default_factory=dict)
     results: dict[str, Any] = field(default_factory=dict)
+    cpu: dict[str, list[tuple[float, float]]] = field(default_factory=dict)
 
     def best(self, name: str) -> float:
         """Fastest time of ``name``."""
@@ -62,6 +71,10 @@ class Runs:
         """Median over rounds of ``numerator``'s time / ``denominator``'s time."""
         pairs = zip(self.seconds[numerator], self.seconds[denominator], strict=True)
         return statistics.median(a / b for a, b in pairs)
+
+    def cpu_seconds(self, name: str) -> list[float]:
+        """``name``'s process CPU seconds (user + system), one per round."""
+        return [user + system for user, system in self.cpu[name]]
 
 
 def interleave(
@@ -91,16 +104,22 @@ def interleave(
     """
     if repeat < 1:
         raise ValueError(f"interleave needs at least one round, got repeat={repeat}")
-    runs = Runs({name: [] for name in fns})
+    runs = Runs({name: [] for name in fns}, cpu={name: [] for name in fns})
     names = list(fns)
     for round_ in range(repeat):
         order = names[::-1] if alternate_order and round_ % 2 else names
         for name in order:
             if before is not None:
                 before(name)
+            gc.collect()
+            start = resource.getrusage(resource.RUSAGE_SELF)
             t0 = time.perf_counter()
             runs.results[name] = fns[name]()
             runs.seconds[name].append(time.perf_counter() - t0)
+            end = resource.getrusage(resource.RUSAGE_SELF)
+            runs.cpu[name].append(
+                (end.ru_utime - start.ru_utime, end.ru_stime - start.ru_stime)
+            )
     return runs
 
 

@@ -108,3 +108,13 @@ def test_timed_sync_flushes_once_before_timing(
 def test_interleave_refuses_no_rounds(timing: ModuleType):
     with pytest.raises(ValueError, match="at least one round"):
         timing.interleave({"a": lambda: None}, 0)
+
+
+def test_interleave_keeps_each_calls_user_and_system_cpu(timing: ModuleType):
+    def busy() -> int:
+        return sum(range(2_000_000))
+
+    runs = timing.interleave({"busy": busy, "idle": lambda: None}, 2)
+    assert [len(runs.cpu[name]) for name in ("busy", "idle")] == [2, 2]
+    assert all(user >= 0 and system >= 0 for user, system in runs.cpu["idle"])
+    assert min(runs.cpu_seconds("busy")) > max(runs.cpu_seconds("idle"))
