@@ -26,11 +26,9 @@ class ChunkObjectReader:
     fill value, as ``src[region]`` reads them.
 
     ``src[region]`` hands each chunk to the event loop and to codec threads and
-    back; converting, every thread already has a write unit of its own. Measured
-    (bench_convert, 2 busy cores), the whole unit in its thread with
-    :class:`~zarrext.jobs.convert.shards.ShardWriter` is 5-15 % faster than
-    ``src[region]`` and ``dst[region] =``: a conversion is bound by decoding, encoding
-    and writing (CPU), not idle.
+    back; converting, every thread already has a write unit of its own, so the whole
+    unit stays in its thread (with :class:`~zarrext.jobs.convert.shards.ShardWriter`):
+    a conversion is bound by decoding, encoding and writing, not idle.
     """
 
     store: Any

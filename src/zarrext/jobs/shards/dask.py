@@ -163,12 +163,9 @@ def write_dask(
     A ``dask.distributed`` nanny starts its workers with
     ``MALLOC_TRIM_THRESHOLD_=65536`` (``distributed.nanny.pre-spawn-environ``), so
     that workers hand freed memory back to the system. glibc then serves every
-    buffer over 128 KiB as fresh memory, faulted in page by page: on this
-    project's 2-core machine the same 256 MiB sharded ``conditional(zstd)`` write
-    cost 1.65 s of CPU in a process started with that setting against 0.85 s
-    without, and ``write_dask`` on a 2-process ``LocalCluster`` ran at 0.57x of
-    one process with it, 0.81x without (``benchmarks/bench_remote.py --rows
-    ingest``). zarrext reuses its codec threads' memory for large inner chunks
+    buffer over 128 KiB as fresh memory, faulted in page by page, which can double
+    a sharded write's CPU (``benchmarks/bench_remote.py --rows ingest`` shows it).
+    zarrext reuses its codec threads' memory for large inner chunks
     (:class:`zarrext.pipeline.scratch.Staging`), which halves those page faults; zstd's own
     buffers remain. Whether to trade the setting's memory behaviour for that CPU is
     the cluster owner's choice: set ``distributed.nanny.pre-spawn-environ`` before
