@@ -391,11 +391,9 @@ class ConditionalCodec(BytesBytesCodec):
         index = current_chunk_index()
         chunk = ChunkEncoding(index, self._codec_infos, chunk_bytes, encode_step)
         mask, payload = self.decision.choose(chunk)
-        if type(mask) is not int or mask < 0 or mask >> len(self.codecs):
-            # the message (naming the chunk) built only for a mask to refuse
-            mask = check_mask(
-                mask, len(self.codecs), f"{self.name} codec, {describe_chunk(index)}"
-            )
+        mask = check_mask(
+            mask, len(self.codecs), lambda: f"{self.name} codec, {describe_chunk(index)}"
+        )
         return self._with_header(mask, payload, chunk_spec)
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

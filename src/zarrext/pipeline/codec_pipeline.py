@@ -342,7 +342,7 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
                 array = key[: -len(tail)].rstrip("/")
         return array, key
 
-    def _written_array(self, batch: Batch) -> str:
+    def written_array(self, batch: Batch) -> str:
         """The array ``batch`` writes to, as a refusal names it (its store and path)."""
         if not batch:
             return array_label(self.array_path)
@@ -497,10 +497,10 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         batch = list(batch_info)
         if self.storable is not None and batch:
             # the whole write's values, before any chunk of it is encoded
-            self.storable.refuse(value.as_numpy_array(), self._written_array(batch))
+            self.storable.refuse(value.as_numpy_array(), self.written_array(batch))
         if self.lost_fill_value is not None:
             await self.lost_fill_value.refuse(
-                batch, self._written_array(batch), lambda setter: self._where(setter)[1]
+                batch, self.written_array(batch), lambda setter: self._where(setter)[1]
             )
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))

@@ -274,7 +274,7 @@ class WholeShards:
         pipeline = self.pipeline
         value = self.spec.prototype.nd_buffer.from_ndarray_like(values)
         if pipeline.storable is not None:
-            pipeline.storable.refuse(value.as_numpy_array(), pipeline._written_array([item]))
+            pipeline.storable.refuse(value.as_numpy_array(), pipeline.written_array([item]))
         byte_setter = item[0]
 
         def write() -> None:

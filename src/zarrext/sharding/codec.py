@@ -146,7 +146,7 @@ class RuntimeShardingCodec(ShardingCodec):
         """How one inner chunk is decoded into ``out`` (the selection's buffer): a
         function of ``(indexer item, chunk bytes or None)``, run with the inner
         chunk's array-wide index set (from the shard's origin in the caller's
-        context, :data:`zarrext.codecs.chunk_context._inner_origin`)."""
+        context, :data:`zarrext.codecs.chunk_context.inner_origin`)."""
         pipeline = self._get_inner_pipeline(shard_spec)
         chunk_spec = inner_chunk_spec(self, shard_spec)
         origin = inner_origin.get()

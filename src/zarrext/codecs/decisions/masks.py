@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from zarrext.codecs.decisions.base import DecisionError
@@ -33,17 +35,21 @@ def lowest_bit_beyond(mask: int, n_codecs: int) -> int | None:
     return n_codecs + (extra & -extra).bit_length() - 1 if extra else None
 
 
-def check_mask(mask: int, n_codecs: int, where: str) -> int:
-    """Refuse masks that set bits beyond the configured codecs."""
+def check_mask(mask: int, n_codecs: int, where: str | Callable[[], str]) -> int:
+    """Refuse masks that set bits beyond the configured codecs, naming ``where`` (or
+    what ``where()`` returns: a message made only for a mask refused)."""
+    def named() -> str:
+        return where() if callable(where) else where
+
     if isinstance(mask, bool) or not isinstance(mask, int | np.integer):
-        raise DecisionError(f"{where}: mask must be an integer, got {mask!r}")
+        raise DecisionError(f"{named()}: mask must be an integer, got {mask!r}")
     mask = int(mask)
     if mask < 0:
-        raise DecisionError(f"{where}: mask must be >= 0, got {mask}")
+        raise DecisionError(f"{named()}: mask must be >= 0, got {mask}")
     bit = lowest_bit_beyond(mask, n_codecs)
     if bit is not None:
         raise DecisionError(
-            f"{where}: mask {format_mask(mask, n_codecs)} sets bit {bit}, but only {n_codecs} "
-            "nested codecs are configured"
+            f"{named()}: mask {format_mask(mask, n_codecs)} sets bit {bit}, but only "
+            f"{n_codecs} nested codecs are configured"
         )
     return mask
