@@ -43,7 +43,7 @@ from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import Staging, staged_encoding
 from zarrext.pipeline.shard_protocols import ShardWriting
-from zarrext.pipeline.whole_shards import plan_shard
+from zarrext.pipeline.whole_shards import plan_shard, shard_writer
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -252,16 +252,8 @@ class WholeShards:
     def _encoder(self) -> ShardEncoder | None:
         """The encoder of a whole shard: the runtime sharding codec alone, with
         zarr-python's layout and inner codecs that have a synchronous path."""
-        pipeline = self.pipeline
-        codec = pipeline.array_bytes_codec
-        if (
-            isinstance(codec, ShardWriting)
-            and not pipeline.array_array_codecs
-            and not pipeline.bytes_bytes_codecs
-            and codec.writes_sync(self.spec)
-        ):
-            return ShardEncoder.of(codec, self.spec)
-        return None
+        codec = shard_writer(self.pipeline, self.spec)
+        return None if codec is None else ShardEncoder.of(codec, self.spec)
 
     def write(self, region: tuple[slice, ...], values: np.ndarray) -> bool:
         """Write ``values`` into ``region``, one whole shard, with the store's

@@ -53,6 +53,7 @@ __all__ = [
     "reads_local_shards",
     "remote_shards",
     "shard_reader",
+    "shard_writer",
     "writes_remote_shards",
 ]
 
@@ -154,21 +155,32 @@ def read_remote_shards(
     )
 
 
+def shard_writer(pipeline: ShardPipeline, shard_spec: ArraySpec) -> ShardWriting | None:
+    """The runtime sharding codec, when it writes whole shards of ``shard_spec`` with
+    no other codec around it and zarr-python's layout (the case the whole-shard
+    write paths take); else None."""
+    codec = pipeline.array_bytes_codec
+    if (
+        not isinstance(codec, ShardWriting)
+        or pipeline.array_array_codecs
+        or pipeline.bytes_bytes_codecs
+        or not codec.writes_sync(shard_spec)
+    ):
+        return None
+    return codec
+
+
 def writes_remote_shards(pipeline: ShardPipeline, batch: Batch) -> bool:
     """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
     zarr-python's layout) to a store without synchronous IO: each shard encoded
     in the codec threads and uploaded with one request
     (:func:`zarrext.pipeline.remote.write_shards`). A write of part of a shard keeps
     zarr-python's path (the stored shard read, merged, written)."""
-    codec = pipeline.array_bytes_codec
     return (
         bool(batch)
-        and isinstance(codec, ShardWriting)
-        and not pipeline.array_array_codecs
-        and not pipeline.bytes_bytes_codecs
         and all(item[4] for item in batch)
+        and shard_writer(pipeline, batch[0][1]) is not None
         and not sync_io(batch[0][0], write=True)
-        and codec.writes_sync(batch[0][1])
     )
 
 
