@@ -1,6 +1,6 @@
-"""shuffle's planes taken with integer shifts (element sizes 2, 4, 8), and the elements
-rebuilt from them with shifts (2, 4), are the transposition's, byte for byte, for any
-bytes, element size and length."""
+"""shuffle's planes taken with integer shifts in one call (element sizes 2, 4; others by
+the transposed copy), and the elements rebuilt from them with shifts (2, 4), are the
+transposition's, byte for byte, for any bytes, element size and length."""
 
 from __future__ import annotations
 
