@@ -671,3 +671,33 @@ def test_every_name_of_the_stores_package_imports_from_it() -> None:
             "error_words", "not_found_errors", "passed_through_errors", "bounded_options",
             "fsspec_takes",
         }, module.name
+
+
+def test_a_location_opened_again_reuses_obstores_store_while_nothing_it_reads_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """obstore's store (its HTTP client and connections) is made once per URL, options,
+    environment and process: the same again gets it back; a change in any gets a new one."""
+    import os
+
+    url = "s3://bucket/x.zarr"
+    options = {"endpoint_url": "http://127.0.0.1:9", "key": "k", "secret": "s"}
+
+    def client(url: str = url, **changes: Any) -> Any:
+        store = open_store(url, storage_options={**options, **changes})
+        assert isinstance(store, RemoteObjectStore)
+        return store.store
+
+    first = client()
+    assert client() is first
+    assert open_store(url, mode="r+", storage_options=options).store is first  # a writer too
+    assert client("s3://bucket/y.zarr") is not first
+    assert client(secret="other") is not first
+    assert client(client_options={"timeout": "9s"}) is not first
+    monkeypatch.setenv("AWS_SESSION_TOKEN", "a-new-token")
+    renewed = client()
+    assert renewed is not first
+    assert client() is renewed
+    pid = os.getpid()
+    monkeypatch.setattr(os, "getpid", lambda: pid + 1)  # as in a forked child
+    assert client() is not renewed

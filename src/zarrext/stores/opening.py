@@ -4,8 +4,11 @@ or fsspec's FsspecStore; where a remote store is, and a store at a path within i
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import threading
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +46,48 @@ class _UnknownKey:
     key: str
 
 
+# obstore's stores, one per URL, options and environment, kept for the next open of
+# the same location: building one costs a few milliseconds (its HTTP client, its
+# TLS roots), and a kept store keeps its open connections. Keyed by the process
+# too: a store's runtime does not survive a fork.
+_KEPT_OBSTORES = 32
+_obstores: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_obstores_lock = threading.Lock()
+
+
+def _obstore_key(text: str, options: ObstoreOptions) -> tuple[Any, ...]:
+    """What makes two of obstore's stores alike: the URL, the options and the
+    environment it reads credentials and proxies from, in this process."""
+    given = json.dumps(
+        [options.config, options.client_options, options.retry_config], sort_keys=True,
+        default=str,
+    )
+    return os.getpid(), text, given, tuple(sorted(os.environ.items()))
+
+
+def _obstore_from_url(text: str, options: ObstoreOptions) -> Any:
+    """obstore's store for ``text``: the one made for the same key (see
+    :func:`_obstore_key`) when it is among the last :data:`_KEPT_OBSTORES`, else a new one."""
+    from obstore.store import from_url
+
+    key = _obstore_key(text, options)
+    with _obstores_lock:
+        if key in _obstores:
+            _obstores.move_to_end(key)
+            return _obstores[key]
+    store = from_url(
+        text,
+        config=options.config or None,  # type: ignore[arg-type]
+        client_options=options.client_options or None,  # type: ignore[arg-type]
+        retry_config=options.retry_config,  # type: ignore[arg-type]
+    )
+    with _obstores_lock:
+        _obstores[key] = store
+        while len(_obstores) > _KEPT_OBSTORES:
+            _obstores.popitem(last=False)
+    return store
+
+
 def _open_obstore(
     text: str, options: ObstoreOptions, read_only: bool
 ) -> Store | _UnknownKey | None:
@@ -50,17 +95,11 @@ def _open_obstore(
     obstore does not know when it refuses one of the options (fsspec may know it)."""
     try:
         from obstore.exceptions import BaseError, UnknownConfigurationKeyError
-        from obstore.store import from_url
     except ImportError:
         return None
     options, bound = bounded_options(options, store_timeout())
     try:
-        store = from_url(
-            text,
-            config=options.config or None,  # type: ignore[arg-type]
-            client_options=options.client_options or None,  # type: ignore[arg-type]
-            retry_config=options.retry_config,  # type: ignore[arg-type]
-        )
+        store = _obstore_from_url(text, options)
     except UnknownConfigurationKeyError as e:
         named = re.search(r"key: '([^']*)'", str(e)) or re.search(r'key: "([^"]*)"', str(e))
         return _UnknownKey(named.group(1) if named else "?")
