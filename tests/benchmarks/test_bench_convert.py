@@ -59,7 +59,10 @@ def check_place(out: str, place: str, same_size: tuple[str, str]) -> None:
     listed = lines[13].removeprefix("  stored: ").split(" (the limit's")[0].split("; ")
     sizes = dict(each.rsplit(" ", 2)[:2] for each in listed)
     assert set(sizes) >= {"source", *ROWS[:4]}, out
-    assert sizes[same_size[0]] == sizes[same_size[1]], out
+    # the same codecs and level; zarrext's writers and zarr-python's use different
+    # builds of zstd (python-zstandard's, numcodecs'), whose outputs differ a little
+    one, other = (float(sizes[label]) for label in same_size)
+    assert abs(one - other) <= 0.05 * max(one, other), out
     assert lines[14].startswith("  load average after the rounds: "), out
 
 

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 import zarr
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
@@ -449,3 +449,53 @@ def test_chunk_files_read_into_thread_memory_give_each_chunk_its_own_values(
     np.testing.assert_array_equal(back, values)
     assert len(sizes) == 4 * 3  # every chunk file went through a thread's read buffer
     assert len(set(sizes)) > 2  # of several sizes: raw, compressed, edge chunks
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    payload=st.binary(max_size=5000) | st.builds(lambda n: bytes(n), st.integers(0, 70_000)),
+    level=st.sampled_from([-131073, -7, -1, 0, 1, 3, 9, 22]),
+    checksum=st.booleans(),
+)
+def test_the_pipelines_zstd_writes_frames_zarrs_zstd_reads(
+    payload: bytes, level: int, checksum: bool
+) -> None:
+    """The pipeline's zstd encoder (a compressor kept per thread): frames that zarr's own
+    zstd (numcodecs) decodes to the input, with the content size and, when asked, the
+    checksum in their header, at every level zarr's zstd takes (up to 22, and below
+    zstd's lowest)."""
+    import zstandard
+    from zarr.core.array_spec import ArrayConfig, ArraySpec
+    from zarr.core.buffer import default_buffer_prototype
+    from zarr.core.dtype import UInt8
+
+    prototype = default_buffer_prototype()
+    spec = ArraySpec(shape=(len(payload),), dtype=UInt8(), fill_value=0,
+                     config=ArrayConfig.from_dict({}), prototype=prototype)
+    chunk = prototype.buffer.from_bytes(payload)
+    ours = scratch.ScratchZstdCodec(level=level, checksum=checksum)
+    frame = ours._encode_sync(chunk, spec)
+    zarrs = ZstdCodec(level=level, checksum=checksum)
+    if payload:
+        assert zarrs._decode_sync(frame, spec).to_bytes() == payload
+    else:  # numcodecs cannot decode a frame of nothing, its own either: the same bytes
+        assert frame.to_bytes() == zarrs._encode_sync(chunk, spec).to_bytes()
+    header = zstandard.get_frame_parameters(frame.to_bytes())
+    assert header.content_size == len(payload)
+    assert header.has_checksum == checksum
+
+
+def test_each_thread_keeps_its_own_zstd_compressor() -> None:
+    """A compressor is not for two threads at once: each thread gets its own, and keeps it."""
+    import threading
+
+    mine = scratch.zstd_compressor(3, False)
+    assert mine is not None
+    assert scratch.zstd_compressor(3, False) is mine
+    assert scratch.zstd_compressor(3, True) is not mine
+    theirs: list[Any] = []
+    worker = threading.Thread(target=lambda: theirs.append(scratch.zstd_compressor(3, False)))
+    worker.start()
+    worker.join()
+    assert theirs[0] is not None
+    assert theirs[0] is not mine

@@ -30,11 +30,13 @@ A shard written to an object store (:class:`Staging`): each large inner chunk is
 encoded in its thread's arena as above, and its encoded bytes are copied out into
 segments that live until the shard is laid out, then serve the next shard.
 
-Outside an arena the encoders below are exactly zarr's and zarrext's.
+Outside an arena the encoders below are zarr's and zarrext's, but for zstd, which
+encodes with a compressor each thread keeps (:func:`zstd_compressor`).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import threading
 from collections.abc import Iterable, Iterator
@@ -43,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import imagecodecs
 import numpy as np
+import zstandard
 from zarr.codecs import BytesCodec, ZstdCodec
 
 from zarrext.codecs.conditional import ConditionalCodec
@@ -68,6 +71,7 @@ __all__ = [
     "keeps_no_chunk_bytes",
     "scratch_codecs",
     "staged_encoding",
+    "zstd_compressor",
 ]
 
 # Chunks up to this size use a thread's scratch memory; larger ones fresh buffers,
@@ -185,14 +189,43 @@ def arena_buffer(nbytes: int) -> np.ndarray | None:
 # -- codecs -----------------------------------------------------------------------------
 
 
+def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
+    """This thread's zstd compressor for ``level`` and ``checksum``, made once.
+
+    numcodecs' encoder (zarr's) makes a new compression context for every chunk; one
+    kept per thread (python-zstandard's, which is not for two threads at once) and a
+    newer zstd took a 256 KiB chunk of shuffled float32 planes at level 1 from 269
+    to 176 us here, and at level 3 on raw values from 258 to 252 us. Its frames are
+    zstd's (content size written, as numcodecs does; a checksum when asked), not
+    always the same bytes as numcodecs' older bundled zstd writes. It takes every
+    level zarr's ``zstd`` does (below -131072 as -131072, as numcodecs).
+    """
+    kept: dict[tuple[int, bool], zstandard.ZstdCompressor] | None = getattr(
+        _thread, "zstd_compressors", None)
+    if kept is None:
+        kept = _thread.zstd_compressors = {}
+    compressor = kept.get((level, checksum))
+    if compressor is None:
+        compressor = kept[level, checksum] = zstandard.ZstdCompressor(
+            level=level, write_checksum=checksum, write_content_size=True)
+    return compressor
+
+
 class ScratchZstdCodec(ZstdCodec):
     """zarr's ``zstd`` that decodes into read scratch memory (imagecodecs' zstd
-    writes into a given buffer). Encodes are zarr's own (numcodecs): identical
-    bytes, and 14 % faster than imagecodecs' encode into an arena here, because
-    numcodecs' bundled zstd is cheaper at the same level.
+    writes into a given buffer) and encodes with the thread's kept compressor
+    (:func:`zstd_compressor`).
 
     Only for the pipeline's chunk jobs (see the module docstring).
     """
+
+    def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        compressor = zstd_compressor(self.level, self.checksum)
+        encoded = compressor.compress(memoryview(chunk_bytes.as_numpy_array()))
+        return chunk_spec.prototype.buffer.from_bytes(encoded)
+
+    async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
+        return await asyncio.to_thread(self._encode_sync, chunk_bytes, chunk_spec)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         bound = decoded_bound(chunk_spec)
