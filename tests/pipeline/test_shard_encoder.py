@@ -1,5 +1,6 @@
 """The one shard encoder (:mod:`zarrext.pipeline.shard_encoder`): every way it encodes a
-whole shard gives zarr-python's bytes for it."""
+whole shard gives zarr-python's bytes for it (the inner chunks here are small enough
+that the pipeline's zstd build and numcodecs' write the same frames)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,9 @@ layout, no codec around the sharding codec), :class:`ShardEncoder` encodes it: e
 inner chunk by the inner pipeline's synchronous chain, in a copy of the shard's
 context with the inner chunk's array-wide index set (:class:`ChunkInShard`), as the
 inner pipeline's own writes do; the shard laid out by zarr-python's sharding codec.
-So every path stores the same bytes as zarr-python's:
+So every path stores the same bytes as zarr-python's (zstd frames aside: the
+pipeline's zstd is a newer build, :func:`zarrext.pipeline.scratch.zstd_compressor`,
+whose frames may differ from numcodecs' for the same input):
 
 - the pipeline's whole-shard writes to object stores, in jobs for the codec threads
   (:meth:`ShardEncoder.jobs`, through the sharding codec's ``encode_jobs``,
