@@ -379,9 +379,12 @@ class PadCodec(BytesBytesCodec):
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         pad = np.frombuffer(self.padding_for(chunk_bytes, chunk_spec), dtype=np.uint8)
         data = chunk_bytes.as_numpy_array()
-        parts = (pad, data) if self.location == "start" else (data, pad)
         out = self._encode_buffer(pad.size + data.size)
-        np.concatenate(parts, out=out)
+        # Two assignments, not np.concatenate: half its time for the chunk's copy.
+        at = pad.size if self.location == "start" else data.size
+        first, second = (pad, data) if self.location == "start" else (data, pad)
+        out[:at] = first
+        out[at:] = second
         return chunk_spec.prototype.buffer.from_array_like(out)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
