@@ -8,10 +8,10 @@ does the whole decode itself:
 
 - when the chunk's whole extent lands on one C-contiguous block of the output
   (whole rows of a C-ordered result: chunks spanning every axis but the first,
-  or an output of one chunk), zstd writes the values there (imagecodecs' decoder
-  takes an output buffer), or a ``conditional`` chunk stored raw is copied there
-  once: the extra copy, a third of a local read's time beside decoding on this
-  project's machine, is gone;
+  or an output of one chunk), zstd writes the values there (the thread's kept
+  decompressor, :func:`zarrext.pipeline.scratch.zstd_decode_into`), or a
+  ``conditional`` chunk stored raw is copied there once: the extra copy, a third
+  of a local read's time beside decoding on this project's machine, is gone;
 - anywhere else (a strided place, a selection, an edge chunk) the chunk is
   decoded into the thread's read scratch memory (:mod:`zarrext.pipeline.scratch`)
   and its selected part copied into the output, as zarr's scatter does, or
@@ -34,13 +34,12 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import imagecodecs
 import numpy as np
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.chunk_utils import GetResult
 
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.pipeline.scratch import ScratchConditionalCodec, decode_scratch
+from zarrext.pipeline.scratch import ScratchConditionalCodec, decode_scratch, zstd_decode_into
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -92,11 +91,7 @@ def _into(target: np.ndarray, source: np.ndarray, header: int) -> bool:
             return True
         if mask != 1:
             return False
-    try:
-        decoded = imagecodecs.zstd_decode(source, out=memoryview(target))
-    except imagecodecs.ZstdError:
-        return False
-    return len(decoded) == target.nbytes
+    return zstd_decode_into(source, target) == target.nbytes
 
 
 def _mask(source: np.ndarray, header: int) -> int | None:

@@ -43,7 +43,6 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-import imagecodecs
 import numpy as np
 import zstandard
 from zarr.codecs import BytesCodec, ZstdCodec
@@ -72,6 +71,7 @@ __all__ = [
     "scratch_codecs",
     "staged_encoding",
     "zstd_compressor",
+    "zstd_decode_into",
 ]
 
 # Chunks up to this size use a thread's scratch memory; larger ones fresh buffers,
@@ -190,16 +190,16 @@ def arena_buffer(nbytes: int) -> np.ndarray | None:
 
 
 def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
-    """This thread's zstd compressor for ``level`` and ``checksum``, made once.
+    """This thread's zstd compressor for ``level`` and ``checksum``, made once
+    (python-zstandard's, which is not for two threads at once).
 
-    numcodecs' encoder (zarr's) makes a new compression context for every chunk; one
-    kept per thread (python-zstandard's, which is not for two threads at once) and a
-    newer zstd took a 256 KiB chunk of shuffled float32 planes at level 1 from 269
-    to 176 us here, and at level 3 on raw values from 258 to 252 us. Its frames are
-    zstd's (content size written, as numcodecs does; a checksum when asked), not
-    always the same bytes as numcodecs' older bundled zstd writes. It takes every
-    level zarr's ``zstd`` does (below -131072 as -131072, as numcodecs).
+    Its frames are zstd's (content size written, as numcodecs does; a checksum when
+    asked), not always the same bytes as numcodecs' older bundled zstd writes. It
+    takes every level zarr's ``zstd`` does (below -131072 as -131072, as numcodecs).
     """
+    # numcodecs' encoder (zarr's) makes a new compression context for every chunk:
+    # a kept one (and a newer zstd) compresses shuffled float planes at level 1 in
+    # about two thirds of its time (benchmarks/bench_convert.py).
     kept: dict[tuple[int, bool], zstandard.ZstdCompressor] | None = getattr(
         _thread, "zstd_compressors", None)
     if kept is None:
@@ -211,9 +211,41 @@ def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
     return compressor
 
 
+def zstd_decode_into(source: np.ndarray, target: np.ndarray) -> int | None:
+    """Decode the zstd frame ``source`` holds into ``target`` (bytes) with this thread's
+    kept decompressor (python-zstandard's); the bytes it decoded to, or None where
+    ``source`` is not one whole frame whose header gives a size that ``target`` holds
+    (several frames, a frame without its size, a damaged or cut frame, bytes after
+    it): the caller's other decoder then decodes it or raises its error. ``target``
+    may be written either way.
+    """
+    # imagecodecs' decoder (into a given buffer, a new context each time) took about
+    # a fifth longer for a 1 MiB float32 chunk (benchmarks/bench_peers.py).
+    decompressor: zstandard.ZstdDecompressor | None = getattr(
+        _thread, "zstd_decompressor", None)
+    if decompressor is None:
+        decompressor = _thread.zstd_decompressor = zstandard.ZstdDecompressor()
+    try:
+        data = memoryview(source)
+        size = zstandard.frame_content_size(data)  # -1: not in the header
+        if size < 0 or size > target.nbytes:
+            return None
+        view, got = memoryview(target)[:size], 0
+        # across frames: bytes after this one are read (a second frame's values, or
+        # an error for what is no frame), so that they are seen, not ignored
+        with decompressor.stream_reader(data, read_across_frames=True) as reader:
+            while got < size and (n := reader.readinto(view[got:])):
+                got += n
+            if got != size or reader.read(1):
+                return None
+    except (zstandard.ZstdError, ValueError, BufferError):  # not zstd; not one block
+        return None
+    return size
+
+
 class ScratchZstdCodec(ZstdCodec):
-    """zarr's ``zstd`` that decodes into read scratch memory (imagecodecs' zstd
-    writes into a given buffer) and encodes with the thread's kept compressor
+    """zarr's ``zstd`` that decodes into read scratch memory with the thread's kept
+    decompressor (:func:`zstd_decode_into`) and encodes with its kept compressor
     (:func:`zstd_compressor`).
 
     Only for the pipeline's chunk jobs (see the module docstring).
@@ -232,14 +264,13 @@ class ScratchZstdCodec(ZstdCodec):
         if bound is None:
             return super()._decode_sync(chunk_bytes, chunk_spec)
         source = chunk_bytes.as_numpy_array()
-        try:
-            decoded = imagecodecs.zstd_decode(
-                source, out=memoryview(decode_scratch(bound, source))
-            )
-        except imagecodecs.ZstdError:
-            # Bigger than the bound, or not zstd at all: zarr's decoder, its errors.
+        out = decode_scratch(bound, source)
+        size = zstd_decode_into(source, out)
+        if size is None:
+            # Bigger than the bound, several frames, or not zstd at all: zarr's
+            # decoder, its values or its errors.
             return super()._decode_sync(chunk_bytes, chunk_spec)
-        return chunk_spec.prototype.buffer.from_array_like(np.frombuffer(decoded, np.uint8))
+        return chunk_spec.prototype.buffer.from_array_like(out[:size])
 
 
 class ScratchBytesCodec(BytesCodec):
