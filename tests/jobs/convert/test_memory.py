@@ -19,6 +19,7 @@ by band, so that making them holds one band.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -144,8 +145,14 @@ def test_peak_is_bounded_by_the_write_unit(
 def test_peak_follows_the_write_unit_not_the_array(
     sources: dict[str, str], tmp_path: Path, kwargs: dict[str, Any]
 ) -> None:
-    half = converted(sources, tmp_path, "half", kwargs)
-    full = converted(sources, tmp_path, "full", kwargs)
+    # each the median of three conversions: how many units are in flight at the peak
+    # depends on the threads' timing, and one conversion of the half array once rose
+    # 92 MiB where three others rose 115-121 (the full one: 122-130)
+    half, full = (
+        statistics.median(converted(sources, tmp_path, name, kwargs, out=f"out{i}")
+                          for i in range(3))
+        for name in ("half", "full")
+    )
     # twice the array: the same units in flight (the allocator's slack aside)
     assert full <= half * 1.25 + 8 * MiB, (half / MiB, full / MiB)
     doubled = {k: (2 * v[0], v[1]) if isinstance(v, tuple) else v for k, v in kwargs.items()}
