@@ -60,6 +60,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ARENA_MAX_BUFFERS",
     "SCRATCH_MAX_BYTES",
+    "ZSTD_LEVEL_KEPT_UP_TO",
     "ScratchBytesCodec",
     "ScratchConditionalCodec",
     "ScratchPadCodec",
@@ -189,9 +190,16 @@ def arena_buffer(nbytes: int) -> np.ndarray | None:
 # -- codecs -----------------------------------------------------------------------------
 
 
+# The highest zstd level whose compressor a codec thread keeps: a context holds tables
+# that grow with its level and the chunk (small at the levels below, tens of megabytes
+# at the high ones), and a kept one holds them as long as the thread lives.
+ZSTD_LEVEL_KEPT_UP_TO = 5
+
+
 def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
     """This thread's zstd compressor for ``level`` and ``checksum``, made once
-    (python-zstandard's, which is not for two threads at once).
+    (python-zstandard's, which is not for two threads at once); for a level above
+    :data:`ZSTD_LEVEL_KEPT_UP_TO`, a new one each time.
 
     Its frames are zstd's (content size written, as numcodecs does; a checksum when
     asked), not always the same bytes as numcodecs' older bundled zstd writes. It
@@ -200,6 +208,9 @@ def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
     # numcodecs' encoder (zarr's) makes a new compression context for every chunk:
     # a kept one (and a newer zstd) compresses shuffled float planes at level 1 in
     # about two thirds of its time (benchmarks/bench_convert.py).
+    if level > ZSTD_LEVEL_KEPT_UP_TO:
+        return zstandard.ZstdCompressor(
+            level=level, write_checksum=checksum, write_content_size=True)
     kept: dict[tuple[int, bool], zstandard.ZstdCompressor] | None = getattr(
         _thread, "zstd_compressors", None)
     if kept is None:
@@ -216,7 +227,9 @@ def zstd_decode_into(source: np.ndarray, target: np.ndarray) -> int | None:
     kept decompressor (python-zstandard's); the bytes it decoded to, or None where
     ``source`` is not one whole frame whose header gives a size that ``target`` holds
     (several frames, a frame without its size, a damaged or cut frame, bytes after
-    it): the caller's other decoder then decodes it or raises its error. ``target``
+    it): the caller's other decoder then decodes it or raises its error. The memory
+    it takes follows the size the header states (checked first), not the window the
+    frame asks for. ``target``
     may be written either way.
     """
     # imagecodecs' decoder (into a given buffer, a new context each time) took about
