@@ -502,3 +502,70 @@ def test_each_thread_keeps_its_own_zstd_compressor() -> None:
     # past the kept levels (large tables): a new compressor each time, none kept
     high = scratch.ZSTD_LEVEL_KEPT_UP_TO + 1
     assert scratch.zstd_compressor(high, False) is not scratch.zstd_compressor(high, False)
+
+
+def _frames_numcodecs_reads() -> dict[str, tuple[bytes, int]]:
+    """zstd inputs built from the format (RFC 8878) with numcodecs' encoder and by hand,
+    with the size each decodes to: one frame, and what is not exactly one frame."""
+    from numcodecs import Zstd
+
+    values = np.arange(3000, dtype="<u4").tobytes()
+    frame = bytes(Zstd(level=3).encode(values))
+    skippable = (0x184D2A50).to_bytes(4, "little") + (3).to_bytes(4, "little") + b"abc"
+    return {
+        "one frame": (frame, len(values)),
+        "two frames": (frame + frame, 2 * len(values)),
+        "a skippable frame after": (frame + skippable, len(values)),
+    }
+
+
+def _decode(blob: bytes, room: int) -> tuple[int | None, bytes]:
+    target = np.full(room, 0xAA, np.uint8)
+    size = scratch.zstd_decode_into(np.frombuffer(blob, np.uint8), target)
+    return size, target.tobytes()[: size or 0]
+
+
+@pytest.mark.parametrize("case", list(_frames_numcodecs_reads()))
+@pytest.mark.parametrize("room", [0, 1], ids=["exact", "roomy"])
+def test_the_pipelines_zstd_decode_is_zarrs_for_one_frame_or_leaves_the_rest_to_it(
+    case: str, room: int
+) -> None:
+    """One whole frame: decoded into the buffer by the thread's kept decompressor, as
+    zarr's decoder decodes it; a second frame after it is not ignored but left to
+    zarr's decoder (None), which reads both; a skippable frame after it is skipped."""
+    from numcodecs import Zstd
+
+    blob, size = _frames_numcodecs_reads()[case]
+    decoded_size, decoded = _decode(blob, 12_000 + room * 5000)
+    assert len(Zstd().decode(blob)) == size
+    if case == "two frames":
+        assert decoded_size is None
+    else:
+        assert decoded_size == size
+        assert decoded == bytes(Zstd().decode(blob))
+
+
+def test_the_pipelines_zstd_decode_refuses_damage_and_sizes_past_its_buffer() -> None:
+    """A damaged or cut frame, bytes after it that are no frame, a frame without its
+    size, and a frame whose header claims more than the buffer holds are not decoded
+    here (None: the caller's decoder raises or decodes); the claimed size is not
+    allocated."""
+    import zstandard
+
+    values = np.arange(3000, dtype="<u4").tobytes()
+    frame = scratch.zstd_compressor(3, True).compress(values)
+    assert _decode(frame, len(values)) == (len(values), values)
+    assert _decode(frame[:-7], 1 << 20)[0] is None  # cut inside its checksum
+    assert _decode(frame[: len(frame) // 2], 1 << 20)[0] is None  # cut inside a block
+    damaged = bytearray(frame)
+    damaged[len(damaged) // 2] ^= 0xFF
+    assert _decode(bytes(damaged), 1 << 20)[0] is None
+    assert _decode(frame + b"\x00\x01\x02\x03", 1 << 20)[0] is None
+    assert _decode(frame, len(values) - 1)[0] is None
+    unsized = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(values)
+    assert zstandard.frame_content_size(unsized) == -1
+    assert _decode(unsized, 1 << 20)[0] is None
+    # a header claiming 2**60 bytes: refused by its size, not by an allocation
+    huge = bytes([0x28, 0xB5, 0x2F, 0xFD, 0xE0]) + (1 << 60).to_bytes(8, "little") + bytes(8)
+    assert zstandard.frame_content_size(huge) == 1 << 60
+    assert _decode(huge, 1 << 20)[0] is None
