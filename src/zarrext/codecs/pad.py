@@ -381,10 +381,9 @@ class PadCodec(BytesBytesCodec):
         data = chunk_bytes.as_numpy_array()
         out = self._encode_buffer(pad.size + data.size)
         # Two assignments, not np.concatenate: half its time for the chunk's copy.
-        at = pad.size if self.location == "start" else data.size
         first, second = (pad, data) if self.location == "start" else (data, pad)
-        out[:at] = first
-        out[at:] = second
+        out[: first.size] = first
+        out[first.size :] = second
         return chunk_spec.prototype.buffer.from_array_like(out)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

@@ -22,11 +22,13 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
 
 
-# Element sizes whose planes are taken with integer shifts: one numpy call shifts
-# every element by each plane's 8*j bits and narrows the result into that plane
-# (buffered, so cache-sized), where a transposed copy gathers byte by byte. One
-# call also means one release of the GIL per chunk: each release is a hand-off to
-# the other codec threads, paid again when the call returns.
+# Element sizes whose planes are taken, and whose elements are rebuilt, with integer
+# shifts (for other sizes, 8 bytes included, one strided copy is the cheaper). Taking
+# them is one numpy call that shifts every element by each plane's 8*j bits and
+# narrows the result into that plane (buffered, so cache-sized), where a transposed
+# copy gathers byte by byte. One call also means one release of the GIL per chunk:
+# each release is a hand-off to the other codec threads, paid again when the call
+# returns.
 _AS_INTEGERS: dict[int, np.dtype[Any]] = {2: np.dtype("<u2"), 4: np.dtype("<u4")}
 _PLANE_SHIFTS: dict[int, np.ndarray] = {
     size: (np.arange(size, dtype=dtype) * 8)[:, None] for size, dtype in _AS_INTEGERS.items()}
@@ -48,19 +50,14 @@ def shuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     return out
 
 
-# Element sizes whose elements are rebuilt from their planes with integer shifts:
-# for 8-byte elements one strided copy is the cheaper of the two.
-_REBUILT_BY_SHIFTS = (2, 4)
-
-
 def unshuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     """Invert :func:`shuffle_bytes`: plane ``j`` back into byte ``j`` of every element."""
     count = data.size // element_size
     whole = count * element_size
     out = np.empty(data.size, np.uint8)
     planes = data[:whole].reshape(element_size, count)
-    if element_size in _REBUILT_BY_SHIFTS and count and data.flags.c_contiguous:
-        as_integer = _AS_INTEGERS[element_size]
+    as_integer = _AS_INTEGERS.get(element_size)
+    if as_integer is not None and count and data.flags.c_contiguous:
         elements = out[:whole].view(as_integer)
         plane = np.empty(count, as_integer)
         np.copyto(elements, planes[-1], casting="unsafe")
