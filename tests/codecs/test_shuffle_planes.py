@@ -18,35 +18,30 @@ def _transposed(data: np.ndarray, element_size: int) -> np.ndarray:
     return np.concatenate([planes.ravel(), data[whole:]])
 
 
-@settings(max_examples=60, deadline=None)
-@given(
-    payload=st.binary(min_size=0, max_size=300),
-    element_size=st.sampled_from([1, 2, 3, 4, 5, 8, 16]),
-    offset=st.integers(0, 3),
-    step=st.sampled_from([1, 2]),
-)
-def test_planes_are_the_transpositions(
-    payload: bytes, element_size: int, offset: int, step: int
-) -> None:
-    # views at any byte offset (unaligned integers), and strided ones
+@st.composite
+def byte_views(draw: st.DrawFn) -> tuple[np.ndarray, int]:
+    """Any bytes as a view at any byte offset (unaligned integers), strided or not,
+    and an element size."""
+    payload = draw(st.binary(min_size=0, max_size=300))
+    offset, step = draw(st.integers(0, 3)), draw(st.sampled_from([1, 2]))
     data = np.frombuffer(b"\x00" * offset + payload, np.uint8)[offset:][::step]
+    return data, draw(st.sampled_from([1, 2, 3, 4, 5, 8, 16]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(case=byte_views())
+def test_planes_are_the_transpositions(case: tuple[np.ndarray, int]) -> None:
+    data, element_size = case
     shuffled = shuffle_bytes(data, element_size)
     np.testing.assert_array_equal(shuffled, _transposed(data, element_size))
     np.testing.assert_array_equal(unshuffle_bytes(shuffled, element_size), data)
 
 
 @settings(max_examples=60, deadline=None)
-@given(
-    payload=st.binary(min_size=0, max_size=300),
-    element_size=st.sampled_from([1, 2, 3, 4, 5, 8, 16]),
-    offset=st.integers(0, 3),
-    step=st.sampled_from([1, 2]),
-)
-def test_unshuffled_elements_are_the_inverse_transposition(
-    payload: bytes, element_size: int, offset: int, step: int
-) -> None:
-    # any bytes as planes (not only shuffle's output), at any offset, strided or not
-    data = np.frombuffer(b"\x00" * offset + payload, np.uint8)[offset:][::step]
+@given(case=byte_views())
+def test_unshuffled_elements_are_the_inverse_transposition(case: tuple[np.ndarray, int]) -> None:
+    # any bytes as planes (not only shuffle's output)
+    data, element_size = case
     whole = (data.size // element_size) * element_size
     expected = np.concatenate(
         [data[:whole].reshape(element_size, -1).T.ravel(), data[whole:]])
