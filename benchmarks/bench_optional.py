@@ -38,7 +38,7 @@ def interleaved(fns: dict[str, Callable[[], Any]], repeat: int) -> dict[str, tup
     Alternating the contenders exposes them to the same background load (the
     machine is shared), which a block of runs per contender would not.
     """
-    runs = interleave(fns, repeat)
+    runs = interleave(fns, repeat, keep_results=True)
     return {name: (runs.best(name), runs.results[name]) for name in fns}
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import itertools
 import sys
+import weakref
 from types import ModuleType
 
 import pytest
@@ -51,13 +52,39 @@ def test_interleave_runs_in_turn_and_keeps_every_time(timing: ModuleType, clock:
         return f"r{name}"
 
     clock.extend([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
-    runs = timing.interleave({"a": lambda: call("a"), "b": lambda: call("b")}, 3)
+    runs = timing.interleave(
+        {"a": lambda: call("a"), "b": lambda: call("b")}, 3, keep_results=True
+    )
     assert calls == ["a", "b"] * 3
     assert runs.seconds == {"a": [1.0, 3.0, 5.0], "b": [2.0, 4.0, 6.0]}
     assert runs.results == {"a": "ra", "b": "rb"}
     assert runs.best("b") == 2.0
     assert runs.median("a") == 3.0
     assert runs.bests() == {"a": 1.0, "b": 2.0}
+
+
+def test_results_are_dropped_before_the_next_call_unless_kept(timing: ModuleType):
+    class Output:
+        """A return value that can be watched for being freed."""
+
+    alive: list[list[bool]] = []
+    outputs: list[weakref.ref[Output]] = []
+
+    def read() -> Output:
+        alive.append([ref() is not None for ref in outputs])
+        out = Output()
+        outputs.append(weakref.ref(out))
+        return out
+
+    runs = timing.interleave({"a": read, "b": read}, 2)
+    assert runs.results == {}
+    assert alive == [[], [False], [False, False], [False, False, False]]
+
+    alive.clear()
+    outputs.clear()
+    kept = timing.interleave({"a": read, "b": read}, 2, keep_results=True)
+    assert alive[-1] == [False, True, True]  # a's second, b's first: the last ones kept
+    assert set(kept.results) == {"a", "b"}
 
 
 def test_alternate_order_reverses_every_other_round(timing: ModuleType, clock: list[float]):
