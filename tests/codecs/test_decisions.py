@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 import zlib
@@ -27,12 +28,19 @@ import zarrext
 from tests.conftest import Where
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.codecs.decisions import (
+    BUILTIN_DECISIONS,
     MAX_SMALLEST_CODECS,
+    CompressIfSmaller,
     DecisionError,
+    FixedMask,
+    FunctionDecision,
+    Plan,
+    Undecided,
     from_function,
     resolve_decision,
     zarrext_record,
 )
+from zarrext.pipeline.scratch import ScratchZstdCodec
 
 PROTO = default_buffer_prototype()
 SPEC = ArraySpec(
@@ -994,3 +1002,71 @@ def test_never_apply_on_the_codec_is_a_decision_and_none_is_not(where: Where) ->
         assert sum(issubclass(w.category, NoDecisionWarning) for w in caught) == warns
         assert {k: v[0] for k, v in chunk_files(where, f"a{warns}").items()} == {
             (0,): 0, (1,): 0}
+
+
+# -- what a built-in is given: the chunk's raw bytes, not zarr Buffers -------------------
+
+
+def given_buffers(decision: Any) -> Any:
+    """``decision`` as an instance of a subclass that does not say ``opaque_bytes``:
+    the codec gives it zarr Buffers, as before decisions could take raw bytes."""
+    twin = copy.copy(decision)
+    twin.__class__ = type(f"Buffered{type(decision).__name__}", (type(decision),), {})
+    return twin
+
+
+# nested codecs with their own raw-bytes encoder (shuffle, the pipeline's zstd) and
+# without (zarr's codecs, through its Buffer API), in any order
+RAW_NESTED = NESTED | {"pipeline zstd": lambda: ScratchZstdCodec(level=1)}
+
+
+@given(
+    names=st.lists(st.sampled_from(sorted(RAW_NESTED)), min_size=1, max_size=4),
+    data=payloads(),
+    spelling=st.sampled_from(
+        [cls.example_spelling() for cls in BUILTIN_DECISIONS.values()] + ["0b101", "3"]
+    ),
+)
+def test_a_builtin_given_raw_bytes_stores_what_it_stores_given_buffers(
+    names: list[str], data: bytes, spelling: str
+) -> None:
+    decision = resolve_decision(int(spelling, 0) if spelling[0].isdigit() else spelling, None)
+    codecs = [RAW_NESTED[n]() for n in names]
+    if isinstance(decision, FixedMask) and decision.mask is not None:
+        decision = resolve_decision(decision.mask & (1 << len(codecs)) - 1, None)
+    raw = ConditionalCodec(codecs=codecs, decision=decision)
+    buffered = ConditionalCodec(codecs=codecs, decision=given_buffers(decision))
+    assert raw.decision.opaque_bytes
+    assert not buffered.decision.opaque_bytes
+    stored = encode(raw, data)
+    assert stored == encode(buffered, data)
+    if data:  # zarr's zstd and blosc cannot decode their own frames of nothing
+        assert decode(raw, stored) == data
+
+
+def test_only_a_class_that_says_so_is_given_raw_bytes() -> None:
+    """A subclass of a built-in may look into the bytes its parent only measured: it is
+    given zarr Buffers unless its own body says ``opaque_bytes``."""
+    seen: list[type] = []
+
+    class Looking(CompressIfSmaller):
+        def choose(self, chunk: Any) -> Any:
+            seen.append(type(chunk.data))
+            assert chunk.data.as_numpy_array().tobytes() == SMOOTH  # a Buffer's method
+            return super().choose(chunk)
+
+    class Declared(CompressIfSmaller):
+        opaque_bytes = True
+
+    assert all(cls.opaque_bytes for cls in BUILTIN_DECISIONS.values())
+    assert all(cls.opaque_bytes for cls in (FixedMask, Plan, Undecided))
+    assert not Looking.opaque_bytes
+    assert Declared.opaque_bytes
+    assert not FunctionDecision.opaque_bytes  # a user's function sees Buffers
+    codec = ConditionalCodec(codecs=[ShuffleCodec(element_size=4), ZstdCodec(level=1)],
+                             decision=Looking())
+    stored = encode(codec, SMOOTH)
+    assert len(seen) == 1
+    assert issubclass(seen[0], Buffer)
+    assert stored[0] == 0b11
+    assert decode(codec, stored) == SMOOTH

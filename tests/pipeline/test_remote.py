@@ -490,4 +490,11 @@ def test_staging_copies_and_reuses_its_segments(monkeypatch: pytest.MonkeyPatch)
     assert reserved is not None
     reserved[:] = 7
     assert written.keep(reserved) is reserved
+    # staged memory seen through another object (its base is not a segment): copied,
+    # to memory of its own, with the same bytes
+    through = np.frombuffer(memoryview(reserved), np.uint8)
+    copied = written.keep(through)
+    assert copied is not through
+    assert not np.may_share_memory(copied, reserved)
+    np.testing.assert_array_equal(copied, reserved)
     assert written.reserve(1001) is None  # more than a segment

@@ -18,7 +18,7 @@ import asyncio
 import functools
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Union, cast
 
 import numpy as np
 from zarr.abc.codec import BytesBytesCodec
@@ -55,8 +55,22 @@ NAMES = ("conditional", "optional")
 MAX_HEADER_BITS = 1 << 16
 
 
+ChunkBytes = Union["Buffer", np.ndarray, bytes]
+"""A chunk's bytes on their way through the nested codecs: a zarr ``Buffer``, or for a
+decision with ``opaque_bytes`` a one-dimensional ``uint8`` array or ``bytes``."""
+
+
 class ConditionalCodecError(ValueError):
     """A chunk or a configuration the conditional codec cannot accept."""
+
+
+def byte_array(value: ChunkBytes) -> np.ndarray:
+    """``value``'s bytes as a one-dimensional ``uint8`` array, without a copy."""
+    if isinstance(value, np.ndarray):
+        return value
+    if isinstance(value, bytes):
+        return np.frombuffer(value, np.uint8)
+    return value.as_numpy_array()
 
 
 def parse_nested_codecs(data: object) -> tuple[BytesBytesCodec, ...]:
@@ -253,6 +267,12 @@ class ConditionalCodec(BytesBytesCodec):
         return tuple(codec_supports_sync(c) for c in self.codecs)
 
     @functools.cached_property
+    def _byte_encoders(self) -> tuple[Callable[[np.ndarray], ChunkBytes] | None, ...]:
+        """Each nested codec's encoder of raw bytes (its ``encode_bytes``: a
+        one-dimensional ``uint8`` array in, an array or ``bytes`` out), or None."""
+        return tuple(getattr(c, "encode_bytes", None) for c in self.codecs)
+
+    @functools.cached_property
     def _codec_infos(self) -> tuple[CodecInfo, ...]:
         return tuple(CodecInfo(i, c) for i, c in enumerate(self.codecs))
 
@@ -324,12 +344,16 @@ class ConditionalCodec(BytesBytesCodec):
         """Memory for one encoded chunk: new here; the pipeline's form reuses memory."""
         return np.empty(nbytes, np.uint8)
 
-    def _with_header(self, mask: int, payload: Buffer, chunk_spec: ArraySpec) -> Buffer:
+    def _with_header(self, mask: int, payload: ChunkBytes, chunk_spec: ArraySpec) -> Buffer:
         n = self.header_nbytes
-        out = self._encode_buffer(n + len(payload))
+        values = byte_array(payload)
+        out = self._encode_buffer(n + values.size)
         # Two assignments, not np.concatenate: half its time for the payload's copy.
-        out[:n] = np.frombuffer(mask.to_bytes(n, "little"), np.uint8)
-        out[n:] = payload.as_numpy_array()
+        if n == 1:
+            out[0] = mask
+        else:
+            out[:n] = np.frombuffer(mask.to_bytes(n, "little"), np.uint8)
+        out[n:] = values
         return chunk_spec.prototype.buffer.from_array_like(out)
 
     # -- decode ---------------------------------------------------------------
@@ -366,36 +390,69 @@ class ConditionalCodec(BytesBytesCodec):
 
     # -- encode ---------------------------------------------------------------
 
+    def _encode_step(
+        self,
+        i: int,
+        buffer: Buffer,
+        chunk_spec: ArraySpec,
+        loop: asyncio.AbstractEventLoop | None,
+    ) -> Buffer:
+        """Nested codec ``i``'s encoding of ``buffer``, through zarr's codec API."""
+        codec = self.codecs[i]
+        if self._encodes_sync[i]:
+            out = codec._encode_sync(buffer, chunk_spec)  # type: ignore[attr-defined]
+        elif loop is not None:
+            out = asyncio.run_coroutine_threadsafe(
+                codec._encode_single(buffer, chunk_spec), loop
+            ).result()
+        else:
+            raise ConditionalCodecError(
+                f"{self.name}: nested codec {i} has no synchronous encoder"
+            )
+        if out is None:
+            raise ConditionalCodecError(f"{self.name}: nested codec {i} returned no bytes")
+        return cast("Buffer", out)
+
     def _encode_chunk(
         self,
         chunk_bytes: Buffer,
         chunk_spec: ArraySpec,
         loop: asyncio.AbstractEventLoop | None,
     ) -> Buffer:
-        encodes_sync = self._encodes_sync
+        data: ChunkBytes
+        step: Callable[[int, Any], Any]
+        if self.decision.opaque_bytes:
+            # The decision only measures and hands back: raw bytes, no Buffer per step.
+            byte_encoders = self._byte_encoders
 
-        def encode_step(i: int, buffer: Buffer) -> Buffer:
-            codec = self.codecs[i]
-            if encodes_sync[i]:
-                out = codec._encode_sync(buffer, chunk_spec)  # type: ignore[attr-defined]
-            elif loop is not None:
-                out = asyncio.run_coroutine_threadsafe(
-                    codec._encode_single(buffer, chunk_spec), loop
-                ).result()
-            else:
-                raise ConditionalCodecError(
-                    f"{self.name}: nested codec {i} has no synchronous encoder"
-                )
-            if out is None:
-                raise ConditionalCodecError(f"{self.name}: nested codec {i} returned no bytes")
-            return out
+            def encode_bytes(i: int, value: ChunkBytes) -> ChunkBytes:
+                values = value if value.__class__ is np.ndarray else byte_array(value)
+                encoder = byte_encoders[i]
+                if encoder is not None:
+                    return encoder(values)
+                buffer = chunk_spec.prototype.buffer.from_array_like(values)
+                return self._encode_step(i, buffer, chunk_spec, loop).as_numpy_array()
 
+            data, step = chunk_bytes.as_numpy_array(), encode_bytes
+        else:
+
+            def encode_buffer(i: int, buffer: Buffer) -> Buffer:
+                return self._encode_step(i, buffer, chunk_spec, loop)
+
+            data, step = chunk_bytes, encode_buffer
+        n_codecs = len(self.codecs)
         index = current_chunk_index()
-        chunk = ChunkEncoding(index, self._codec_infos, chunk_bytes, encode_step)
-        mask, payload = self.decision.choose(chunk)
-        mask = check_mask(
-            mask, len(self.codecs), lambda: f"{self.name} codec, {describe_chunk(index)}"
+        # ChunkEncoding is typed for Buffers, its public form: an opaque_bytes decision
+        # only measures what it holds
+        chunk = ChunkEncoding(
+            index, self._codec_infos, cast("Buffer", data),
+            cast("Callable[[int, Buffer], Buffer]", step),
         )
+        mask, payload = self.decision.choose(chunk)
+        if mask.__class__ is not int or mask < 0 or mask >> n_codecs:  # else nothing to refuse
+            mask = check_mask(
+                mask, n_codecs, lambda: f"{self.name} codec, {describe_chunk(index)}"
+            )
         return self._with_header(mask, payload, chunk_spec)
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

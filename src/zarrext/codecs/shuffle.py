@@ -46,7 +46,8 @@ def shuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     else:  # plane j: the low byte of each little-endian element shifted right by 8*j
         elements = data[:whole].view(as_integer)[None, :]
         np.right_shift(elements, _PLANE_SHIFTS[element_size], out=planes, casting="unsafe")
-    out[whole:] = data[whole:]
+    if whole < data.size:
+        out[whole:] = data[whole:]
     return out
 
 
@@ -109,9 +110,14 @@ class ShuffleCodec(BytesBytesCodec):
     def to_dict(self) -> dict[str, JSON]:
         return {"name": "shuffle", "configuration": {"element_size": self.element_size}}
 
+    def encode_bytes(self, data: np.ndarray) -> np.ndarray:
+        """The shuffled bytes of ``data`` (one-dimensional ``uint8``): this codec's
+        encoding without zarr's ``Buffer`` around it, as ``conditional`` applies it."""
+        return shuffle_bytes(data, self.element_size)
+
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        data = chunk_bytes.as_numpy_array()
-        return chunk_spec.prototype.buffer.from_array_like(shuffle_bytes(data, self.element_size))
+        encoded = self.encode_bytes(chunk_bytes.as_numpy_array())
+        return chunk_spec.prototype.buffer.from_array_like(encoded)
 
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         data = chunk_bytes.as_numpy_array()

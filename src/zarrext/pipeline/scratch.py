@@ -264,9 +264,13 @@ class ScratchZstdCodec(ZstdCodec):
     Only for the pipeline's chunk jobs (see the module docstring).
     """
 
+    def encode_bytes(self, data: np.ndarray) -> bytes:
+        """The zstd frame of ``data`` (one-dimensional ``uint8``): this codec's
+        encoding without zarr's ``Buffer`` around it, as ``conditional`` applies it."""
+        return zstd_compressor(self.level, self.checksum).compress(memoryview(data))
+
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
-        compressor = zstd_compressor(self.level, self.checksum)
-        encoded = compressor.compress(memoryview(chunk_bytes.as_numpy_array()))
+        encoded = self.encode_bytes(chunk_bytes.as_numpy_array())
         return chunk_spec.prototype.buffer.from_bytes(encoded)
 
     async def _encode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
@@ -358,7 +362,11 @@ class Staging:
         """``data`` (bytes) itself when it is already this staging's memory (a
         codec wrote it there, :func:`staged_encoding`), else a copy in it; valid
         until :meth:`release`."""
-        if self.holds(data):
+        # A codec's slice of a segment has the segment as its base. Asking numpy
+        # instead (may_share_memory) would release and retake the GIL per segment,
+        # per chunk; a view it would catch and this misses is only copied.
+        base = data.base
+        if base is not None and any(base is segment for segment in self._segments):
             return data
         out = self.reserve(data.nbytes)
         if out is None:

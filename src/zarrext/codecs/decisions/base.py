@@ -73,9 +73,11 @@ class ChunkEncoding:
     codecs : tuple of CodecInfo
         The nested codecs.
     data : Buffer
-        The bytes entering the conditional codec.
+        The bytes entering the conditional codec (for a decision with
+        ``opaque_bytes``: a one-dimensional ``uint8`` array).
     encode_step : callable
-        ``encode_step(i, buffer)`` applies nested codec ``i`` to ``buffer``.
+        ``encode_step(i, buffer)`` applies nested codec ``i`` to ``buffer`` (for a
+        decision with ``opaque_bytes``: an array or ``bytes`` object, to one).
     """
 
     def __init__(
@@ -119,12 +121,27 @@ class Decision(ABC):
     encode the chunk into memory it reuses for the next one. A user's decision may
     keep them (to record them, say), so it defaults to True; the built-ins set it
     False, and a subclass of one that keeps bytes must set it True again.
+
+    ``opaque_bytes`` is True when :meth:`choose` only measures (``len``) the
+    chunk's bytes and its encodings and hands them back (to ``encode``, or as its
+    result), never calling a method on them: the codec then gives it the bytes as
+    numpy arrays or ``bytes`` objects, not zarr ``Buffer`` objects, which saves
+    their wrapping at every step of every chunk. Only a class that says so in its
+    own body has it: a subclass of one is given ``Buffer`` objects again unless
+    it says so too.
     """
 
     name: str = "custom"
     trial_encode: bool = False
     guarantees_no_inflation: bool = False
     keeps_chunk_bytes: bool = True
+    opaque_bytes: bool = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A subclass may look into the bytes its parent only measured: it must say so.
+        if "opaque_bytes" not in cls.__dict__:
+            cls.opaque_bytes = False
 
     def check(self, n_codecs: int) -> None:  # noqa: B027 - optional hook
         """Raise if this decision cannot work with ``n_codecs`` nested codecs."""

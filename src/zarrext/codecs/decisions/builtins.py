@@ -41,6 +41,7 @@ class CompressIfSmaller(BuiltinDecision):
     """
 
     name = "compress_if_smaller"
+    opaque_bytes = True
     trial_encode = True
     guarantees_no_inflation = True
 
@@ -75,6 +76,7 @@ class AlwaysApply(FixedMask, BuiltinDecision):
     """Every nested codec, in order, on every chunk."""
 
     name = "always_apply"
+    opaque_bytes = True
 
     def __init__(self) -> None:
         super().__init__(None, self.name)
@@ -86,6 +88,7 @@ class NeverApply(FixedMask, BuiltinDecision):
     :data:`NEVER_APPLY`, which the codec stores without asking it."""
 
     name = "never_apply"
+    opaque_bytes = True
 
     def __init__(self) -> None:
         super().__init__(0, self.name)
@@ -113,6 +116,7 @@ class SpecLiteral(BuiltinDecision):
     """
 
     name = "spec_literal"
+    opaque_bytes = True
     trial_encode = True
 
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
@@ -135,6 +139,7 @@ class Smallest(BuiltinDecision):
     """
 
     name = "smallest"
+    opaque_bytes = True
     trial_encode = True
     guarantees_no_inflation = True
 
@@ -176,6 +181,7 @@ class RatioAtMost(BuiltinDecision):
     """
 
     name = "ratio_at_most"
+    opaque_bytes = True
     parameters = ("r",)
     example = "ratio_at_most(0.9)"
     trial_encode = True
@@ -189,6 +195,6 @@ class RatioAtMost(BuiltinDecision):
     def choose(self, chunk: ChunkEncoding) -> tuple[int, Buffer]:
         mask = all_bits(len(chunk.codecs))
         out = chunk.apply(mask)
-        if chunk.data and len(out) / len(chunk.data) <= self.r:
+        if len(chunk.data) and len(out) / len(chunk.data) <= self.r:
             return mask, out
         return 0, chunk.data

@@ -28,6 +28,7 @@ class FixedMask(Decision):
     """The same mask for every chunk (``None``: every nested codec)."""
 
     keeps_chunk_bytes = False
+    opaque_bytes = True
 
     def __init__(self, mask: int | None, name: str) -> None:
         self.mask = mask
@@ -49,6 +50,7 @@ class Plan(Decision):
 
     name = "plan"
     keeps_chunk_bytes = False
+    opaque_bytes = True
 
     def __init__(self, masks: np.ndarray) -> None:
         masks = np.asarray(masks)
@@ -99,6 +101,8 @@ class _NoDecision(FixedMask):
     with :class:`Undecided`, which says that chunks are stored raw; a
     ``never_apply`` given on purpose is kept. Unpickles as :data:`NO_DECISION`."""
 
+    opaque_bytes = True
+
     def __init__(self) -> None:
         # a name of its own: reprs and reports tell "not given" from Undecided's "none"
         super().__init__(0, "not given")
@@ -128,6 +132,7 @@ class Undecided(FixedMask):
         :func:`zarrext.open_array` (xarray's ``to_zarr``).
     """
 
+    opaque_bytes = True
     ADVICE = (
         "pass decision=, e.g. 'compress_if_smaller', to zarrext.open_array or "
         "zarrext.create_array (create_array records a built-in decision for later "
