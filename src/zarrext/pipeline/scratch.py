@@ -39,8 +39,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -143,25 +143,34 @@ class _Arena:
         self.open = False
 
 
-@contextmanager
-def encode_arena() -> Iterator[None]:
+def encode_arena() -> AbstractContextManager[None]:
     """Let this thread's encoders write into its arena until the block ends.
 
     The caller promises what the module docstring says: the encoded bytes are
     copied out (written to a file) before the block ends, and no decision that
     keeps chunk bytes runs inside it. A block inside a block changes nothing.
     """
-    arena: _Arena | None = getattr(_thread, "arena", None)
-    if arena is None:
-        arena = _thread.arena = _Arena()
-    if arena.open:
-        yield
-        return
-    arena.open, arena.used = True, 0
-    try:
-        yield
-    finally:
-        arena.open, arena.used = False, 0
+    return _ArenaBlock()
+
+
+class _ArenaBlock:
+    """:func:`encode_arena`'s block. A class, not a generator: a block is opened for
+    every chunk, and a generator's context manager costs microseconds of Python
+    (held GIL) each time."""
+
+    __slots__ = ("_arena", "_opened")
+
+    def __enter__(self) -> None:
+        arena: _Arena | None = getattr(_thread, "arena", None)
+        if arena is None:
+            arena = _thread.arena = _Arena()
+        self._arena, self._opened = arena, not arena.open
+        if self._opened:
+            arena.open, arena.used = True, 0
+
+    def __exit__(self, *exc: object) -> None:
+        if self._opened:
+            self._arena.open, self._arena.used = False, 0
 
 
 def arena_buffer(nbytes: int) -> np.ndarray | None:
@@ -387,20 +396,32 @@ class Staging:
         self._used = SEGMENT_BYTES
 
 
-@contextmanager
-def staged_encoding(staging: Staging) -> Iterator[None]:
+def staged_encoding(staging: Staging) -> AbstractContextManager[None]:
     """Encode into this thread's arena (:func:`encode_arena`) until the block ends,
     except for the codecs that lay out a chunk's final bytes (``conditional``'s
     header and payload, ``pad``'s chunk and padding): they write them into
     ``staging``, so that when such a codec is the chain's last
     :meth:`Staging.keep` has nothing to copy."""
-    previous = getattr(_thread, "staging", None)
-    _thread.staging = staging
-    try:
-        with encode_arena():
-            yield
-    finally:
-        _thread.staging = previous
+    return _StagedBlock(staging)
+
+
+class _StagedBlock:
+    """:func:`staged_encoding`'s block (a class, as :class:`_ArenaBlock`)."""
+
+    __slots__ = ("_arena", "_previous", "_staging")
+
+    def __init__(self, staging: Staging) -> None:
+        self._staging = staging
+        self._arena = _ArenaBlock()
+
+    def __enter__(self) -> None:
+        self._previous = getattr(_thread, "staging", None)
+        _thread.staging = self._staging
+        self._arena.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        self._arena.__exit__()
+        _thread.staging = self._previous
 
 
 def _arena_or_new(nbytes: int) -> np.ndarray:
