@@ -1,0 +1,62 @@
+"""Format 2 blosc chunks decoded into scratch memory (zarrext/pipeline/blosc_scratch.py)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from numcodecs import Blosc
+from zarr.core.buffer import default_buffer_prototype
+
+from zarrext.pipeline.blosc_scratch import BloscIntoScratch
+
+
+def decode(decoder: BloscIntoScratch, frame: bytes) -> np.ndarray:
+    return decoder.decode(default_buffer_prototype().buffer.from_bytes(frame))
+
+
+@given(
+    dtype=st.sampled_from(["<f4", ">f8", "<i2", "u1", "<c8", "?"]),
+    shape=st.tuples(st.integers(1, 40), st.integers(1, 40)),
+    order=st.sampled_from(["C", "F"]),
+    cname=st.sampled_from(["lz4", "lz4hc", "blosclz", "zstd", "zlib"]),
+    shuffle=st.sampled_from([Blosc.NOSHUFFLE, Blosc.SHUFFLE, Blosc.BITSHUFFLE]),
+    blocksize=st.sampled_from([0, 256, 4096]),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_decodes_what_numcodecs_writes_as_numcodecs_decodes_it(
+    dtype: str, shape: tuple[int, int], order: str, cname: str, shuffle: int,
+    blocksize: int, seed: int,
+) -> None:
+    """Every frame numcodecs' Blosc writes (its compressors, shuffles, block sizes),
+    of any data type, shape and order: the values zarr's own decoder gives."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 4, shape).astype(dtype) if dtype != "?" else rng.random(shape) < 0.5
+    values = np.asarray(values, order=order)  # type: ignore[call-overload]
+    compressor = Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=blocksize)
+    frame = compressor.encode(values.tobytes(order=order))
+    decoder = BloscIntoScratch(values.dtype, shape, order, values.nbytes)
+    back = decode(decoder, frame)
+    expected = np.frombuffer(compressor.decode(frame), values.dtype).reshape(shape, order=order)
+    np.testing.assert_array_equal(back, expected)
+    np.testing.assert_array_equal(back, values)
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [b"", b"not blosc at all, not at all", bytes(16)],
+    ids=["empty", "garbage", "zero-header"],
+)
+def test_a_frame_that_is_not_the_chunks_raises(frame: bytes) -> None:
+    decoder = BloscIntoScratch(np.dtype("<f4"), (4, 4), "C", 64)
+    with pytest.raises((ValueError, RuntimeError)):
+        decode(decoder, frame)
+
+
+def test_a_damaged_frame_of_the_chunks_size_raises() -> None:
+    frame = bytearray(Blosc(cname="lz4", clevel=5).encode(np.arange(64, dtype="<f4")))
+    frame[20:40] = bytes(20)
+    decoder = BloscIntoScratch(np.dtype("<f4"), (8, 8), "C", 256)
+    with pytest.raises(RuntimeError):
+        decode(decoder, bytes(frame))
