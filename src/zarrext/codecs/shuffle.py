@@ -36,17 +36,21 @@ _PLANE_SHIFTS: dict[int, np.ndarray] = {
 
 def shuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     """Gather byte ``j`` of every element into plane ``j``; a partial element stays last."""
-    count = data.size // element_size
+    size = data.size
+    count = size // element_size
     whole = count * element_size
-    out = np.empty(data.size, np.uint8)
-    planes = out[:whole].reshape(element_size, count)
+    out = np.empty(size, np.uint8)
+    # the whole elements' bytes and their planes (sliced only when a partial element
+    # follows: a slice is a numpy call, and this runs for every chunk)
+    elements, planes = (data, out) if whole == size else (data[:whole], out[:whole])
+    planes = planes.reshape(element_size, count)
     as_integer = _AS_INTEGERS.get(element_size)
     if as_integer is None or count == 0 or not data.flags.c_contiguous:
-        planes[...] = data[:whole].reshape(count, element_size).T
+        planes[...] = elements.reshape(count, element_size).T
     else:  # plane j: the low byte of each little-endian element shifted right by 8*j
-        elements = data[:whole].view(as_integer)[None, :]
-        np.right_shift(elements, _PLANE_SHIFTS[element_size], out=planes, casting="unsafe")
-    if whole < data.size:
+        np.right_shift(elements.view(as_integer), _PLANE_SHIFTS[element_size], out=planes,
+                       casting="unsafe")
+    if whole < size:
         out[whole:] = data[whole:]
     return out
 
