@@ -426,7 +426,7 @@ class ConditionalCodec(BytesBytesCodec):
             byte_encoders = self._byte_encoders
 
             def encode_bytes(i: int, value: ChunkBytes) -> ChunkBytes:
-                values = value if value.__class__ is np.ndarray else byte_array(value)
+                values = byte_array(value)
                 encoder = byte_encoders[i]
                 if encoder is not None:
                     return encoder(values)
@@ -440,7 +440,6 @@ class ConditionalCodec(BytesBytesCodec):
                 return self._encode_step(i, buffer, chunk_spec, loop)
 
             data, step = chunk_bytes, encode_buffer
-        n_codecs = len(self.codecs)
         index = current_chunk_index()
         # ChunkEncoding is typed for Buffers, its public form: an opaque_bytes decision
         # only measures what it holds
@@ -449,10 +448,9 @@ class ConditionalCodec(BytesBytesCodec):
             cast("Callable[[int, Buffer], Buffer]", step),
         )
         mask, payload = self.decision.choose(chunk)
-        if mask.__class__ is not int or mask < 0 or mask >> n_codecs:  # else nothing to refuse
-            mask = check_mask(
-                mask, n_codecs, lambda: f"{self.name} codec, {describe_chunk(index)}"
-            )
+        mask = check_mask(
+            mask, len(self.codecs), lambda: f"{self.name} codec, {describe_chunk(index)}"
+        )
         return self._with_header(mask, payload, chunk_spec)
 
     def _encode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

@@ -238,8 +238,7 @@ def zstd_decode_into(source: np.ndarray, target: np.ndarray) -> int | None:
     (several frames, a frame without its size, a damaged or cut frame, bytes after
     it): the caller's other decoder then decodes it or raises its error. The memory
     it takes follows the size the header states (checked first), not the window the
-    frame asks for. ``target``
-    may be written either way.
+    frame asks for. ``target`` may be written either way.
     """
     # imagecodecs' decoder (into a given buffer, a new context each time) took about
     # a fifth longer for a 1 MiB float32 chunk (benchmarks/bench_peers.py).

@@ -38,6 +38,9 @@ def lowest_bit_beyond(mask: int, n_codecs: int) -> int | None:
 def check_mask(mask: int, n_codecs: int, where: str | Callable[[], str]) -> int:
     """Refuse masks that set bits beyond the configured codecs, naming ``where`` (or
     what ``where()`` returns: a message made only for a mask refused)."""
+    if mask.__class__ is int and mask >= 0 and not mask >> n_codecs:
+        return mask  # the common case, every chunk: nothing built for a message
+
     def named() -> str:
         return where() if callable(where) else where
 
