@@ -60,3 +60,22 @@ def test_a_damaged_frame_of_the_chunks_size_raises() -> None:
     decoder = BloscIntoScratch(np.dtype("<f4"), (8, 8), "C", 256)
     with pytest.raises(RuntimeError):
         decode(decoder, bytes(frame))
+
+
+@pytest.mark.parametrize("cut", [1, 10, 100])
+def test_a_frame_cut_short_or_with_bytes_after_it_raises(cut: int) -> None:
+    """c-blosc trusts the header's frame size: a frame cut short (or followed by other
+    bytes) would be read past its end and decode to other values, without an error
+    from blosc. The header's frame size must be the chunk's size."""
+    values = np.random.default_rng(0).random(4096).astype("<f4")
+    frame = bytes(Blosc(cname="lz4", clevel=5).encode(values))
+    decoder = BloscIntoScratch(values.dtype, (64, 64), "C", values.nbytes)
+    with pytest.raises(ValueError, match="frame"):
+        decode(decoder, frame[:-cut])
+    with pytest.raises(ValueError, match="frame"):
+        decode(decoder, frame + bytes(cut))
+    lying = bytearray(frame)
+    lying[12:16] = (len(frame) + cut).to_bytes(4, "little")
+    with pytest.raises(ValueError, match="frame"):
+        decode(decoder, bytes(lying))
+    np.testing.assert_array_equal(decode(decoder, frame).reshape(-1), values)
