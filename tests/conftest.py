@@ -153,7 +153,9 @@ class Where:
 
     def put(self, name: str, key: str, data: bytes) -> None:
         if self.local:
-            Path(self.root, name, key).write_bytes(data)
+            path = Path(self.root, name, key)
+            path.parent.mkdir(parents=True, exist_ok=True)  # a chunk no writer stored yet
+            path.write_bytes(data)
         else:
             self._fs.pipe(f"{self.location(name)}/{key}", data)
 

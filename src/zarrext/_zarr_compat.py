@@ -33,6 +33,7 @@ import zarr.core.array as core_array
 from zarr import registry as zarr_registry
 from zarr.abc import codec as abc_codec
 from zarr.abc import store as abc_store
+from zarr.codecs import _v2 as zarr_v2
 from zarr.codecs import sharding as zarr_sharding
 from zarr.core import metadata as zarr_metadata
 from zarr.core.dtype import registry as dtype_registry
@@ -68,6 +69,7 @@ __all__ = [
     "with_codecs",
     "wrap_core_array",
     "NestedDataTypeValidationError",
+    "V2Codec",
     "Requirement",
     "ShardIndex",
     "ShardingByteSetter",
@@ -193,6 +195,9 @@ REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
         "_get_inner_pipeline": ("self", "shard_spec"),
     }.items()),
     (zarr_sharding.ShardingCodec, Requirement(_SHARDING, "_sync_capable", kind=property)),
+    # a format 2 array's codec: its compressor is swapped for one that checks blosc
+    # frames (codecs/blosc_frames.py)
+    (zarr_v2, Requirement("zarr.codecs._v2", "V2Codec", fields=("filters", "compressor"))),
     # how LocalStore writes a key: a temporary file renamed over it
     (zarr_local, Requirement("zarr.storage._local", "_atomic_write",
                              ("path", "mode", "exclusive"))),
@@ -242,6 +247,7 @@ resolve_codec: Callable[[Any], Any] = _found["_resolve_codec"]
 NestedDataTypeValidationError: type[ValueError] = _found["_NestedDataTypeValidationError"]
 ShardIndex: Any = _found["_ShardIndex"]
 ShardingByteSetter: Any = _found["_ShardingByteSetter"]
+V2Codec: Any = _found["V2Codec"]
 # An absent inner chunk's offset and length in a shard index (2**64 - 1).
 EMPTY_SHARD_INDEX_ENTRY: int = _found["MAX_UINT_64"]
 

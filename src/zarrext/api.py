@@ -38,6 +38,7 @@ from zarrext._zarr_compat import (
     sharding_codec_fields,
     with_codecs,
 )
+from zarrext.codecs.blosc_frames import checked_codec
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.codecs.decisions import (
     NO_DECISION,
@@ -297,7 +298,9 @@ def with_runtime(
         shard_layout = next(
             (c.shard_layout for c in metadata.codecs if hasattr(c, "shard_layout")), None
         )
-    codecs = tuple(_map_codecs(c, bind) for c in metadata.codecs)
+    # blosc codecs check every frame against its chunk, also where the metadata's
+    # codecs decode without the pipeline (a shard's inner chunks, recompression)
+    codecs = tuple(checked_codec(_map_codecs(c, bind)) for c in metadata.codecs)
     if shard_layout is not None:
         if not _probe:  # create_array's in-memory dry run: the real store was checked
             _require_in_place(async_array.store_path.store, shard_layout)

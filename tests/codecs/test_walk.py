@@ -72,3 +72,22 @@ def test_map_nested_rebuilds_only_the_chains_asked_for() -> None:
     assert values_only.name == "zarrs.optional"
     both = map_nested(optional, crc_for_zstd)
     assert both.mask_codecs == (PackBitsCodec(), Crc32cCodec())
+
+
+def test_map_nested_gives_back_a_codec_whose_nested_codecs_it_leaves() -> None:
+    """A function that gives back every nested codec as it is leaves the holder as it
+    is (its caches with it); one changed codec rebuilds only its own chain."""
+    from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+
+    from zarrext.codecs.optional import OptionalCodec
+    from zarrext.codecs.packbits import PackBitsCodec
+    from zarrext.codecs.walk import map_nested
+
+    mask = (PackBitsCodec(), ZstdCodec())
+    optional = OptionalCodec(mask_codecs=list(mask), data_codecs=[BytesCodec(), Crc32cCodec()])
+    assert map_nested(optional, lambda c: c) is optional
+    swapped = map_nested(optional, lambda c: ZstdCodec() if isinstance(c, Crc32cCodec) else c)
+    assert swapped is not optional
+    assert swapped.data_codecs == (BytesCodec(), ZstdCodec())
+    assert all(new is old for new, old in zip(swapped.mask_codecs, optional.mask_codecs,
+                                               strict=True))

@@ -21,6 +21,7 @@ from zarr.core.buffer import default_buffer_prototype
 from zarr.core.dtype import Float32
 
 from zarrext import ConditionalCodec, ShuffleCodec
+from zarrext.codecs.blosc_frames import checked_codec
 from zarrext.sharding.bounds import KNOWN_BOUNDS, encoded_size_bound
 
 CHUNK = 256 * 1024
@@ -54,6 +55,9 @@ CODECS: dict[str, list[Callable[[], BytesBytesCodec]]] = {
         lambda: BloscCodec(cname="blosclz", clevel=1, shuffle="noshuffle", typesize=1),
         lambda: BloscCodec(cname="zlib", clevel=0, shuffle="noshuffle", typesize=1),
         lambda: zarr_numcodecs.Blosc(cname="lz4hc", clevel=9, shuffle=1),
+        # zarrext's pipelines hold these forms (they check the frames they decode)
+        lambda: checked_codec(BloscCodec(cname="lz4", clevel=5, shuffle="shuffle", typesize=4)),
+        lambda: checked_codec(zarr_numcodecs.Blosc(cname="zstd", clevel=9, shuffle=2)),
     ],
     "lz4": [lambda: zarr_numcodecs.LZ4(acceleration=1), lambda: zarr_numcodecs.LZ4()],
     "crc32c": [Crc32cCodec, zarr_numcodecs.CRC32C],

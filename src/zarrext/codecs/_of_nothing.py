@@ -19,6 +19,7 @@ from zarr.codecs import BloscCodec, ZstdCodec
 from zarr.codecs.numcodecs import Blosc as NumcodecsBlosc
 from zarr.codecs.numcodecs import Zstd as NumcodecsZstd
 
+from zarrext.codecs.blosc_frames import check_blosc_frame
 from zarrext.codecs.walk import map_nested
 
 if TYPE_CHECKING:
@@ -65,10 +66,13 @@ class _DecodesNothing(BytesBytesCodec):
     def _decode_sync(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:
         import imagecodecs  # 60 ms to import: only for chunks with nothing present
 
-        decode = (
-            imagecodecs.zstd_decode if isinstance(self.codec, _ZSTD) else imagecodecs.blosc_decode
-        )
-        out = decode(chunk_bytes.as_numpy_array(), out=bytearray(NOTHING_BOUND))
+        source = chunk_bytes.as_numpy_array()
+        if isinstance(self.codec, _ZSTD):
+            decode = imagecodecs.zstd_decode
+        else:
+            check_blosc_frame(source)  # c-blosc trusts the header's frame size
+            decode = imagecodecs.blosc_decode
+        out = decode(source, out=bytearray(NOTHING_BOUND))
         return chunk_spec.prototype.buffer.from_bytes(bytes(out))
 
     async def _decode_single(self, chunk_bytes: Buffer, chunk_spec: ArraySpec) -> Buffer:

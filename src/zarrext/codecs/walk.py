@@ -39,17 +39,20 @@ def walk_codecs(codecs: Iterable[Any], chains: Sequence[str] = NESTING_ATTRIBUTE
 def map_nested[C](codec: C, fn: Callable[[Any], Any],
                   chains: Sequence[str] = NESTING_ATTRIBUTES) -> C:
     """A copy of ``codec`` with ``fn`` applied to each codec it holds directly in its
-    ``chains`` (``codec`` itself when it holds none there); ``fn`` recurses if it
-    should.
+    ``chains`` (``codec`` itself when it holds none there, or ``fn`` gives back each
+    of them as it is: a codec's caches stay); ``fn`` recurses if it should.
 
     The copy is made by :func:`dataclasses.replace`: the codec's class and its other
     settings stay.
     """
-    changes = {
-        attr: tuple(fn(c) for c in getattr(codec, attr))
-        for attr in chains
-        if getattr(codec, attr, None) is not None
-    }
+    changes = {}
+    for attr in chains:
+        held = getattr(codec, attr, None)
+        if held is None:
+            continue
+        mapped = tuple(fn(c) for c in held)
+        if any(new is not old for new, old in zip(mapped, held, strict=True)):
+            changes[attr] = mapped
     if not changes:
         return codec
     return replace(codec, **changes)  # type: ignore[type-var]

@@ -26,6 +26,7 @@ import imagecodecs
 import numpy as np
 from numcodecs import Blosc
 
+from zarrext.codecs.blosc_frames import check_blosc_frame
 from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, decode_scratch
 
 if TYPE_CHECKING:
@@ -33,10 +34,6 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer
 
 __all__ = ["BloscIntoScratch"]
-
-# blosc 1's frame: a 16-byte header whose bytes 4..8 are the decoded size and bytes
-# 12..16 the frame's own size, header included (little-endian)
-_HEADER_NBYTES = 16
 
 
 @dataclass(frozen=True)
@@ -73,22 +70,14 @@ class BloscIntoScratch:
 
         Raises
         ------
-        ValueError
+        BloscFrameError
             The chunk's header does not give the chunk's size, or not the size of
-            the frame it heads (a frame cut short, or with bytes after it: c-blosc
-            trusts the header and would read past the bytes given).
+            the frame it heads (:func:`~zarrext.codecs.blosc_frames.check_blosc_frame`).
         RuntimeError
             blosc cannot decode it (imagecodecs' ``BloscError``).
         """
         source = chunk_bytes.as_numpy_array()
-        if source.nbytes < _HEADER_NBYTES:
-            raise ValueError(f"blosc: {source.nbytes} bytes is shorter than a frame's header")
-        header = source[:_HEADER_NBYTES].tobytes()
-        if int.from_bytes(header[4:8], "little") != self.nbytes:
-            raise ValueError(f"blosc: the chunk's header does not give its {self.nbytes} bytes")
-        if (frame := int.from_bytes(header[12:16], "little")) != source.nbytes:
-            raise ValueError(f"blosc: the header gives a {frame}-byte frame, the chunk "
-                             f"holds {source.nbytes} bytes")
+        check_blosc_frame(source, decoded_nbytes=self.nbytes)
         out = decode_scratch(self.nbytes, source)
         imagecodecs.blosc_decode(source, numthreads=1, out=memoryview(out))
         return out.view(self.dtype).reshape(self.shape, order=self.order)

@@ -63,6 +63,7 @@ from zarr.core.common import concurrent_map
 from zarr.core.config import config
 from zarr.storage import LocalStore
 
+from zarrext.codecs.blosc_frames import checked_codecs
 from zarrext.codecs.chunk_context import ChunkIndex, chunk_index, inner_origin
 from zarrext.codecs.quantized_writes import PlannedRange, StorableValues, array_label
 from zarrext.codecs.specs import array_spec, chunk_nbytes, regular_chunk_shape
@@ -97,7 +98,7 @@ from zarrext.pipeline.write_encoding import merged_and_encoded, through_filters
 if TYPE_CHECKING:
     from typing import Self
 
-    from zarr.abc.codec import GetResult
+    from zarr.abc.codec import Codec, GetResult
     from zarr.abc.store import ByteGetter, ByteSetter
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
@@ -168,6 +169,12 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
     # A fill value the array's filters do not give back (set by build_pipeline):
     # writes that would store it in part of a chunk are refused.
     lost_fill_value: LostFillValue | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_codecs(cls, codecs: Iterable[Codec], *, batch_size: int | None = None) -> Self:
+        """zarr's pipeline of ``codecs``, its blosc codecs checking each frame against
+        the chunk that holds it (:mod:`zarrext.codecs.blosc_frames`)."""
+        return super().from_codecs(checked_codecs(codecs), batch_size=batch_size)
 
     @classmethod
     def from_array_metadata_and_store(cls, array_metadata: Any, store: Any) -> Self:

@@ -31,6 +31,7 @@ from zarr.abc.codec import ArrayArrayCodec, ArrayBytesCodec, BytesBytesCodec
 from zarr.codecs import BloscCodec, GzipCodec, ZstdCodec
 from zarr.codecs import numcodecs as zarr_numcodecs
 
+from zarrext.codecs.blosc_frames import CheckedBloscCodec, CheckedNumcodecsBlosc
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.errors import codec_name
 from zarrext.sharding.geometry import ShardLayoutError
@@ -140,6 +141,8 @@ KNOWN_BOUNDS: dict[type[BytesBytesCodec], KnownBound] = {
     ),
     BloscCodec: _BLOSC,
     zarr_numcodecs.Blosc: _BLOSC,
+    CheckedBloscCodec: _BLOSC,  # zarrext's forms of the two, which only check decodes
+    CheckedNumcodecsBlosc: _BLOSC,
     zarr_numcodecs.LZ4: KnownBound(lz4_bound, "LZ4_COMPRESSBOUND, lz4.h; numcodecs lz4.pyx"),
     zarr_numcodecs.Shuffle: KnownBound(lambda n: n, "a permutation of the bytes"),
 }

@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+import numcodecs
 import numpy as np
 import pytest
 import zarr
@@ -30,6 +31,8 @@ def _damaged(path: Path, how: str) -> None:
     """Chunk ``0.0`` of a format 2 array, damaged as ``how`` says."""
     if how == "raw truncated":
         _format_2(path, compressor=None)
+    elif how.startswith("blosc"):
+        _format_2(path, compressor=numcodecs.Blosc(cname="lz4"))
     else:
         _format_2(path)
     chunk = path / "0.0"
@@ -39,11 +42,15 @@ def _damaged(path: Path, how: str) -> None:
         "truncated": stored[: len(stored) // 2],
         "empty": b"",
         "raw truncated": stored[:320],  # 80 of the chunk's 160 float32 values
+        # c-blosc trusts the frame's header: numcodecs decodes these to other values
+        "blosc cut by 5 bytes": stored[:-5],
+        "blosc with bytes after": stored + bytes(7),
     }[how]
     chunk.write_bytes(damaged)
 
 
-HOW = ["corrupt", "truncated", "empty", "raw truncated"]
+HOW = ["corrupt", "truncated", "empty", "raw truncated", "blosc cut by 5 bytes",
+       "blosc with bytes after"]
 
 
 @pytest.mark.parametrize("how", HOW)

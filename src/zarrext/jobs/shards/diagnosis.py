@@ -22,6 +22,7 @@ from zarr.codecs import ShardingCodec
 from zarr.core.buffer import default_buffer_prototype
 
 from zarrext._zarr_compat import inner_chunk_spec, inner_chunk_transform
+from zarrext.codecs.blosc_frames import checked_codec
 from zarrext.codecs.chunk_context import chunk_index
 from zarrext.errors import (
     DECODE_ERRORS,
@@ -162,12 +163,13 @@ def _cut_index_end(tail: bytes, size: int) -> int | None:
 
 
 def _stock(codec: ShardingCodec) -> ShardingCodec:
-    """``codec`` as zarr-python's own ``ShardingCodec``, nested ones too: a check only
-    decodes, and zarrext's runtime sharding codec (of :func:`zarrext.open_array`) keeps
-    nested shards off the synchronous path that decodes one inner chunk."""
-    if type(codec) is ShardingCodec:
-        return codec
-    return ShardingCodec.from_dict(codec.to_dict())
+    """``codec`` as zarr-python's own ``ShardingCodec``, nested ones too, its blosc
+    codecs checking each frame (:func:`~zarrext.codecs.blosc_frames.checked_codec`): a
+    check only decodes, and zarrext's runtime sharding codec (of
+    :func:`zarrext.open_array`) keeps nested shards off the synchronous path that
+    decodes one inner chunk."""
+    stock = codec if type(codec) is ShardingCodec else ShardingCodec.from_dict(codec.to_dict())
+    return checked_codec(stock)
 
 
 class Decoder:
