@@ -1,4 +1,5 @@
-"""Chunks of ``[bytes, zstd]`` chains decoded by zarrext itself (:mod:`zarrext.pipeline.direct`):
+"""Chunks of ``[bytes, zstd]`` and ``[bytes, blosc]`` chains decoded by zarrext itself
+(:mod:`zarrext.pipeline.direct`):
 the same values as zarr-python wherever a read lands, the copy skipped where the
 chunk's place is one contiguous block, zarr's decoder taken for none of the chunks
 it can decode, no result sharing the threads' reused memory, and damaged chunks
@@ -15,8 +16,8 @@ import pytest
 import zarr
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from numcodecs import Zstd
-from zarr.codecs import BytesCodec, ZstdCodec
+from numcodecs import Blosc, Zstd
+from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
 
 import zarrext
 import zarrext.pipeline.chunk_reads
@@ -25,6 +26,9 @@ from zarrext.errors import ChunkDecodeError
 
 _NAMES = itertools.count()  # one array per example (hypothesis reuses tmp_path)
 DTYPES = ["uint8", "int16", "<f4", ">f4", "float64", "complex64", "bool"]
+COMPRESSORS = {"zstd": lambda: ZstdCodec(level=1), "blosc": lambda: BloscCodec(cname="lz4")}
+# numcodecs' forms, to store frames by hand (a chunk of other values, say)
+FRAMES = {"zstd": lambda: Zstd(level=1), "blosc": lambda: Blosc(cname="lz4")}
 
 
 def _spy_places(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
@@ -60,23 +64,23 @@ def _spy_zarr_decodes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 def _create(
     path: str, values: np.ndarray, chunks: tuple[int, ...], *, header: bool,
-    endian: str = "little",
+    endian: str = "little", compressor: str = "zstd",
 ) -> None:
-    """``values`` stored as ``[bytes, zstd]``, or with ``header`` as zarrext's
-    ``[bytes, conditional([zstd])]`` (compress_if_smaller: chunks that do not
-    shrink are stored raw behind the header)."""
+    """``values`` stored as ``[bytes, zstd]`` (or blosc), or with ``header`` as
+    zarrext's ``[bytes, conditional([zstd])]`` (compress_if_smaller: chunks that do
+    not shrink are stored raw behind the header)."""
     if header:
         zarrext.create_array(
             path, shape=values.shape, chunks=chunks, dtype=values.dtype, fill_value=0,
             serializer=BytesCodec(endian=endian),  # type: ignore[arg-type]
-            compressors=[zarrext.ConditionalCodec([ZstdCodec(level=1)])],
+            compressors=[zarrext.ConditionalCodec([COMPRESSORS[compressor]()])],
             decision="compress_if_smaller",
         )[...] = values
         return
     zarr.create_array(
         path, shape=values.shape, chunks=chunks, dtype=values.dtype, fill_value=0,
         serializer=BytesCodec(endian=endian),  # type: ignore[arg-type]
-        compressors=[ZstdCodec(level=1)],
+        compressors=[COMPRESSORS[compressor]()],
     )[...] = values
 
 
@@ -88,7 +92,9 @@ def _values(shape: tuple[int, ...], dtype: str, seed: int) -> np.ndarray:
 
 
 @st.composite
-def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str, Any, bool]:
+def _arrays(
+    draw: st.DrawFn,
+) -> tuple[tuple[int, ...], tuple[int, ...], str, str, Any, bool, str]:
     ndim = draw(st.integers(1, 3))
     shape = tuple(draw(st.lists(st.integers(1, 12), min_size=ndim, max_size=ndim)))
     # Chunks spanning every trailing axis (contiguous places) as often as not.
@@ -103,7 +109,8 @@ def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str
         draw(st.sampled_from([slice(None), slice(0, max(1, n // 2)), slice(n // 3, n), 0]))
         for n in shape
     )
-    return shape, chunks, dtype, endian, selection, draw(st.booleans())
+    return (shape, chunks, dtype, endian, selection, draw(st.booleans()),
+            draw(st.sampled_from(sorted(COMPRESSORS))))
 
 
 @settings(
@@ -113,10 +120,10 @@ def _arrays(draw: st.DrawFn) -> tuple[tuple[int, ...], tuple[int, ...], str, str
 def test_reads_match_zarr_python_wherever_they_land(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, case: Any, seed: int
 ) -> None:
-    shape, chunks, dtype, endian, selection, header = case
+    shape, chunks, dtype, endian, selection, header, compressor = case
     path = tmp_path / f"a{next(_NAMES)}.zarr"
     values = _values(shape, dtype, seed)
-    _create(str(path), values, chunks, header=header, endian=endian)
+    _create(str(path), values, chunks, header=header, endian=endian, compressor=compressor)
     expected = zarr.open_array(str(path), mode="r")[selection]
     seen = _spy_places(monkeypatch)
     decoded_by_zarr = _spy_zarr_decodes(monkeypatch)
@@ -142,11 +149,12 @@ def test_no_read_shares_the_memory_later_reads_reuse(
     # reuses for its next chunk: a result holding any of it would change under the
     # caller's feet. Reads of another array's chunks of the same sizes, after
     # these, leave every earlier result as it was.
-    shape, chunks, dtype, _, selection, header = case
+    shape, chunks, dtype, _, selection, header, compressor = case
     first, second = (tmp_path / f"{n}{next(_NAMES)}.zarr" for n in "ab")
     values = _values(shape, dtype, seed)
-    _create(str(first), values, chunks, header=header)
-    _create(str(second), _values(shape, dtype, seed + 1), chunks, header=header)
+    _create(str(first), values, chunks, header=header, compressor=compressor)
+    _create(str(second), _values(shape, dtype, seed + 1), chunks, header=header,
+            compressor=compressor)
     with zarr.config.set({"codec_pipeline.max_workers": workers}):
         got = [zarrext.open_array(str(first), mode="r")[selection] for _ in range(2)]
         zarrext.open_array(str(second), mode="r")[...]
@@ -157,20 +165,21 @@ def test_no_read_shares_the_memory_later_reads_reuse(
         assert not np.shares_memory(got[0], got[1])
 
 
-@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
+@pytest.mark.parametrize("compressor", sorted(COMPRESSORS))
+@pytest.mark.parametrize("header", [False, True], ids=["plain", "conditional"])
 def test_whole_row_chunks_decode_into_their_place(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: bool
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, header: bool, compressor: str
 ) -> None:
     values = _values((64, 40), "<f4", 1)
     values[:32] = 1.5  # compresses: the other rows are stored raw behind the header
-    _create(str(tmp_path / "a.zarr"), values, (8, 40), header=header)
+    _create(str(tmp_path / "a.zarr"), values, (8, 40), header=header, compressor=compressor)
     seen = _spy_places(monkeypatch)
     decoded_by_zarr = _spy_zarr_decodes(monkeypatch)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:],
                                   values)
     assert seen == [True] * 8
     seen.clear()  # columns: each chunk's place is strided: decoded apart, then copied
-    _create(str(tmp_path / "b.zarr"), values, (64, 8), header=header)
+    _create(str(tmp_path / "b.zarr"), values, (64, 8), header=header, compressor=compressor)
     np.testing.assert_array_equal(zarrext.open_array(str(tmp_path / "b.zarr"), mode="r")[:],
                                   values)
     assert True not in seen
@@ -182,25 +191,31 @@ def test_whole_row_chunks_decode_into_their_place(
     assert seen == [True]
 
 
-@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
+@pytest.mark.parametrize("compressor", sorted(COMPRESSORS))
+@pytest.mark.parametrize("header", [False, True], ids=["plain", "conditional"])
 @pytest.mark.parametrize(
-    "damage", ["garbage", "another size", "oversized", "truncated", "unknown bit"]
+    "damage", ["garbage", "another size", "oversized", "truncated", "cut by 5 bytes",
+               "unknown bit"]
 )
-def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: bool) -> None:
+def test_a_damaged_chunk_is_still_named(
+    tmp_path: Path, damage: str, header: bool, compressor: str
+) -> None:
     values = _values((16, 32), "<f4", 2)
     values[8:] = 2.5  # compresses
-    _create(str(tmp_path / "a.zarr"), values, (8, 32), header=header)
+    _create(str(tmp_path / "a.zarr"), values, (8, 32), header=header, compressor=compressor)
     chunk = tmp_path / "a.zarr" / "c" / "1" / "0"
     stored = chunk.read_bytes()
     head = stored[:1] if header else b""
     if damage == "garbage":
         chunk.write_bytes(b"\x00" * len(stored))
-    elif damage == "another size":  # a valid zstd frame of half the chunk's bytes
-        chunk.write_bytes(head + Zstd(level=1).encode(values[:4].tobytes()))
-    elif damage == "oversized":  # a valid zstd frame of more than the chunk's bytes
-        chunk.write_bytes(head + Zstd(level=1).encode(np.tile(values, (2, 1)).tobytes()))
+    elif damage == "another size":  # a valid frame of half the chunk's bytes
+        chunk.write_bytes(head + FRAMES[compressor]().encode(values[:4].tobytes()))
+    elif damage == "oversized":  # a valid frame of more than the chunk's bytes
+        chunk.write_bytes(head + FRAMES[compressor]().encode(np.tile(values, (2, 1)).tobytes()))
     elif damage == "truncated":
         chunk.write_bytes(stored[: len(stored) // 2])
+    elif damage == "cut by 5 bytes":
+        chunk.write_bytes(stored[:-5])
     elif header:  # a header bit for a nested codec the metadata does not list
         chunk.write_bytes(bytes([stored[0] | 0x80]) + stored[1:])
     else:
@@ -211,10 +226,14 @@ def test_a_damaged_chunk_is_still_named(tmp_path: Path, damage: str, header: boo
         zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")[:]
 
 
-@pytest.mark.parametrize("header", [False, True], ids=["zstd", "conditional"])
-def test_a_zero_dimensional_array_reads_its_value(tmp_path: Path, header: bool) -> None:
+@pytest.mark.parametrize("compressor", sorted(COMPRESSORS))
+@pytest.mark.parametrize("header", [False, True], ids=["plain", "conditional"])
+def test_a_zero_dimensional_array_reads_its_value(
+    tmp_path: Path, header: bool, compressor: str
+) -> None:
     # Its one chunk's place is the whole 0-d output: a view of it, not a copy.
-    _create(str(tmp_path / "a.zarr"), np.array(2.5, "<f4"), (), header=header)
+    _create(str(tmp_path / "a.zarr"), np.array(2.5, "<f4"), (), header=header,
+            compressor=compressor)
     back = zarrext.open_array(str(tmp_path / "a.zarr"), mode="r")
     assert back[()] == 2.5
     assert back[...] == 2.5

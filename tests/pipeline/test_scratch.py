@@ -16,7 +16,7 @@ import pytest
 import zarr
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from zarr.codecs import BytesCodec, Crc32cCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, Crc32cCodec, ZstdCodec
 from zarr.storage import LocalStore, MemoryStore
 
 import zarrext
@@ -26,6 +26,7 @@ import zarrext.pipeline.scratch as scratch
 from tests.conftest import chunk_files, conditional, on_batched_path
 from zarrext import ConditionalCodec, ShuffleCodec
 from zarrext.codecs.decisions import ChunkEncoding, Decision
+from zarrext.codecs.walk import walk_codecs
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 
 
@@ -347,13 +348,17 @@ def test_bytes_a_decision_keeps_stay_the_chunks_own(
         [conditional(ShuffleCodec(element_size=4), ZstdCodec(level=1)), ZstdCodec(level=2)],
         # zstd decodes to more than the chunk: past the scratch bound, zarr's decoder
         [zarrext.PadCodec(location="end", nbytes=20_000), ZstdCodec(level=1)],
+        # blosc in chains the direct decoder does not take
+        [ShuffleCodec(element_size=4), BloscCodec(cname="zstd")],
+        [conditional(BloscCodec(cname="lz4"), Crc32cCodec())],
     ],
-    ids=["zstd", "zstd-zstd", "conditional-zstd", "padded-zstd"],
+    ids=["zstd", "zstd-zstd", "conditional-zstd", "padded-zstd", "shuffle-blosc",
+         "conditional-blosc-crc32c"],
 )
 @pytest.mark.parametrize("workers", [1, 3])
 def test_scratch_decodes_match_zarr(tmp_path: Path, compressors: list[Any], workers: int) -> None:
-    """zstd decoding into the codec threads' scratch memory: the values zarr-python
-    reads, for whole and partial reads and read-modify-write updates."""
+    """zstd and blosc decoding into the codec threads' scratch memory: the values
+    zarr-python reads, for whole and partial reads and read-modify-write updates."""
     data = np.random.default_rng(6).normal(size=(50, 40)).astype("<f4")
     with zarr.config.set({"codec_pipeline.max_workers": workers}):
         z = zarrext.create_array(
@@ -366,6 +371,10 @@ def test_scratch_decodes_match_zarr(tmp_path: Path, compressors: list[Any], work
         z[3:20, 5:9] = -1.0  # partial chunks: decode, merge, encode
         data[3:20, 5:9] = -1.0
         reader = zarrext.open_array(tmp_path, mode="r")
+        transform = pipeline_of(reader).transform
+        assert transform is not None
+        assert any(isinstance(c, scratch.ScratchZstdCodec | scratch.ScratchBloscCodec)
+                   for c in walk_codecs(transform.codecs))
         for sel in (np.s_[:], np.s_[17:33, 2:39], np.s_[49, :]):
             np.testing.assert_array_equal(reader[sel], data[sel])
     np.testing.assert_array_equal(zarr.open_array(tmp_path, mode="r")[:], data)
@@ -569,3 +578,54 @@ def test_the_pipelines_zstd_decode_refuses_damage_and_sizes_past_its_buffer() ->
     huge = bytes([0x28, 0xB5, 0x2F, 0xFD, 0xE0]) + (1 << 60).to_bytes(8, "little") + bytes(8)
     assert zstandard.frame_content_size(huge) == 1 << 60
     assert _decode(huge, 1 << 20)[0] is None
+
+
+# -- blosc ----------------------------------------------------------------------------------
+
+
+def _blosc_decode(frame: bytes, room: int) -> tuple[int | None, bytes]:
+    target = np.full(room, 0xAB, dtype=np.uint8)
+    size = scratch.blosc_decode_into(np.frombuffer(frame, np.uint8), target)
+    return size, target.tobytes()[: size or 0]
+
+
+@given(
+    dtype=st.sampled_from(["u1", "<i2", "<f4", ">f8", "<c8"]),
+    n=st.integers(0, 3000),
+    cname=st.sampled_from(["lz4", "lz4hc", "blosclz", "zstd", "zlib"]),
+    shuffle=st.sampled_from([0, 1, 2]),
+    blocksize=st.sampled_from([0, 256, 4096]),
+    room=st.integers(0, 64),
+    seed=st.integers(0, 2**16),
+)
+def test_the_pipelines_blosc_decode_is_numcodecs_for_every_frame_it_writes(
+    dtype: str, n: int, cname: str, shuffle: int, blocksize: int, room: int, seed: int
+) -> None:
+    """Every frame numcodecs' Blosc writes (its compressors, shuffles, block sizes, of
+    any type size) decodes into the buffer to numcodecs' bytes; a buffer one byte too
+    small is not written past (None)."""
+    from numcodecs import Blosc
+
+    values = (np.random.default_rng(seed).random(n) * 50).astype(dtype)
+    codec = Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=blocksize,
+                  typesize=values.dtype.itemsize)
+    frame = bytes(codec.encode(values.tobytes()))
+    assert _blosc_decode(frame, values.nbytes + room) == (values.nbytes, values.tobytes())
+    if values.nbytes:
+        assert _blosc_decode(frame, values.nbytes - 1)[0] is None
+
+
+def test_the_pipelines_blosc_decode_refuses_what_is_not_one_whole_frame() -> None:
+    """Cut short, bytes after it, a header c-blosc refuses, or no frame at all: None
+    (the caller's decoder raises, naming the chunk). blosc frames carry no checksum:
+    damaged data inside a whole frame is not seen here, as nowhere."""
+    from numcodecs import Blosc
+
+    values = np.random.default_rng(1).random(2000).astype("<f4").tobytes()
+    frame = bytes(Blosc(cname="lz4", clevel=5, shuffle=1).encode(values))
+    assert _blosc_decode(frame, len(values))[0] == len(values)
+    for bad in (frame[:-1], frame[:-100], frame + bytes(3), b"", b"not blosc, not at all!"):
+        assert _blosc_decode(bad, 1 << 20)[0] is None
+    lying = bytearray(frame)  # a header whose frame size is the chunk's, blocks beyond it
+    lying[4:8] = (len(values) * 4).to_bytes(4, "little")
+    assert _blosc_decode(bytes(lying), 1 << 20)[0] is None

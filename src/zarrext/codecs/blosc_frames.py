@@ -24,7 +24,7 @@ frame and ignore the rest).
 from __future__ import annotations
 
 from dataclasses import fields, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Self
 
 import numpy as np
 from numcodecs import Blosc
@@ -61,9 +61,10 @@ class BloscFrameError(ValueError):
     """A chunk is not one whole blosc frame (cut short, or followed by other bytes)."""
 
 
-def check_blosc_frame(frame: np.ndarray, decoded_nbytes: int | None = None) -> None:
+def check_blosc_frame(frame: np.ndarray, decoded_nbytes: int | None = None) -> int:
     """Refuse ``frame`` (a chunk's bytes, as a NumPy array) unless its header gives
-    its own size, and ``decoded_nbytes`` as the decoded size when that is given.
+    its own size, and ``decoded_nbytes`` as the decoded size when that is given; the
+    decoded size the header gives.
 
     Raises
     ------
@@ -86,6 +87,7 @@ def check_blosc_frame(frame: np.ndarray, decoded_nbytes: int | None = None) -> N
         raise BloscFrameError(
             f"the frame's header gives {decoded} decoded bytes, the chunk has {decoded_nbytes}"
         )
+    return decoded
 
 
 class CheckedBlosc(Blosc):
@@ -101,6 +103,13 @@ class _ComparesAsChecked:
     is the same codec in metadata."""
 
     checks: ClassVar[type]
+
+    @classmethod
+    def of(cls, codec: object) -> Self:
+        """``codec`` (of the class checked, or a form of it) as this class, with every
+        attribute as it is (zarr's blosc codec also records which settings it may
+        still tune to the data type)."""
+        return _as(cls, codec)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, self.checks):
@@ -145,9 +154,9 @@ def checked_codec(codec: Any) -> Any:
     """``codec`` as the checked form of its blosc codec, the codecs nested in it too;
     ``codec`` itself when nothing in it changes (its caches stay)."""
     if type(codec) is BloscCodec:
-        return _as(CheckedBloscCodec, codec)
+        return CheckedBloscCodec.of(codec)
     if type(codec) is NumcodecsBlosc:
-        return _as(CheckedNumcodecsBlosc, codec)
+        return CheckedNumcodecsBlosc.of(codec)
     if isinstance(codec, V2Codec):
         if type(codec.compressor) is not Blosc:
             return codec
@@ -156,9 +165,7 @@ def checked_codec(codec: Any) -> Any:
 
 
 def _as[C](cls: type[C], codec: object) -> C:
-    """``codec`` as an object of its subclass ``cls``, with every attribute as it is
-    (zarr's blosc codec also records which settings it may still tune to the data
-    type, numcodecs' its typesize)."""
+    """``codec`` as an object of its subclass ``cls``, every attribute as it is."""
     new = object.__new__(cls)
     vars(new).update(vars(codec))
     return new

@@ -23,7 +23,7 @@ from zarr.core.chunk_utils import decode_and_scatter_chunk
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.errors import DECODE_ERRORS
 from zarrext.pipeline.chunk_io import get_chunk_sync, local_chunk_file, read_chunk_file
-from zarrext.pipeline.direct import DirectDecoder, decodes_zstd_in_place
+from zarrext.pipeline.direct import DirectDecoder, in_place_decoder
 from zarrext.pipeline.masked_read import SplitOptionalBuffer
 from zarrext.pipeline.optional_decode import decode_split_into
 
@@ -43,9 +43,9 @@ def scatter_into(transform: ChunkTransform, out: NDBuffer) -> Callable[..., GetR
     ``decode_and_scatter_chunk`` with ``transform``'s chain; for a chain that
     is the ``optional`` codec alone and an output that takes the fields apart,
     :func:`~zarrext.pipeline.optional_decode.decode_split_into` (no interleaved chunk
-    is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]``
-    chain, by :class:`zarrext.pipeline.direct.DirectDecoder` (straight into the
-    chunk's place where it is one contiguous block)."""
+    is built); for a ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]`` chain (or
+    blosc in place of zstd), by :class:`zarrext.pipeline.direct.DirectDecoder`
+    (straight into the chunk's place where it is one contiguous block)."""
     codecs = transform.codecs
     if (
         len(codecs) == 1
@@ -54,8 +54,8 @@ def scatter_into(transform: ChunkTransform, out: NDBuffer) -> Callable[..., GetR
     ):
         return functools.partial(decode_split_into, codecs[0])
     scatter = functools.partial(decode_and_scatter_chunk, decode=transform.decode_chunk)
-    if decodes_zstd_in_place(codecs) and type(out) is cpu.NDBuffer:
-        return DirectDecoder(out, codecs[1], scatter)
+    if in_place_decoder(codecs) is not None and type(out) is cpu.NDBuffer:
+        return DirectDecoder(out, codecs, scatter)
     return scatter
 
 

@@ -1,15 +1,16 @@
-"""Chunks of a ``[bytes, zstd]`` chain decoded into the output with one copy at most.
+"""``[bytes, zstd]`` and ``[bytes, blosc]`` chunks decoded into the output, one copy at most.
 
 zarr-python decodes a chunk into a buffer of its own, through one codec object
 after another, and then copies it into the output array. For a chain of
 ``[bytes, zstd]`` or ``[bytes, conditional([zstd])]`` in the machine's byte
-order, the decompressed bytes *are* the chunk's values, so :class:`DirectDecoder`
-does the whole decode itself:
+order (or ``blosc`` in place of ``zstd``), the decompressed bytes *are* the chunk's
+values, so :class:`DirectDecoder` does the whole decode itself:
 
 - when the chunk's whole extent lands on one C-contiguous block of the output
   (whole rows of a C-ordered result: chunks spanning every axis but the first,
   or an output of one chunk), zstd writes the values there (the thread's kept
-  decompressor, :func:`zarrext.pipeline.scratch.zstd_decode_into`), or a
+  decompressor, :func:`zarrext.pipeline.scratch.zstd_decode_into`; blosc:
+  :func:`zarrext.pipeline.scratch.blosc_decode_into`), or a
   ``conditional`` chunk stored raw is copied there once: the extra copy, a third
   of a local read's time beside decoding on this project's machine, is gone;
 - anywhere else (a strided place, a selection, an edge chunk) the chunk is
@@ -35,39 +36,61 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from zarr.codecs import BytesCodec, ZstdCodec
+from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
 from zarr.core.chunk_utils import GetResult
 
 from zarrext.codecs.conditional import ConditionalCodec
-from zarrext.pipeline.scratch import ScratchConditionalCodec, decode_scratch, zstd_decode_into
+from zarrext.pipeline.scratch import (
+    ScratchConditionalCodec,
+    blosc_decode_into,
+    decode_scratch,
+    zstd_decode_into,
+)
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
 
-__all__ = ["DirectDecoder", "decodes_zstd_in_place"]
+__all__ = ["DecodeInto", "DirectDecoder", "in_place_decoder"]
 
 
-def decodes_zstd_in_place(codecs: Sequence[Any]) -> bool:
-    """Whether a chain of ``codecs`` stores a chunk as its values' bytes in the
-    machine's order, compressed with zstd alone (so that zstd's output is the
-    chunk's values as numpy lays them out), or behind a ``conditional`` header
-    whose one nested codec is zstd."""
-    if len(codecs) != 2 or not (
-        isinstance(codecs[1], ZstdCodec) or _is_zstd_behind_a_header(codecs[1])
-    ):
-        return False
+DecodeInto = Callable[[np.ndarray, np.ndarray], int | None]
+"""Decodes a stored chunk's bytes (its first argument) into the second; the bytes
+it decoded to, or None (:func:`~zarrext.pipeline.scratch.zstd_decode_into`)."""
+
+
+def in_place_decoder(codecs: Sequence[Any]) -> DecodeInto | None:
+    """How a chain of ``codecs`` is decoded here: when it stores a chunk as its values'
+    bytes in the machine's order, compressed with zstd or blosc alone (so that the
+    compressor's output is the chunk's values as numpy lays them out), or behind a
+    ``conditional`` header whose one nested codec is one of them, that compressor's
+    decoder into given memory; else None."""
+    if len(codecs) != 2:
+        return None
     first = codecs[0]
-    return isinstance(first, BytesCodec) and first.endian in (None, sys.byteorder)
+    if not isinstance(first, BytesCodec) or first.endian not in (None, sys.byteorder):
+        return None
+    compressor = codecs[1]
+    if _is_conditional_of_one(compressor):
+        compressor = compressor.codecs[0]
+    return _decoder_of(compressor)
 
 
-def _is_zstd_behind_a_header(codec: Any) -> bool:
+def _decoder_of(codec: Any) -> DecodeInto | None:
+    if isinstance(codec, ZstdCodec):
+        return zstd_decode_into
+    if isinstance(codec, BloscCodec):
+        return blosc_decode_into
+    return None
+
+
+def _is_conditional_of_one(codec: Any) -> bool:
     """Whether ``codec`` is zarrext's ``conditional`` (not a subclass with a header
-    of its own) whose one nested codec is zstd."""
+    of its own) whose one nested codec decodes here."""
     return (
         type(codec) in (ConditionalCodec, ScratchConditionalCodec)
         and len(codec.codecs) == 1
-        and isinstance(codec.codecs[0], ZstdCodec)
+        and _decoder_of(codec.codecs[0]) is not None
     )
 
 
@@ -76,11 +99,11 @@ def _is_zstd_behind_a_header(codec: Any) -> bool:
 _Layout = tuple[np.dtype[Any], tuple[int, ...], int, bool]
 
 
-def _into(target: np.ndarray, source: np.ndarray, header: int) -> bool:
+def _into(target: np.ndarray, source: np.ndarray, header: int, decode: DecodeInto) -> bool:
     """Write the values of the stored chunk ``source`` (bytes) into ``target``
-    (bytes); False when they are not exactly its size or the chunk does not
-    decode (nothing is raised here). ``header``: the conditional header's size,
-    0 for plain zstd."""
+    (bytes) with ``decode``; False when they are not exactly its size or the chunk
+    does not decode (nothing is raised here). ``header``: the conditional header's
+    size, 0 for a plain compressor."""
     if header:
         mask = _mask(source, header)
         source = source[header:]
@@ -91,7 +114,7 @@ def _into(target: np.ndarray, source: np.ndarray, header: int) -> bool:
             return True
         if mask != 1:
             return False
-    return zstd_decode_into(source, target) == target.nbytes
+    return decode(source, target) == target.nbytes
 
 
 def _mask(source: np.ndarray, header: int) -> int | None:
@@ -147,15 +170,20 @@ class DirectDecoder:
     returns: nothing the caller gets back refers to scratch memory.
     """
 
-    __slots__ = ("_layout", "array", "header", "otherwise", "out")
+    __slots__ = ("_layout", "array", "decode", "header", "otherwise", "out")
 
-    def __init__(self, out: NDBuffer, compressor: Any, otherwise: Callable[..., GetResult]):
+    def __init__(self, out: NDBuffer, codecs: Sequence[Any], otherwise: Callable[..., GetResult]):
         self.out = out
         array = out.as_ndarray_like()
         self.array: np.ndarray | None = (
             array if isinstance(array, np.ndarray) and array.flags.writeable else None
         )
-        self.header = compressor.header_nbytes if _is_zstd_behind_a_header(compressor) else 0
+        decode = in_place_decoder(codecs)
+        if decode is None:
+            raise ValueError(f"{codecs} are not decoded here (see in_place_decoder)")
+        self.decode = decode
+        compressor = codecs[1]
+        self.header = compressor.header_nbytes if _is_conditional_of_one(compressor) else 0
         self.otherwise = otherwise
         # the last spec seen and its layout (None: not decoded here); a regular
         # grid passes one spec object for every chunk of a read
@@ -206,7 +234,7 @@ class DirectDecoder:
             _place(array, shape, chunk_selection, out_selection, drop_axes) if whole_rows else None
         )
         if place is not None:
-            return _into(place.reshape(-1).view(np.uint8), source, self.header)
+            return _into(place.reshape(-1).view(np.uint8), source, self.header, self.decode)
         header = self.header
         if header and _mask(source, header) == 0:  # stored raw: its bytes are the values
             values = source[header:]
@@ -214,7 +242,7 @@ class DirectDecoder:
                 return False
         else:
             values = decode_scratch(nbytes, source)
-            if not _into(values, source, header):
+            if not _into(values, source, header, self.decode):
                 return False
         chunk = values.view(dtype).reshape(shape)
         # as zarr's NDBuffer.__getitem__: a trailing Ellipsis keeps a 0-d view
