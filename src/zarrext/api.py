@@ -60,7 +60,13 @@ from zarrext.sharding.geometry import ShardLayoutError
 from zarrext.sharding.layout import bind_layout, recover_array
 from zarrext.stores import open_store, writes_in_place
 
-__all__ = ["create_array", "open_array", "with_decision_when_none_given", "with_runtime"]
+__all__ = [
+    "create_array",
+    "open_array",
+    "readable",
+    "with_decision_when_none_given",
+    "with_runtime",
+]
 
 
 def _map_codecs(codec: Any, leaf: Callable[[Any], Any]) -> Any:
@@ -241,6 +247,14 @@ def _refuse_lost_fill_value(probe: zarr.Array, store: Any) -> None:
         raise FillValueError(
             f"array {where}: {problem}; choose a fill value the filters store exactly"
         )
+
+
+def readable(array: Any) -> Any:
+    """The array read through zarrext's pipeline (decode errors name the chunk), format
+    3 or 2."""
+    from zarrext.pipeline.format2 import format_2_reader
+
+    return with_runtime(array) if array.metadata.zarr_format == 3 else format_2_reader(array)
 
 
 def with_runtime(

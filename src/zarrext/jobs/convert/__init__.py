@@ -46,7 +46,7 @@ from zarrext.jobs.convert.reports import (
 from zarrext.jobs.convert.running import run_conversion
 from zarrext.jobs.convert.shards import ShardWriter
 from zarrext.jobs.convert.source_chunks import ChunkObjectReader
-from zarrext.jobs.convert.sources import open_source, opened_store, readable, source_parts
+from zarrext.jobs.convert.sources import open_source, opened_store, source_parts
 from zarrext.jobs.convert.targets import default_compressors, plan_targets
 from zarrext.jobs.convert.units import (
     OutputUnitsRef,
@@ -74,7 +74,6 @@ __all__ = [
     "group_members",
     "open_source",
     "opened_store",
-    "readable",
     "output_ref",
     "plan_targets",
     "run_conversion",

@@ -26,6 +26,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
+from zarrext.api import readable
 from zarrext.codecs.decisions import DecisionLike
 from zarrext.jobs.convert.groups import chosen_arrays, group_members
 from zarrext.jobs.convert.plans import Encoding, Target
@@ -36,7 +37,7 @@ from zarrext.jobs.convert.reports import (
     stored_bytes,
 )
 from zarrext.jobs.convert.running import run_conversion
-from zarrext.jobs.convert.sources import open_source, readable
+from zarrext.jobs.convert.sources import open_source
 from zarrext.jobs.convert.targets import plan_targets
 from zarrext.jobs.convert.units import spread, unit_slices, write_units
 

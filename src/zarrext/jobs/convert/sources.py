@@ -1,8 +1,8 @@
 """Opening a conversion's source, and what its arrays give their copies.
 
-:func:`open_source` opens the array or group at a path, URL or store, read-only;
-:func:`readable` reads an array through zarrext's pipeline (decode errors name the
-chunk), format 3 or 2; :func:`source_parts` is what a source array gives its copy
+:func:`open_source` opens the array or group at a path, URL or store, read-only
+(:func:`zarrext.api.readable` then reads its arrays through zarrext's pipeline);
+:func:`source_parts` is what a source array gives its copy
 (filters, serializer, attributes, dimension names), and :func:`chunk_codecs` the
 codecs inside its chunks.
 """
@@ -19,7 +19,6 @@ __all__ = [
     "chunk_codecs",
     "open_source",
     "opened_store",
-    "readable",
     "source_parts",
 ]
 
@@ -44,15 +43,6 @@ def opened_store(location: Any, storage_options: Mapping[str, Any] | None) -> An
     if isinstance(location, str | os.PathLike):
         return open_store(os.fspath(location), mode="r", storage_options=storage_options)
     return location
-
-
-def readable(array: Any) -> Any:
-    """The array read through zarrext's pipeline (decode errors name the chunk), format
-    3 or 2."""
-    from zarrext.api import with_runtime
-    from zarrext.pipeline.format2 import format_2_reader
-
-    return with_runtime(array) if array.metadata.zarr_format == 3 else format_2_reader(array)
 
 
 def open_source(source: Any, storage_options: Mapping[str, Any] | None) -> Any:

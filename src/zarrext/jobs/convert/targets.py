@@ -16,10 +16,11 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from zarrext.api import readable
 from zarrext.jobs.convert import scanning
 from zarrext.jobs.convert.plans import Encoding, Target, shape_text
 from zarrext.jobs.convert.reports import ConversionError, ConvertProgress
-from zarrext.jobs.convert.sources import chunk_codecs, opened_store, readable, source_parts
+from zarrext.jobs.convert.sources import chunk_codecs, opened_store, source_parts
 from zarrext.jobs.convert.units import spread, unit_slices
 
 __all__ = ["default_compressors", "plan_targets"]

@@ -281,8 +281,9 @@ def copy_quantized(
         If ``output`` is, is inside, or contains ``source``, or exists (without
         ``overwrite``, or on an object store).
     """
+    from zarrext.api import readable
     from zarrext.jobs.convert.running import run_conversion
-    from zarrext.jobs.convert.sources import open_source, readable
+    from zarrext.jobs.convert.sources import open_source
     from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
 

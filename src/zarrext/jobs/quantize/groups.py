@@ -117,8 +117,9 @@ def copy_group_quantized(
     ValueError
         As :func:`floating_arrays` and :func:`copy_quantized` raise; nothing is written.
     """
+    from zarrext.api import readable
     from zarrext.jobs.convert.running import run_conversion
-    from zarrext.jobs.convert.sources import open_source, readable
+    from zarrext.jobs.convert.sources import open_source
     from zarrext.jobs.ome import planned_upgrade
     from zarrext.jobs.outputs import resolve_destination
     from zarrext.stores import refuse_read_only
