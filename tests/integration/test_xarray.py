@@ -477,6 +477,8 @@ def _fake_backend(**changes: Any) -> Any:
         encode_variable = real.ZarrStore.encode_variable
         open_store_variable = real.ZarrStore.open_store_variable
         encode = real.ZarrStore.encode
+        members = real.ZarrStore.members
+        _fetch_members = real.ZarrStore._fetch_members
 
     module = types.ModuleType("fake_backend")
     module.ZarrStore = ZarrStore  # type: ignore[attr-defined]
@@ -504,6 +506,49 @@ def test_a_changed_xarray_backend_is_named_not_wrapped(changes: Any, named: str)
     with pytest.warns(RuntimeWarning, match="not converted.*zarrext.encode_optional"):
         install_xarray_hooks(module)
     assert dict(vars(module)) == before  # nothing wrapped
+
+
+def test_a_store_that_no_longer_fetches_members_is_named() -> None:
+    """The zarrext engine reads its arrays through zarrext's pipeline by overriding
+    ``ZarrStore._fetch_members``: an xarray whose ``members`` no longer calls it (or
+    that lacks it) is named, not trusted."""
+    from zarrext.integration.xarray_compat import XarrayCompatibilityError, check
+
+    module = _fake_backend()
+    module.ZarrStore.members = property(lambda self: {})
+    with pytest.raises(XarrayCompatibilityError, match=r"does not call ZarrStore\._fetch_members"):
+        check(module)
+    module = _fake_backend()
+    del module.ZarrStore._fetch_members
+    with pytest.raises(XarrayCompatibilityError, match="_fetch_members, which does not exist"):
+        check(module)
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_the_engine_reads_through_zarrexts_pipeline(tmp_path: Path, zarr_format: int) -> None:
+    """A blosc chunk cut short: xarray's zarr engine (zarr-python, numcodecs) reads
+    other values; the zarrext engine refuses it, naming the chunk, in either format,
+    and reads an intact store as the zarr engine does."""
+    import numcodecs
+    from zarr.codecs import BloscCodec
+
+    from zarrext.errors import ChunkDecodeError
+
+    values = np.random.default_rng(3).random((32, 32)).astype("f4")
+    compressor = numcodecs.Blosc(cname="lz4") if zarr_format == 2 else BloscCodec(cname="lz4")
+    path = tmp_path / "d.zarr"
+    xr.Dataset({"t": (("y", "x"), values)}).to_zarr(
+        path, zarr_format=zarr_format, consolidated=False,
+        encoding={"t": {"chunks": (16, 16), "compressors": compressor}})
+    xr.testing.assert_identical(
+        _open(path), xr.open_dataset(path, engine="zarr", consolidated=False))
+    key = "1.0" if zarr_format == 2 else "c/1/0"
+    chunk = path / "t" / key
+    chunk.write_bytes(chunk.read_bytes()[:-5])
+    with pytest.raises(ChunkDecodeError, match="cut short") as raised:
+        _open(path).t.load()
+    assert str(raised.value.key).endswith(key)
+    np.testing.assert_array_equal(_open(path).t[:16].values, values[:16])
 
 
 def test_xarrays_backend_is_wrapped_once() -> None:

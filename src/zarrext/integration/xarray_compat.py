@@ -18,6 +18,9 @@ and, for arrays with a ``conditional`` codec that carries no decision,
 writes every array: the array is given the decision zarrext's own writers use (see
 :mod:`zarrext.xarray.writes`).
 
+The ``zarrext`` engine's store also overrides ``ZarrStore._fetch_members`` (each
+array read through zarrext's pipeline), which is checked with the others.
+
 Like :mod:`zarrext._zarr_compat`, each name is checked (it exists, takes the
 parameters zarrext passes, is looked up where zarrext expects) before it is
 wrapped; a mismatch is an :class:`XarrayCompatibilityError` naming it and the
@@ -55,6 +58,10 @@ _FUNCTION: tuple[str, tuple[str, ...]] = (
 _METHODS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("ZarrStore.open_store_variable", ("self", "name")),
     ("ZarrStore.encode", ("self", "variables", "attributes")),
+    # overridden by the zarrext engine's store (zarrext/xarray/backend.py): its arrays
+    # are read through zarrext's pipeline; were it no longer called, they would be
+    # read through zarr's, which does not refuse a blosc chunk cut short
+    ("ZarrStore._fetch_members", ("self",)),
 )
 
 
@@ -90,6 +97,11 @@ def check(module: ModuleType) -> None:
     if code is None or name not in code.co_names:
         # a wrapper of the module function would then never run
         raise _fail("ZarrStore.encode_variable", f"does not call the module's {name}")
+    members = getattr(store, "members", None)
+    fetch = getattr(getattr(members, "fget", None), "__code__", None)
+    if fetch is None or "_fetch_members" not in fetch.co_names:
+        # the zarrext engine's arrays would be read through zarr's pipeline
+        raise _fail("ZarrStore.members", "does not call ZarrStore._fetch_members")
     for where, method_parameters in _METHODS:
         method = getattr(store, where.split(".")[1], None)
         if not callable(method):

@@ -26,6 +26,13 @@ zarrext converts NaN-form values to records first (NaN or NaT missing, zeros
 present; see :func:`zarrext.integration.optional.raw_for_stored_optional`), as
 :func:`encode_optional` does explicitly.
 
+Every variable is read through zarrext's pipeline (format 3 arrays as
+:func:`zarrext.api.with_runtime` gives them, format 2 as
+:func:`zarrext.pipeline.format2.format_2_reader` does): a chunk that does not decode
+raises :class:`~zarrext.errors.ChunkDecodeError` naming it, and a blosc chunk cut
+short is refused instead of read as other values
+(:mod:`zarrext.codecs.blosc_frames`).
+
 Opening an optional variable with xarray's own ``zarr`` engine warns
 (:class:`~zarrext.integration.optional.OptionalReadWarning`) that it comes as
 records and names ``engine="zarrext"``.
@@ -49,7 +56,7 @@ from xarray.core import indexing
 from xarray.core.variable import Variable
 from zarr.core.metadata import ArrayV3Metadata
 
-from zarrext.api import with_runtime
+from zarrext.api import readable, with_runtime
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, nan_dtype, to_nan
@@ -225,6 +232,11 @@ class _OptionalZarrStore(ZarrStore):
     # read by zarrext's warning on raw optional reads: this engine was chosen
     zarrext_engine: ClassVar[bool] = True
     decodes_optional: ClassVar[bool] = True
+
+    def _fetch_members(self) -> dict[str, Any]:
+        """The group's members, each array read through zarrext's pipeline."""
+        return {name: readable(node) if isinstance(node, zarr.Array) else node
+                for name, node in super()._fetch_members().items()}
 
     def open_store_variable(self, name: str) -> Variable:
         if not self.decodes_optional:
