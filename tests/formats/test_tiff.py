@@ -673,3 +673,59 @@ def test_literal_check_of_any_bytes_never_fails_a_write(
     for padding in (b"II*\x00\x08\x00\x00\x00" + tail, b"MM\x00*\x00\x00\x00\x08" + tail):
         mismatch = tiff.literal_header_mismatch(padding, chunks)
         assert mismatch is None or mismatch.fields
+
+
+# -- reading a stored header's IFDs (formats/tiff/headers.py: read_ifds) -------------------
+
+
+@given(
+    shape=st.one_of(st.tuples(st.integers(1, 9), st.integers(1, 9)),
+                    st.tuples(st.integers(2, 5), st.integers(1, 9), st.integers(1, 9))),
+    dtype=st.sampled_from(["u1", "<i2", ">u2", "<f4", ">f8"]),
+    compression=st.sampled_from([None, "zstd", "deflate"]),
+)
+def test_read_ifds_finds_what_tifffile_finds(
+    shape: tuple[int, ...], dtype: str, compression: str | None
+) -> None:
+    """Every header zarrext writes, read back: as many IFDs as tifffile finds pages,
+    each with the tags and field types tifffile reads, in the header's byte order."""
+    from zarrext.formats.tiff.headers import read_ifds
+
+    tifffile = pytest.importorskip("tifffile")
+    if compression is not None and len(shape) == 3:
+        compression = None  # multi-page headers are uncompressed
+    endian = "big" if dtype.startswith(">") else "little"
+    data = bytes(int(np.prod(shape)) * np.dtype(dtype).itemsize)
+    padding = tiff.header(shape, np.dtype(dtype), compression=compression, endian=endian,
+                          strip_byte_count=len(data) if compression else None)
+    found = read_ifds(padding)
+    assert found is not None
+    assert found.byte_order == (">" if endian == "big" else "<")
+    with tifffile.TiffFile(io.BytesIO(padding + data)) as tf:
+        assert len(found.ifds) == len(tf.pages)
+        for ifd, page in zip(found.ifds, tf.pages, strict=True):
+            assert ifd.offset == page.offset
+            assert {e.tag: e.kind for e in ifd.entries} == {
+                t.code: int(t.dtype) for t in page.tags.values()}
+
+
+def test_read_ifds_ends_at_what_the_padding_does_not_hold() -> None:
+    """A chain that loops back is followed once; an IFD cut off by the padding's end
+    is not read (nor any after it); no TIFF signature, no IFDs."""
+    from zarrext.formats.tiff.headers import read_ifds
+
+    padding = tiff.header((3, 4, 4), np.dtype("u1"))
+    whole = read_ifds(padding)
+    assert whole is not None
+    assert len(whole.ifds) == 3
+    last = whole.ifds[-1]
+    looped = bytearray(padding)
+    looped[last.end - 4:last.end] = struct.pack("<I", whole.ifds[0].offset)
+    again = read_ifds(bytes(looped))
+    assert again is not None
+    assert [i.offset for i in again.ifds] == [i.offset for i in whole.ifds]
+    cut = read_ifds(padding[: last.end - 1])
+    assert cut is not None
+    assert [i.offset for i in cut.ifds] == [i.offset for i in whole.ifds[:-1]]
+    assert read_ifds(b"PK" + padding[2:]) is None
+    assert read_ifds(padding[:2] + b"\x2b\x00" + padding[4:]) is None  # BigTIFF's 43

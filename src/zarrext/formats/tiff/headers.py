@@ -1,6 +1,7 @@
 """TIFF headers for chunks: the header and IFDs :func:`header` builds for a chunk
-stored after them (a one-page image, or a z-stack of pages), their size, and the
-padding function that writes each chunk's own (:func:`dynamic_header`)."""
+stored after them (a one-page image, or a z-stack of pages), their size, the
+padding function that writes each chunk's own (:func:`dynamic_header`), and the
+one reader of a stored header's IFDs (:func:`read_ifds`)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,15 @@ __all__ = [
     "TIFF_HEADER_NBYTES",
     "Compression",
     "Endian",
+    "Ifd",
+    "IfdEntry",
+    "TiffIfds",
     "TiffHeaderError",
     "TiffHeaderWarning",
     "dynamic_header",
     "header",
     "header_nbytes",
+    "read_ifds",
 ]
 
 Endian = Literal["little", "big"]
@@ -112,6 +117,70 @@ def _layout(chunk_shape: Sequence[int], dtype: DTypeLike) -> _Layout:
         bits=8 * dt.itemsize,
         sample_format=SAMPLE_FORMATS[dt.kind],
     )
+
+
+@dataclass(frozen=True)
+class IfdEntry:
+    """One entry of an image file directory (IFD)."""
+
+    tag: int
+    kind: int
+    """Its field type (SHORT, LONG, ...)."""
+    count: int
+    field: int
+    """Where its 4-byte value field starts: the values themselves when they fit in
+    it, else the offset of the values."""
+
+
+@dataclass(frozen=True)
+class Ifd:
+    """An image file directory: where it starts, its entries, and the offset of the
+    next one (0: it is the last)."""
+
+    offset: int
+    entries: tuple[IfdEntry, ...]
+    next: int
+
+    @property
+    def end(self) -> int:
+        """Where it ends: its entry count, its entries and the next IFD's offset."""
+        return self.offset + 2 + 12 * len(self.entries) + 4
+
+
+@dataclass(frozen=True)
+class TiffIfds:
+    """The IFDs a classic TIFF header holds whole, in the order their chain links them."""
+
+    byte_order: Literal["<", ">"]
+    ifds: tuple[Ifd, ...]
+
+
+def read_ifds(padding: bytes) -> TiffIfds | None:
+    """The IFDs of a classic TIFF file that starts with ``padding``: the chain from the
+    header's first offset, each IFD once, up to the first that does not lie whole
+    within ``padding`` (what it holds is unknown); ``None`` when ``padding`` does not
+    start as a classic TIFF file (``II`` or ``MM``, then 42)."""
+    if len(padding) < TIFF_HEADER_NBYTES or padding[:2] not in (b"II", b"MM"):
+        return None
+    bo: Literal["<", ">"] = "<" if padding[:2] == b"II" else ">"
+    magic, at = struct.unpack_from(f"{bo}HI", padding, 2)
+    if magic != 42:
+        return None
+    ifds: list[Ifd] = []
+    seen: set[int] = set()
+    while at and at not in seen and at + 2 <= len(padding):
+        seen.add(at)
+        (n,) = struct.unpack_from(f"{bo}H", padding, at)
+        if at + 2 + 12 * n + 4 > len(padding):
+            break
+        entries = []
+        for entry in range(at + 2, at + 2 + 12 * n, 12):
+            tag, kind, count = struct.unpack_from(f"{bo}HHI", padding, entry)
+            entries.append(IfdEntry(tag, kind, count, entry + 8))
+        (following,) = struct.unpack_from(f"{bo}I", padding, at + 2 + 12 * n)
+        ifds.append(Ifd(at, tuple(entries), following))
+        at = following
+    return TiffIfds(bo, tuple(ifds))
 
 
 def header_nbytes(dtype: DTypeLike, chunk_shape: Sequence[int] | None = None) -> int:

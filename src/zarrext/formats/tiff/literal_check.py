@@ -14,10 +14,11 @@ from typing import Literal
 from zarrext.codecs.pad import PaddedChunks, PaddingMismatch, register_literal_check
 from zarrext.formats.tiff.headers import (
     SAMPLE_FORMATS,
-    TIFF_HEADER_NBYTES,
+    IfdEntry,
     TiffHeaderError,
     TiffHeaderWarning,
     header_nbytes,
+    read_ifds,
 )
 from zarrext.formats.tiff.templates import template_function
 
@@ -45,34 +46,29 @@ class _LiteralHeader:
 def _read_literal_header(padding: bytes) -> _LiteralHeader | None:
     """The IFDs of a classic TIFF file that starts with ``padding`` (the values that
     lie inside it), or ``None`` when ``padding`` does not start as a TIFF file."""
-    if len(padding) < TIFF_HEADER_NBYTES or padding[:2] not in (b"II", b"MM"):
+    found = read_ifds(padding)
+    if found is None or not found.ifds:
         return None
-    bo: Literal["<", ">"] = "<" if padding[:2] == b"II" else ">"
-    magic, at = struct.unpack_from(f"{bo}HI", padding, 2)
-    if magic != 42:
+    pages = tuple(
+        {e.tag: values for e in ifd.entries
+         if (values := _entry_values(padding, found.byte_order, e)) is not None}
+        for ifd in found.ifds
+    )
+    return _LiteralHeader(found.byte_order, pages)
+
+
+def _entry_values(padding: bytes, bo: str, entry: IfdEntry) -> tuple[int, ...] | None:
+    """An entry's values, if of a type read here and lying inside ``padding``."""
+    code = _VALUE_FORMATS.get(entry.kind)
+    if code is None or entry.count == 0:
         return None
-    pages: list[dict[int, tuple[int, ...]]] = []
-    seen: set[int] = set()
-    while at and at not in seen and at + 2 <= len(padding):
-        seen.add(at)
-        (n,) = struct.unpack_from(f"{bo}H", padding, at)
-        if at + 2 + 12 * n + 4 > len(padding):
-            break  # an IFD cut off by the padding's end: what it holds is unknown
-        tags: dict[int, tuple[int, ...]] = {}
-        for i in range(n):
-            entry = at + 2 + 12 * i
-            tag, kind, count = struct.unpack_from(f"{bo}HHI", padding, entry)
-            code = _VALUE_FORMATS.get(kind)
-            if code is None or count == 0:
-                continue
-            where = entry + 8
-            if count * struct.calcsize(code) > 4:  # values elsewhere, at an offset
-                (where,) = struct.unpack_from(f"{bo}I", padding, entry + 8)
-            if where + count * struct.calcsize(code) <= len(padding):
-                tags[tag] = struct.unpack_from(f"{bo}{count}{code}", padding, where)
-        pages.append(tags)
-        (at,) = struct.unpack_from(f"{bo}I", padding, at + 2 + 12 * n)
-    return _LiteralHeader(bo, tuple(pages)) if pages else None
+    size = entry.count * struct.calcsize(code)
+    where = entry.field
+    if size > 4:  # values elsewhere, at an offset
+        (where,) = struct.unpack_from(f"{bo}I", padding, entry.field)
+    if where + size > len(padding):
+        return None
+    return struct.unpack_from(f"{bo}{entry.count}{code}", padding, where)
 
 
 def _listed(values: Sequence[int]) -> str:

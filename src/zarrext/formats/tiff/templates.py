@@ -22,6 +22,7 @@ from zarrext.formats.tiff.headers import (
     TiffHeaderError,
     TiffHeaderWarning,
     header,
+    read_ifds,
 )
 
 __all__ = ["template_function"]
@@ -30,22 +31,14 @@ __all__ = ["template_function"]
 def _template_tags(padding: bytes) -> dict[int, tuple[int, int, int]] | None:
     """``{tag: (type, count, offset of the value)}`` of a one-strip TIFF header whose
     strip starts right after it (what :func:`header` writes), else ``None``."""
-    if len(padding) < TIFF_HEADER_NBYTES + 2 + 4 or padding[:2] not in (b"II", b"MM"):
+    found = read_ifds(padding)
+    if found is None or len(found.ifds) != 1:
         return None
-    bo = "<" if padding[:2] == b"II" else ">"
-    magic, ifd = struct.unpack_from(f"{bo}HI", padding, 2)
-    if magic != 42 or ifd != TIFF_HEADER_NBYTES:
+    ifd = found.ifds[0]
+    if ifd.offset != TIFF_HEADER_NBYTES or ifd.end != len(padding) or ifd.next:
         return None
-    (n,) = struct.unpack_from(f"{bo}H", padding, ifd)
-    if len(padding) != ifd + 2 + 12 * n + 4:
-        return None
-    if struct.unpack_from(f"{bo}I", padding, len(padding) - 4)[0]:  # a next IFD
-        return None
-    tags: dict[int, tuple[int, int, int]] = {}
-    for i in range(n):
-        at = ifd + 2 + 12 * i
-        tag, kind, count = struct.unpack_from(f"{bo}HHI", padding, at)
-        tags[tag] = (kind, count, at + 8)
+    bo = found.byte_order
+    tags = {e.tag: (e.kind, e.count, e.field) for e in ifd.entries}
     offsets, counts = tags.get(273), tags.get(279)
     if offsets is None or counts is None or offsets[:2] != (LONG, 1) or counts[:2] != (LONG, 1):
         return None
@@ -55,7 +48,6 @@ def _template_tags(padding: bytes) -> dict[int, tuple[int, int, int]] | None:
         if tag not in tags or tags[tag][:2] not in ((SHORT, 1), (LONG, 1)):
             return None
     return tags
-
 
 
 def template_function(padding: bytes) -> PaddingFunction | None:
@@ -154,32 +146,21 @@ def _stack_template(padding: bytes) -> _StackTemplate | None:
     Only :func:`header`'s own bytes are recognised: a multi-page header from
     elsewhere may hold tags that a header rebuilt for other chunks would drop.
     """
-    if len(padding) < TIFF_HEADER_NBYTES or padding[:2] not in (b"II", b"MM"):
+    found = read_ifds(padding)
+    if found is None or len(found.ifds) < 2:
         return None
-    endian: Endian = "little" if padding[:2] == b"II" else "big"
-    bo = "<" if endian == "little" else ">"
-    try:
-        magic, at = struct.unpack_from(f"{bo}HI", padding, 2)
-        (n,) = struct.unpack_from(f"{bo}H", padding, at)
-        values = {}
-        for i in range(n):
-            tag, kind, _ = struct.unpack_from(f"{bo}HHI", padding, at + 2 + 12 * i)
-            code = "H" if kind == SHORT else "I"
-            values[tag] = struct.unpack_from(f"{bo}{code}", padding, at + 2 + 12 * i + 8)[0]
-        pages = 0
-        while at:  # follow the IFD chain; each IFD is further on, so this ends
-            pages += 1
-            (n,) = struct.unpack_from(f"{bo}H", padding, at)
-            (following,) = struct.unpack_from(f"{bo}I", padding, at + 2 + 12 * n)
-            at = following if following > at else 0
-    except struct.error:
-        return None
+    endian: Endian = "little" if found.byte_order == "<" else "big"
+    values = {
+        e.tag: struct.unpack_from(f"{found.byte_order}{'H' if e.kind == SHORT else 'I'}",
+                                  padding, e.field)[0]
+        for e in found.ifds[0].entries
+    }
     kinds = {1: "u", 2: "i", 3: "f"}
-    if magic != 42 or pages < 2 or values.get(258, 0) % 8 or values.get(339, 1) not in kinds:
+    if values.get(258, 0) % 8 or values.get(339, 1) not in kinds:
         return None
     try:
         dtype = np.dtype(f"{kinds[values.get(339, 1)]}{values[258] // 8}")
-        shape = (pages, int(values[257]), int(values[256]))
+        shape = (len(found.ifds), int(values[257]), int(values[256]))
         rebuilt = header(shape, dtype, endian=endian)
     except (KeyError, TypeError, TiffHeaderError):
         return None
