@@ -57,13 +57,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import os
 import shutil
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -72,7 +70,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import s3fs
 import tensorstore as ts
 import zarr
@@ -83,7 +80,7 @@ from zarr.core.sync import sync
 
 import zarrext
 from bench_scale import KEY, SECRET, SHARD, Bucket, field_block
-from timing import Runs, interleave, save_results
+from timing import ProcessTreeCpu, Runs, interleave, save_results
 from zarrext.stores import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -294,16 +291,6 @@ def ts_target(case: Case, kvstore: dict[str, Any], shape: tuple[int, int]) -> di
     }
 
 
-def cpu_seconds() -> float:
-    """CPU seconds of this process and every live process it started (moto)."""
-    total = time.process_time()
-    for child in psutil.Process().children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            times = child.cpu_times()
-            total += times.user + times.system
-    return total
-
-
 @dataclass
 class Place:
     """Where one row group runs: how to name, open and delete arrays there."""
@@ -325,7 +312,7 @@ def run_place(case: Case, place: Place, shape: tuple[int, int], mib: float,
         open_store(place.url("source.zarr"), mode="w", storage_options=place.options), shape)
     rounds = iter(range(10**6))
     written: list[str] = []
-    cpu: dict[str, list[float]] = {}
+    cpu = ProcessTreeCpu()
     pool = ThreadPoolExecutor(CORES)
     keys = case.chunk_keys(shape)
     grid = {"chunks": (case.inner, case.inner), "shards": (SHARD, SHARD)}
@@ -381,16 +368,7 @@ def run_place(case: Case, place: Place, shape: tuple[int, int], mib: float,
         into = open_store(place.url(path), mode="w", storage_options=place.options)
         return read_and_encode(case, store, keys, pool, into)
 
-    def with_cpu(name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            start = cpu_seconds()
-            try:
-                return fn()
-            finally:
-                cpu.setdefault(name, []).append(cpu_seconds() - start)
-
-        return run
-
+    with_cpu = cpu.wrap
     # Once, untimed: every copy holds the source's values, stored as the target says.
     source = zarr.open_array(place.url("source.zarr"), mode="r", **place.kwargs())
     copies = {CONVERT_SAME: (convert_same, "bytes,zstd"),
@@ -415,7 +393,7 @@ def run_place(case: Case, place: Place, shape: tuple[int, int], mib: float,
                       repeat, before=before, alternate_order=True)
     before("")
     pool.shutdown()
-    print_place(place.name, runs, cpu, mib, repeat)
+    print_place(place.name, runs, cpu.seconds, mib, repeat)
     where = "local" if place.options is None else "s3"
     save_results(runs, f"convert-v{case.zarr_format}-{where}",
                  f"Conversion, {where}: {mib:.0f} MiB, {case.describe()}", TENSORSTORE,

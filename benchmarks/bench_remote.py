@@ -30,12 +30,10 @@ write,read,ingest,local]`` (``--quick`` means ``--mib 64``).
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -43,7 +41,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import psutil
 import s3fs
 import tensorstore as ts
 import zarr
@@ -53,7 +50,7 @@ from zarr.core.dtype import Float32
 
 import zarrext
 from bench_scale import INNER, KEY, LEVEL, SECRET, SHARD, Bucket, measure_raw, ts_spec
-from timing import Runs, interleave
+from timing import ProcessTreeCpu, Runs, interleave
 from zarrext import quantize
 
 HERE = Path(__file__).resolve().parent
@@ -72,41 +69,6 @@ def _field(shape: tuple[int, int]) -> np.ndarray:
     y, x = np.mgrid[0 : shape[0], 0 : shape[1]].astype(np.float32)
     noise = np.random.default_rng(0).normal(0, 0.01, shape).astype(np.float32)
     return (np.sin(x / 50) * np.cos(y / 70) * 100 + noise).astype(np.float32)
-
-
-def _cpu_seconds() -> float:
-    """CPU seconds used so far by this process and every process it started (the
-    moto server, a cluster's workers), alive now."""
-    me = psutil.Process()
-    total = time.process_time()
-    for child in me.children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            times = child.cpu_times()
-            total += times.user + times.system
-    return total
-
-
-class _Cpu:
-    """Each call's CPU seconds in all processes (:func:`_cpu_seconds`), by name: with
-    the wall time it says how busy the machine was. Where this process and moto
-    together keep every core busy, the row is bound by the machine's CPU."""
-
-    def __init__(self) -> None:
-        self.seconds: dict[str, list[float]] = {}
-
-    def wrap(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
-        def run() -> Any:
-            start = _cpu_seconds()
-            try:
-                return fn()
-            finally:
-                self.seconds.setdefault(name, []).append(_cpu_seconds() - start)
-
-        return run
-
-    def of_best(self, name: str, times: list[float]) -> float:
-        """CPU seconds of the round with the best wall time."""
-        return self.seconds[name][times.index(min(times))]
 
 
 def _row(
@@ -197,7 +159,7 @@ def main() -> None:
             ts.open(ts_spec(bucket, path, shape), create=True).result().write(data).result()
             written.append(path)
 
-        cpu = _Cpu()
+        cpu = ProcessTreeCpu()
         if "write" in rows:
             writes = interleave({"zarrext": cpu.wrap("zarrext", zarrext_write),
                                  "tensorstore": cpu.wrap("tensorstore", ts_write)},

@@ -25,6 +25,7 @@ documentation's performance tables and plots from them.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import os
@@ -76,6 +77,44 @@ class Runs:
     def cpu_seconds(self, name: str) -> list[float]:
         """``name``'s process CPU seconds (user + system), one per round."""
         return [user + system for user, system in self.cpu[name]]
+
+
+def process_tree_cpu_seconds() -> float:
+    """CPU seconds used so far by this process and every process it started that is
+    alive now (the moto server, a cluster's workers)."""
+    import psutil
+
+    total = time.process_time()
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):
+            times = child.cpu_times()
+            total += times.user + times.system
+    return total
+
+
+class ProcessTreeCpu:
+    """Each call's CPU seconds in this process and the processes it started
+    (:func:`process_tree_cpu_seconds`), by name: with the wall time it says how busy
+    the machine was. Where this process and a server it started together keep every
+    core busy, the row is bound by the machine's CPU."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, list[float]] = {}
+
+    def wrap(self, name: str, fn: Callable[[], Any]) -> Callable[[], Any]:
+        """``fn``, its CPU seconds added to ``name``'s at each call."""
+        def run() -> Any:
+            start = process_tree_cpu_seconds()
+            try:
+                return fn()
+            finally:
+                self.seconds.setdefault(name, []).append(process_tree_cpu_seconds() - start)
+
+        return run
+
+    def of_best(self, name: str, times: list[float]) -> float:
+        """CPU seconds of the round with the best wall time."""
+        return self.seconds[name][times.index(min(times))]
 
 
 def interleave(
