@@ -218,3 +218,34 @@ def test_the_checked_codec_writes_what_zarr_writes(tmp_path: Path) -> None:
     for key in ("zarr.json", "c/0/0", "c/1/1"):
         assert (tmp_path / "ours.zarr" / key).read_bytes() == (
             tmp_path / "zarr.zarr" / key).read_bytes()
+
+
+@pytest.mark.parametrize("build", [_unsharded, _sharded], ids=["unsharded", "sharded"])
+def test_zarrs_own_reads_refuse_it_with_zarrexts_pipeline_configured(
+    where: Where, build: Any
+) -> None:
+    """``codec_pipeline.path`` set to zarrext's pipeline: plain ``zarr.open_array``
+    refuses the chunk too (format 3 here, format 2 below)."""
+    key, name = build(where, DAMAGE["cut by 5 bytes"])
+    with zarr.config.set({"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}):
+        array = zarr.open_array(where.location(name), mode="r", storage_options=where.options)
+        with pytest.raises(ChunkDecodeError, match="cut short") as raised:
+            array[:]
+    assert raised.value.key == key
+
+
+def test_zarrs_own_format_2_reads_refuse_it_with_zarrexts_pipeline_configured(
+    tmp_path: Path,
+) -> None:
+    source = zarr.create_array(tmp_path / "v2.zarr", shape=DATA.shape, chunks=(16, 16),
+                               dtype="<f4", zarr_format=2,
+                               compressors=numcodecs.Blosc(cname="lz4"))
+    source[:] = DATA
+    chunk = tmp_path / "v2.zarr" / "1.0"
+    chunk.write_bytes(chunk.read_bytes()[:-5])
+    with zarr.config.set({"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}):
+        array = zarr.open_array(tmp_path / "v2.zarr", mode="r")
+        with pytest.raises(ChunkDecodeError, match="cut short") as raised:
+            array[:]
+        np.testing.assert_array_equal(array[:16], DATA[:16])
+    assert raised.value.key == "1.0"
