@@ -36,9 +36,11 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from numcodecs import Blosc, Zstd
 from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
 from zarr.core.chunk_utils import GetResult
 
+from zarrext._zarr_compat import V2Codec
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.pipeline.scratch import (
     ScratchConditionalCodec,
@@ -64,7 +66,14 @@ def in_place_decoder(codecs: Sequence[Any]) -> DecodeInto | None:
     bytes in the machine's order, compressed with zstd or blosc alone (so that the
     compressor's output is the chunk's values as numpy lays them out), or behind a
     ``conditional`` header whose one nested codec is one of them, that compressor's
-    decoder into given memory; else None."""
+    decoder into given memory; else None. A format 2 array's codec with numcodecs'
+    ``Blosc`` or ``Zstd`` and no filters too (its chunks in C order only: see
+    :class:`DirectDecoder`)."""
+    if len(codecs) == 1 and isinstance(codecs[0], V2Codec) and not codecs[0].filters:
+        compressor = codecs[0].compressor
+        if isinstance(compressor, Blosc):
+            return blosc_decode_into
+        return zstd_decode_into if isinstance(compressor, Zstd) else None
     if len(codecs) != 2:
         return None
     first = codecs[0]
@@ -170,7 +179,7 @@ class DirectDecoder:
     returns: nothing the caller gets back refers to scratch memory.
     """
 
-    __slots__ = ("_layout", "array", "decode", "header", "otherwise", "out")
+    __slots__ = ("_layout", "array", "decode", "format_2", "header", "otherwise", "out")
 
     def __init__(self, out: NDBuffer, codecs: Sequence[Any], otherwise: Callable[..., GetResult]):
         self.out = out
@@ -182,7 +191,9 @@ class DirectDecoder:
         if decode is None:
             raise ValueError(f"{codecs} are not decoded here (see in_place_decoder)")
         self.decode = decode
-        compressor = codecs[1]
+        # a format 2 chunk is laid out in the array's order, C or F
+        self.format_2 = len(codecs) == 1
+        compressor = codecs[-1]
         self.header = compressor.header_nbytes if _is_conditional_of_one(compressor) else 0
         self.otherwise = otherwise
         # the last spec seen and its layout (None: not decoded here); a regular
@@ -258,7 +269,7 @@ class DirectDecoder:
     def _chunk_layout(self, chunk_spec: ArraySpec) -> _Layout | None:
         """The data type, shape and byte size of a chunk of ``chunk_spec``, when
         its values can be decoded here: numbers in the machine's byte order, of
-        the output's data type. None otherwise."""
+        the output's data type (a format 2 chunk: in C order). None otherwise."""
         seen, cached = self._layout
         if seen is chunk_spec:
             return cached
@@ -266,6 +277,7 @@ class DirectDecoder:
         layout: _Layout | None = None
         if (
             self.array is not None
+            and not (self.format_2 and chunk_spec.order != "C")
             and self.array.dtype == dtype
             and not dtype.hasobject
             and dtype.kind in "biufcmM"
