@@ -13,7 +13,9 @@ decisions (:mod:`~zarrext.codecs.decisions`), the chunk a codec works on
 (:mod:`~zarrext.codecs.specs`); for zarr's ``scale_offset`` + ``cast_value``, the
 values they store (:mod:`~zarrext.codecs.quantized_writes`) and their round trip
 (:mod:`~zarrext.codecs.filter_roundtrip`); for ``pad``, literal padding that does not
-describe its chunks (:mod:`~zarrext.codecs.literal_padding`).
+describe its chunks (:mod:`~zarrext.codecs.literal_padding`); and zarr's own blosc
+codecs in the forms zarrext's pipelines use, which check each frame against its
+chunk (:mod:`~zarrext.codecs.blosc_frames`).
 
 Layer: the bottom, above :mod:`zarrext.dtypes` alone; may import it and the base
 modules (:mod:`zarrext.errors`, :mod:`zarrext._zarr_compat`, :mod:`zarrext._nesting`).
