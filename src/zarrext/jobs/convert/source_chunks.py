@@ -44,7 +44,7 @@ class ChunkObjectReader:
     """Whether chunk files are read in the calling thread (a ``LocalStore``)."""
     blosc: Any = None
     """A format 2 source's blosc chunks decoded into scratch memory
-    (:class:`~zarrext.pipeline.blosc_scratch.BloscIntoScratch`), if they are."""
+    (:class:`~zarrext.pipeline.format2_scratch.Format2IntoScratch`), if they are."""
 
     @classmethod
     def of(cls, src: Any, unit: Sequence[int]) -> ChunkObjectReader | None:
@@ -60,7 +60,7 @@ class ChunkObjectReader:
         from zarr.core.metadata.v3 import RegularChunkGridMetadata
         from zarr.storage import LocalStore
 
-        from zarrext.pipeline.blosc_scratch import BloscIntoScratch
+        from zarrext.pipeline.format2_scratch import Format2IntoScratch
 
         metadata = src.metadata
         if metadata.zarr_format == 3 and (
@@ -97,7 +97,7 @@ class ChunkObjectReader:
         store = src.store_path.store
         return cls(store, src.store_path.path, metadata, spec, transform, chunk_shape,
                    tuple(src.shape), native, fill_value_or_default(spec),
-                   local=type(store) is LocalStore, blosc=BloscIntoScratch.of(metadata, spec))
+                   local=type(store) is LocalStore, blosc=Format2IntoScratch.of(metadata, spec))
 
     def chunks(self, region: tuple[slice, ...]) -> list[tuple[tuple[int, ...], Callable[[], Any]]]:
         """Every chunk of ``region`` in C order: its coordinates, and a function

@@ -1,4 +1,4 @@
-"""Format 2 blosc chunks decoded into scratch memory (zarrext/pipeline/blosc_scratch.py)."""
+"""Format 2 blosc chunks decoded into scratch memory (zarrext/pipeline/format2_scratch.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from hypothesis import strategies as st
 from numcodecs import Blosc
 from zarr.core.buffer import default_buffer_prototype
 
-from zarrext.pipeline.blosc_scratch import BloscIntoScratch
+from zarrext.pipeline.format2_scratch import Format2IntoScratch
 
 
-def decode(decoder: BloscIntoScratch, frame: bytes) -> np.ndarray:
+def decode(decoder: Format2IntoScratch, frame: bytes) -> np.ndarray:
     return decoder.decode(default_buffer_prototype().buffer.from_bytes(frame))
 
 
@@ -36,7 +36,7 @@ def test_decodes_what_numcodecs_writes_as_numcodecs_decodes_it(
     values = np.asarray(values, order=order)  # type: ignore[call-overload]
     compressor = Blosc(cname=cname, clevel=5, shuffle=shuffle, blocksize=blocksize)
     frame = compressor.encode(values.tobytes(order=order))
-    decoder = BloscIntoScratch(values.dtype, shape, order, values.nbytes)
+    decoder = Format2IntoScratch(values.dtype, shape, order, values.nbytes)
     back = decode(decoder, frame)
     expected = np.frombuffer(compressor.decode(frame), values.dtype).reshape(shape, order=order)
     np.testing.assert_array_equal(back, expected)
@@ -49,7 +49,7 @@ def test_decodes_what_numcodecs_writes_as_numcodecs_decodes_it(
     ids=["empty", "garbage", "zero-header"],
 )
 def test_a_frame_that_is_not_the_chunks_raises(frame: bytes) -> None:
-    decoder = BloscIntoScratch(np.dtype("<f4"), (4, 4), "C", 64)
+    decoder = Format2IntoScratch(np.dtype("<f4"), (4, 4), "C", 64)
     with pytest.raises(ValueError, match="not one whole frame"):
         decode(decoder, frame)
 
@@ -57,7 +57,7 @@ def test_a_frame_that_is_not_the_chunks_raises(frame: bytes) -> None:
 def test_a_damaged_frame_of_the_chunks_size_raises() -> None:
     frame = bytearray(Blosc(cname="lz4", clevel=5).encode(np.arange(64, dtype="<f4")))
     frame[20:40] = bytes(20)
-    decoder = BloscIntoScratch(np.dtype("<f4"), (8, 8), "C", 256)
+    decoder = Format2IntoScratch(np.dtype("<f4"), (8, 8), "C", 256)
     with pytest.raises(ValueError, match="not one whole frame"):
         decode(decoder, bytes(frame))
 
@@ -69,7 +69,7 @@ def test_a_frame_cut_short_or_with_bytes_after_it_raises(cut: int) -> None:
     from blosc. The header's frame size must be the chunk's size."""
     values = np.random.default_rng(0).random(4096).astype("<f4")
     frame = bytes(Blosc(cname="lz4", clevel=5).encode(values))
-    decoder = BloscIntoScratch(values.dtype, (64, 64), "C", values.nbytes)
+    decoder = Format2IntoScratch(values.dtype, (64, 64), "C", values.nbytes)
     with pytest.raises(ValueError, match="frame"):
         decode(decoder, frame[:-cut])
     with pytest.raises(ValueError, match="frame"):

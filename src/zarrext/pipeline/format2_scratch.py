@@ -3,7 +3,7 @@
 zarr-python's format 2 codec decodes a chunk into fresh memory, then views and
 reshapes it through several layers. A chunk read to be encoded again at once
 (``convert``'s chunk-to-chunk path) needs its values only until the next chunk:
-:class:`BloscIntoScratch` decodes it into the thread's read scratch
+:class:`Format2IntoScratch` decodes it into the thread's read scratch
 (:func:`~zarrext.pipeline.scratch.decode_scratch`) and views it as zarr does (the
 array's data type, shape and order). A chunk whose blosc header does not give the
 chunk's size, or that blosc cannot decode, raises; the caller then reads it as
@@ -29,11 +29,11 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer
 
-__all__ = ["BloscIntoScratch"]
+__all__ = ["Format2IntoScratch"]
 
 
 @dataclass(frozen=True)
-class BloscIntoScratch:
+class Format2IntoScratch:
     """Decodes one format 2 array's chunks (``Blosc``, no filters) into scratch memory."""
 
     dtype: np.dtype[Any]
@@ -42,7 +42,7 @@ class BloscIntoScratch:
     nbytes: int
 
     @classmethod
-    def of(cls, metadata: Any, spec: ArraySpec) -> BloscIntoScratch | None:
+    def of(cls, metadata: Any, spec: ArraySpec) -> Format2IntoScratch | None:
         """The decoder of a format 2 array's chunks of ``spec``; None unless its
         compressor is numcodecs' ``Blosc`` (that exact class) with no filters, its
         data type of fixed-size numbers, and a chunk fits the scratch memory."""
