@@ -36,7 +36,6 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numcodecs import Blosc, Zstd
 from zarr.codecs import BloscCodec, BytesCodec, ZstdCodec
 from zarr.core.chunk_utils import GetResult
 
@@ -46,6 +45,7 @@ from zarrext.pipeline.scratch import (
     ScratchConditionalCodec,
     blosc_decode_into,
     decode_scratch,
+    numcodecs_decoder,
     zstd_decode_into,
 )
 
@@ -70,10 +70,7 @@ def in_place_decoder(codecs: Sequence[Any]) -> DecodeInto | None:
     ``Blosc`` or ``Zstd`` and no filters too (its chunks in C order only: see
     :class:`DirectDecoder`)."""
     if len(codecs) == 1 and isinstance(codecs[0], V2Codec) and not codecs[0].filters:
-        compressor = codecs[0].compressor
-        if isinstance(compressor, Blosc):
-            return blosc_decode_into
-        return zstd_decode_into if isinstance(compressor, Zstd) else None
+        return numcodecs_decoder(codecs[0].compressor)
     if len(codecs) != 2:
         return None
     first = codecs[0]

@@ -1,29 +1,29 @@
-"""Format 2 chunks compressed by numcodecs' ``Blosc`` decoded into a thread's scratch memory.
+"""Format 2 chunks compressed by numcodecs' ``Blosc`` or ``Zstd`` decoded into scratch memory.
 
 zarr-python's format 2 codec decodes a chunk into fresh memory, then views and
 reshapes it through several layers. A chunk read to be encoded again at once
 (``convert``'s chunk-to-chunk path) needs its values only until the next chunk:
 :class:`Format2IntoScratch` decodes it into the thread's read scratch
 (:func:`~zarrext.pipeline.scratch.decode_scratch`) and views it as zarr does (the
-array's data type, shape and order). A chunk whose blosc header does not give the
-chunk's size, or that blosc cannot decode, raises; the caller then reads it as
-zarr does, which names it.
+array's data type, shape and order). A chunk that does not decode to the chunk's
+size raises; the caller then reads it as zarr does, which names it.
 
-The frames are blosc 1's (numcodecs' ``Blosc``, zarr's format 2 ``blosc``), decoded
-by imagecodecs' c-blosc (:func:`~zarrext.pipeline.scratch.blosc_decode_into`), which
-keeps its rate on two codec threads where numcodecs' does not.
+blosc 1 frames (numcodecs' ``Blosc``, zarr's format 2 ``blosc``) are decoded by
+imagecodecs' c-blosc (:func:`~zarrext.pipeline.scratch.blosc_decode_into`), which
+keeps its rate on two codec threads where numcodecs' does not; zstd frames by the
+thread's kept decompressor (:func:`~zarrext.pipeline.scratch.zstd_decode_into`).
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from numcodecs import Blosc
 
-from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, blosc_decode_into, decode_scratch
+from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, decode_scratch, numcodecs_decoder
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -34,23 +34,26 @@ __all__ = ["Format2IntoScratch"]
 
 @dataclass(frozen=True)
 class Format2IntoScratch:
-    """Decodes one format 2 array's chunks (``Blosc``, no filters) into scratch memory."""
+    """Decodes one format 2 array's chunks (``Blosc`` or ``Zstd``, no filters) into
+    scratch memory."""
 
     dtype: np.dtype[Any]
     shape: tuple[int, ...]
     order: Any
     nbytes: int
+    decode_into: Callable[[np.ndarray, np.ndarray], int | None]
+    """The compressor's decoder into given memory
+    (:func:`~zarrext.pipeline.scratch.numcodecs_decoder`)."""
 
     @classmethod
     def of(cls, metadata: Any, spec: ArraySpec) -> Format2IntoScratch | None:
         """The decoder of a format 2 array's chunks of ``spec``; None unless its
-        compressor is numcodecs' ``Blosc`` (that exact class) with no filters, its
-        data type of fixed-size numbers, and a chunk fits the scratch memory."""
-        if (
-            metadata.zarr_format != 2
-            or metadata.filters
-            or type(metadata.compressor) is not Blosc
-        ):
+        compressor is numcodecs' ``Blosc`` or ``Zstd`` with no filters, its data type
+        of fixed-size numbers, and a chunk fits the scratch memory."""
+        if metadata.zarr_format != 2 or metadata.filters:
+            return None
+        decode_into = numcodecs_decoder(metadata.compressor)
+        if decode_into is None:
             return None
         dtype = spec.dtype.to_native_dtype()
         if dtype.hasobject or dtype.kind not in "biufcmM":
@@ -58,7 +61,7 @@ class Format2IntoScratch:
         nbytes = math.prod(spec.shape) * dtype.itemsize
         if nbytes > SCRATCH_MAX_BYTES:
             return None
-        return cls(dtype, tuple(spec.shape), spec.order, nbytes)
+        return cls(dtype, tuple(spec.shape), spec.order, nbytes, decode_into)
 
     def decode(self, chunk_bytes: Buffer) -> np.ndarray:
         """The chunk's values, as zarr's format 2 codec gives them; valid until the
@@ -67,12 +70,11 @@ class Format2IntoScratch:
         Raises
         ------
         ValueError
-            The chunk is not one whole blosc frame of the chunk's size
-            (:func:`~zarrext.codecs.blosc_frames.check_blosc_frame`), or blosc cannot
-            decode it.
+            The chunk is not one whole frame of the chunk's size (for blosc:
+            :func:`~zarrext.codecs.blosc_frames.check_blosc_frame`), or does not decode.
         """
         source = chunk_bytes.as_numpy_array()
         out = decode_scratch(self.nbytes, source)
-        if blosc_decode_into(source, out) != self.nbytes:
-            raise ValueError(f"blosc: not one whole frame of the chunk's {self.nbytes} bytes")
+        if self.decode_into(source, out) != self.nbytes:
+            raise ValueError(f"not one whole frame of the chunk's {self.nbytes} bytes")
         return out.view(self.dtype).reshape(self.shape, order=self.order)

@@ -43,6 +43,7 @@ from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
+import numcodecs
 import numpy as np
 import zstandard
 from zarr.codecs import BytesCodec, ZstdCodec
@@ -72,6 +73,7 @@ __all__ = [
     "blosc_decode_into",
     "decode_in_scratch",
     "encode_arena",
+    "numcodecs_decoder",
     "keeps_no_chunk_bytes",
     "scratch_codecs",
     "staged_encoding",
@@ -343,6 +345,18 @@ def _blosc_decode() -> Any:
     import imagecodecs  # 60 ms to import: only where a blosc chunk is read
 
     return imagecodecs.blosc_decode
+
+
+def numcodecs_decoder(compressor: Any) -> Callable[[np.ndarray, np.ndarray], int | None] | None:
+    """The decoder into given memory of a format 2 compressor's chunks: numcodecs'
+    ``Blosc`` (also checked: :class:`~zarrext.codecs.blosc_frames.CheckedBlosc`) and
+    ``Zstd``; None for any other."""
+    codec_id = getattr(compressor, "codec_id", None)
+    if isinstance(compressor, numcodecs.Blosc) and codec_id == "blosc":
+        return blosc_decode_into
+    if isinstance(compressor, numcodecs.Zstd) and codec_id == "zstd":
+        return zstd_decode_into
+    return None
 
 
 class ScratchBloscCodec(CheckedBloscCodec):

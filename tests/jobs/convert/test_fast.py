@@ -129,28 +129,29 @@ def test_whole_unit_path_stores_what_the_region_path_stores(
         )
 
 
+@pytest.mark.parametrize("compressor", ["blosc", "zstd"])
 @pytest.mark.parametrize("damage", ["garbage", "truncated", "other-size"])
-def test_a_format_2_blosc_chunk_that_does_not_decode_fails_as_the_region_path_fails(
-    tmp_path: Any, damage: str
+def test_a_format_2_chunk_that_does_not_decode_fails_as_the_region_path_fails(
+    tmp_path: Any, damage: str, compressor: str
 ) -> None:
-    """A damaged chunk of a format 2 blosc source (decoded into scratch memory on
-    the chunk-to-chunk path) is read again by the region path, whose error (the
+    """A damaged chunk of a format 2 blosc or zstd source (decoded into scratch memory
+    on the chunk-to-chunk path) is read again by the region path, whose error (the
     one naming the chunk) is raised: the same error either way, nothing written."""
+    codec = {"blosc": Blosc(cname="lz4", shuffle=Blosc.SHUFFLE), "zstd": Zstd(level=1)}[compressor]
     source = zarr.create_array(tmp_path / "src.zarr", shape=(16, 16), chunks=(8, 8), dtype="f4",
-                               zarr_format=2, filters=None,
-                               compressors=Blosc(cname="lz4", shuffle=Blosc.SHUFFLE))
+                               zarr_format=2, filters=None, compressors=codec)
     source[:] = np.arange(256, dtype="f4").reshape(16, 16)
     chunk = tmp_path / "src.zarr" / "1.0"
     stored = chunk.read_bytes()
     chunk.write_bytes({
         "garbage": b"not blosc at all, not at all",
         "truncated": stored[: len(stored) // 2],
-        # a valid blosc frame of fewer values than the chunk holds
-        "other-size": Blosc(cname="lz4").encode(np.arange(60, dtype="f4")),
+        # a valid frame of fewer values than the chunk holds
+        "other-size": codec.encode(np.arange(60, dtype="f4")),
     }[damage])
     reader = ChunkObjectReader.of(zarr.open_array(tmp_path / "src.zarr", mode="r"), (16, 16))
     assert reader is not None
-    assert reader.blosc is not None
+    assert reader.format_2 is not None
     transcoded: list[bool] = []
     write_chunks = ShardWriter.write_chunks
 

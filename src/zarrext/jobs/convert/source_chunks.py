@@ -42,8 +42,8 @@ class ChunkObjectReader:
     fill: Any
     local: bool = False
     """Whether chunk files are read in the calling thread (a ``LocalStore``)."""
-    blosc: Any = None
-    """A format 2 source's blosc chunks decoded into scratch memory
+    format_2: Any = None
+    """A format 2 source's blosc or zstd chunks decoded into scratch memory
     (:class:`~zarrext.pipeline.format2_scratch.Format2IntoScratch`), if they are."""
 
     @classmethod
@@ -97,7 +97,7 @@ class ChunkObjectReader:
         store = src.store_path.store
         return cls(store, src.store_path.path, metadata, spec, transform, chunk_shape,
                    tuple(src.shape), native, fill_value_or_default(spec),
-                   local=type(store) is LocalStore, blosc=Format2IntoScratch.of(metadata, spec))
+                   local=type(store) is LocalStore, format_2=Format2IntoScratch.of(metadata, spec))
 
     def chunks(self, region: tuple[slice, ...]) -> list[tuple[tuple[int, ...], Callable[[], Any]]]:
         """Every chunk of ``region`` in C order: its coordinates, and a function
@@ -154,8 +154,8 @@ class ChunkObjectReader:
             return np.full(self.chunk_shape, self.fill, dtype=self.dtype)
         token = chunk_index.set(coords)  # as the source's pipeline decodes it
         try:
-            if self.blosc is not None:
-                return self.blosc.decode(chunk)
+            if self.format_2 is not None:
+                return self.format_2.decode(chunk)
             return np.asarray(self.transform.decode_chunk(chunk, self.spec).as_ndarray_like())
         except Exception as e:  # src[region] raises the error, naming the chunk and codec
             raise UndecodableChunk(coords) from e
