@@ -323,9 +323,9 @@ def blosc_decode_into(source: np.ndarray, target: np.ndarray) -> int | None:
     whose header gives a size that ``target`` holds, or does not decode: the
     caller's other decoder then raises its error. ``target`` may be written either way.
 
-    Two codec threads decoding with numcodecs (0.17), as zarr does, take 2.7 times as
-    long each as one alone on 64 KiB chunks, 1.5 times on 256 KiB; with imagecodecs
-    1.4 and 1.2 times (``benchmarks/bench_blosc_reads.py``).
+    Two codec threads decoding 64 KiB chunks with numcodecs (0.17), as zarr does, take
+    2.3 to 2.7 times as long each as one alone; with imagecodecs 1.3 to 1.4 times
+    (``benchmarks/bench_blosc_reads.py`` prints both, for each chunk size).
     """
     try:
         nbytes = check_blosc_frame(source)
