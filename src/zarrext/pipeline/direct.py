@@ -42,6 +42,7 @@ from zarr.core.chunk_utils import GetResult
 from zarrext._zarr_compat import V2Codec
 from zarrext.codecs.conditional import ConditionalCodec
 from zarrext.pipeline.scratch import (
+    DecodeInto,
     ScratchConditionalCodec,
     blosc_decode_into,
     decode_scratch,
@@ -53,12 +54,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
 
-__all__ = ["DecodeInto", "DirectDecoder", "in_place_decoder"]
-
-
-DecodeInto = Callable[[np.ndarray, np.ndarray], int | None]
-"""Decodes a stored chunk's bytes (its first argument) into the second; the bytes
-it decoded to, or None (:func:`~zarrext.pipeline.scratch.zstd_decode_into`)."""
+__all__ = ["DirectDecoder", "in_place_decoder"]
 
 
 def in_place_decoder(codecs: Sequence[Any]) -> DecodeInto | None:
@@ -189,7 +185,7 @@ class DirectDecoder:
             raise ValueError(f"{codecs} are not decoded here (see in_place_decoder)")
         self.decode = decode
         # a format 2 chunk is laid out in the array's order, C or F
-        self.format_2 = len(codecs) == 1
+        self.format_2 = isinstance(codecs[0], V2Codec)
         compressor = codecs[-1]
         self.header = compressor.header_nbytes if _is_conditional_of_one(compressor) else 0
         self.otherwise = otherwise

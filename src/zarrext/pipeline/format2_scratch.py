@@ -17,13 +17,17 @@ thread's kept decompressor (:func:`~zarrext.pipeline.scratch.zstd_decode_into`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from zarrext.pipeline.scratch import SCRATCH_MAX_BYTES, decode_scratch, numcodecs_decoder
+from zarrext.pipeline.scratch import (
+    SCRATCH_MAX_BYTES,
+    DecodeInto,
+    decode_scratch,
+    numcodecs_decoder,
+)
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -41,7 +45,7 @@ class Format2IntoScratch:
     shape: tuple[int, ...]
     order: Any
     nbytes: int
-    decode_into: Callable[[np.ndarray, np.ndarray], int | None]
+    decode_into: DecodeInto
     """The compressor's decoder into given memory
     (:func:`~zarrext.pipeline.scratch.numcodecs_decoder`)."""
 

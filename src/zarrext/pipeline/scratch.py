@@ -63,6 +63,7 @@ __all__ = [
     "ARENA_MAX_BUFFERS",
     "SCRATCH_MAX_BYTES",
     "ZSTD_LEVEL_KEPT_UP_TO",
+    "DecodeInto",
     "ScratchBloscCodec",
     "ScratchBytesCodec",
     "ScratchConditionalCodec",
@@ -237,10 +238,15 @@ def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
     return compressor
 
 
+DecodeInto = Callable[[np.ndarray, np.ndarray], int | None]
+"""Decodes a stored chunk's bytes (its first argument) into the second; the bytes
+it decoded to, or None (:func:`zstd_decode_into`, :func:`blosc_decode_into`)."""
+
+
 def decode_in_scratch(
     chunk_bytes: Buffer,
     chunk_spec: ArraySpec,
-    decode_into: Callable[[np.ndarray, np.ndarray], int | None],
+    decode_into: DecodeInto,
     otherwise: Callable[[Buffer, ArraySpec], Buffer],
 ) -> Buffer:
     """A chunk's stored bytes decoded by ``decode_into`` (:func:`zstd_decode_into`,
@@ -347,7 +353,7 @@ def _blosc_decode() -> Any:
     return imagecodecs.blosc_decode
 
 
-def numcodecs_decoder(compressor: Any) -> Callable[[np.ndarray, np.ndarray], int | None] | None:
+def numcodecs_decoder(compressor: Any) -> DecodeInto | None:
     """The decoder into given memory of a format 2 compressor's chunks: numcodecs'
     ``Blosc`` (also checked: :class:`~zarrext.codecs.blosc_frames.CheckedBlosc`) and
     ``Zstd``; None for any other."""
