@@ -56,7 +56,7 @@ from xarray.core import indexing
 from xarray.core.variable import Variable
 from zarr.core.metadata import ArrayV3Metadata
 
-from zarrext.api import readable, with_runtime
+from zarrext.api import readable
 from zarrext.codecs.optional import OptionalCodec
 from zarrext.dtypes.optional import OptionalDType, is_optional_native
 from zarrext.dtypes.optional_conversions import as_optional_array, nan_dtype, to_nan
@@ -218,10 +218,10 @@ class OptionalBackendArray(BackendArray):
 
     def __getitem__(self, key: indexing.ExplicitIndexer) -> np.ndarray[Any, Any]:
         if isinstance(key, indexing.BasicIndexer):
-            # zarrext's pipeline (0.2 ms to attach) decodes values and mask apart in its
-            # codec threads: 6x the speed of a (value, valid) read converted after.
-            array = with_runtime(self._raw.get_array())
-            return to_nan(read_masked(array, key.tuple), self.optional)
+            # the store's members come with zarrext's pipeline (_fetch_members), which
+            # decodes values and mask apart in its codec threads: 6x the speed of a
+            # (value, valid) read converted after.
+            return to_nan(read_masked(self._raw.get_array(), key.tuple), self.optional)
         return to_nan(np.asarray(self._raw[key]), self.optional)
 
 
