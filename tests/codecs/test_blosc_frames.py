@@ -249,3 +249,50 @@ def test_zarrs_own_format_2_reads_refuse_it_with_zarrexts_pipeline_configured(
             array[:]
         np.testing.assert_array_equal(array[:16], DATA[:16])
     assert raised.value.key == "1.0"
+
+
+@pytest.mark.parametrize("layout", ["optional", "optional-in-shards", "filters-and-edges"])
+def test_every_blosc_codec_zarrext_decodes_with_is_checked(tmp_path: Path, layout: str) -> None:
+    """Over the configurations users create (an optional data type's mask and values,
+    the optional codec inside shards, filters before blosc and partial edge chunks),
+    every blosc codec in the pipeline zarrext reads with is a checked form, and the
+    array reads what was written."""
+    from zarrext import OptionalCodec, OptionalDType, PackBitsCodec
+    from zarrext.codecs.walk import walk_codecs
+    from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
+
+    blosc = BloscCodec(cname="lz4")
+    values = np.ma.MaskedArray(np.arange(30, dtype="<f4"), mask=np.arange(30) % 7 == 0)
+    if layout == "filters-and-edges":
+        from zarr.codecs import TransposeCodec
+
+        kwargs: dict[str, Any] = {
+            "shape": (5, 6), "chunks": (2, 4), "dtype": "<f4",
+            "filters": [TransposeCodec(order=(1, 0))], "compressors": [blosc]}
+        written: Any = np.arange(30, dtype="<f4").reshape(5, 6)
+    else:
+        optional = OptionalCodec(mask_codecs=[PackBitsCodec(), blosc],
+                                 data_codecs=[zarr.codecs.BytesCodec(), blosc])
+        kwargs = {"shape": (30,), "chunks": (8,), "dtype": OptionalDType("float32"),
+                  "fill_value": None, "serializer": optional, "compressors": None}
+        if layout == "optional-in-shards":
+            kwargs["shards"] = (16,)
+        written = values
+    array = zarrext.create_array(tmp_path / "a.zarr", **kwargs)
+    array[...] = written
+    back = zarrext.open_array(tmp_path / "a.zarr", mode="r")
+    pipeline = back._async_array.codec_pipeline
+    assert isinstance(pipeline, ZarrextCodecPipeline)
+    found = list(walk_codecs(list(pipeline)))
+    for codec in found:  # shards' inner chains through the sharding codec's own pipeline
+        if isinstance(codec, ShardingCodec):
+            found += walk_codecs(list(codec.codec_pipeline))
+    bloscs = [c for c in found if isinstance(c, BloscCodec)]
+    assert bloscs
+    assert all(type(c) is CheckedBloscCodec for c in bloscs)
+    if layout == "filters-and-edges":
+        np.testing.assert_array_equal(back[...], written)
+    else:
+        got = zarrext.read_masked(back)
+        np.testing.assert_array_equal(got.mask, values.mask)
+        np.testing.assert_array_equal(got.compressed(), values.compressed())
