@@ -122,6 +122,27 @@ def test_object_sizes_are_the_listed_keys_with_their_sizes(where: Any, kind: str
     assert len(object_sizes(read, "a/") or {}) == 1 + 3 * 4 + 1  # zarr.json, 12 chunks, .hidden
 
 
+def test_a_local_listing_keys_files_as_zarr_lists_them(tmp_path: Any) -> None:
+    """A local directory's sizes are keyed as ``LocalStore.list_prefix`` keys its files,
+    under prefixes pathlib would write otherwise (a doubled or a ``./`` separator, a
+    trailing one), through a link to a file, at the root and levels down."""
+    import os
+
+    store = zarr.storage.LocalStore(tmp_path)
+    for key in ("a/c/0/0", "a/c/1/0", "a/zarr.json", "b.txt", "a/c/0/deep/x"):
+        sync(store.set(key, default_buffer_prototype().buffer.from_bytes(b"v" * len(key))))
+    os.symlink(tmp_path / "b.txt", tmp_path / "a" / "link")
+    for prefix in ("", "a", "a/", "a//c/", "./a/c", "a/c/0", "missing"):
+        sizes = object_sizes(store, prefix)
+        keys = list_keys(store, prefix)
+        assert sizes is not None, prefix
+        assert sorted(sizes) == keys, prefix
+        assert sizes == {k: sync(store.getsize(k)) for k in keys}, prefix
+    linked = object_sizes(store, "a")
+    assert linked is not None
+    assert linked["a/link"] == len("b.txt")  # the size of the file linked to
+
+
 def test_stores_that_cannot_list_sizes_say_none(tmp_path: Any) -> None:
     memory = zarr.storage.MemoryStore()
     zarr.create_array(memory, shape=(4,), chunks=(2,), dtype="u1")[:] = 1

@@ -99,17 +99,23 @@ def _local_sizes(root: Path, prefix: str) -> dict[str, int]:
     pending = [os.path.join(root, prefix) if prefix else os.fspath(root)]
     strip = len(root.as_posix()) + 1
     while pending:
+        directory = pending.pop()
         try:
-            entries = list(os.scandir(pending.pop()))
+            entries = list(os.scandir(directory))
         except (FileNotFoundError, NotADirectoryError):
             continue
+        # A file's key is its directory's key and its name: the directory's path is
+        # made a key once (as pathlib writes it: "/" between parts, none doubled),
+        # not each file's (a Path per file was two thirds of a listing's time).
+        relative = Path(directory).as_posix()[strip:]
+        within = f"{relative}/" if relative else ""
         for entry in entries:
             if entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
                 continue
             try:
                 if entry.is_file():
-                    sizes[Path(entry.path).as_posix()[strip:]] = entry.stat().st_size
+                    sizes[within + entry.name] = entry.stat().st_size
             except FileNotFoundError:  # deleted while listed, or a broken link
                 continue
     return sizes
