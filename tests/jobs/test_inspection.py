@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -13,9 +14,12 @@ import numpy as np
 import pytest
 import zarr
 import zarr.storage
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from zarr.codecs import BytesCodec, Crc32cCodec, GzipCodec, ShardingCodec, ZstdCodec
 
 import zarrext
+from tests import shard_bytes
 from tests.conftest import Run
 from zarrext.jobs.inspection import conditional_placement, inventory, stored_chunk_keys
 
@@ -449,3 +453,108 @@ def test_info_reads_of_each_shard_only_its_index(where: Any) -> None:
     assert len(inventory(zarr.open_array(counting, mode="r")).chunks) == 64
     assert sorted(k for k, _ in ranges if k.startswith("c/")) == [
         "c/0/0", "c/0/1", "c/1/0", "c/1/1"]
+
+
+_EDGE_VALUES = (0, 1, 2**63, 2**64 - 2, 2**64 - 1)  # EMPTY alone, and what wraps around
+
+
+@st.composite
+def _index_tables(draw: st.DrawFn) -> tuple[tuple[int, ...], int, np.ndarray]:
+    """A shard's chunk grid, its size, and an index table of entries stored, missing
+    (``2**64 - 1`` twice), half missing, reaching past the end or wrapping around."""
+    grid = tuple(draw(st.lists(st.integers(1, 4), min_size=1, max_size=3)))
+    shard_size = draw(st.integers(shard_bytes.index_size(int(np.prod(grid))), 4096))
+    entry = st.one_of(
+        st.tuples(st.integers(0, shard_size + 2), st.integers(0, shard_size + 2)),
+        st.just((shard_bytes.EMPTY, shard_bytes.EMPTY)),
+        st.tuples(st.sampled_from(_EDGE_VALUES), st.sampled_from(_EDGE_VALUES)),
+    )
+    table = np.array(draw(st.lists(entry, min_size=int(np.prod(grid)),
+                                   max_size=int(np.prod(grid)))), dtype=np.uint64)
+    return grid, shard_size, table.reshape(-1, 2)
+
+
+def _entries_one_by_one(table: np.ndarray, grid: tuple[int, ...],
+                        shard_size: int) -> list[Any] | str:
+    """Each stored entry as zarr's ``get_chunk_slice`` gives it, in C order, or the
+    first entry outside the shard (what the index is refused for)."""
+    found = []
+    for flat, local in enumerate(np.ndindex(grid)):
+        start, length = (int(v) for v in table[flat])
+        if (start, length) == (shard_bytes.EMPTY, shard_bytes.EMPTY):
+            continue
+        if not start + length <= shard_size:
+            return f"inner chunk {local} spans bytes {start}..{start + length}"
+        found.append((local, (start, start + length)))
+    return found
+
+
+@settings(max_examples=300, deadline=None)
+@given(_index_tables())
+def test_index_entries_are_those_of_the_index_entry_by_entry(
+    case: tuple[tuple[int, ...], int, np.ndarray],
+) -> None:
+    """A shard index built by hand from spec 001's layout gives the entries zarr's
+    ``get_chunk_slice`` gives one by one; an index with an entry outside the shard
+    (past its end, or wrapping around 2**64) is refused naming the first such entry,
+    and the totals count exactly the stored entries within the array's grid."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    from zarrext.jobs.inspection import index_entries, index_extents
+
+    grid, shard_size, table = case
+    sharding = ShardingCodec(chunk_shape=(1,) * len(grid))
+    index = default_buffer_prototype().buffer.from_bytes(shard_bytes.encode_index(table))
+    expected = _entries_one_by_one(table, grid, shard_size)
+    if isinstance(expected, str):
+        with pytest.raises(ValueError, match=re.escape(f"shard 'k': {expected}, outside")):
+            index_entries(sharding, index, grid, shard_size, "k")
+        return
+    assert list(index_entries(sharding, index, grid, shard_size, "k")) == expected
+    extents = index_extents(sharding, index, grid, shard_size, "k")
+    stored = {local: stop - start for local, (start, stop) in expected}
+    assert {local: int(extents.stops[local] - extents.starts[local])
+            for local in np.ndindex(grid) if extents.present[local]} == stored
+
+
+def test_an_index_that_does_not_decode_is_refused() -> None:
+    """A checksum that does not match, and an index of another size, are refused."""
+    from zarr.core.buffer import default_buffer_prototype
+
+    from zarrext.jobs.inspection import index_entries
+
+    encoded = bytearray(shard_bytes.encode_index(np.zeros((4, 2), np.uint64)))
+    encoded[-1] ^= 0xFF
+    index = default_buffer_prototype().buffer.from_bytes(bytes(encoded))
+    with pytest.raises(ValueError, match="checksum"):
+        index_entries(ShardingCodec(chunk_shape=(1,)), index, (4,), 1000, "k")
+    with pytest.raises(ValueError, match="shorter than its 68-byte index"):
+        index_entries(ShardingCodec(chunk_shape=(1,)), index[:-1], (4,), 1000, "k")
+
+
+@pytest.mark.parametrize("location", ["start", "end"])
+def test_totals_leave_out_inner_chunks_beyond_the_arrays_edge(
+    tmp_path: Path, location: str,
+) -> None:
+    """A shard (built by hand) whose index also holds chunks beyond the array's edge
+    (a shard written before the array shrank, or by another writer) counts only the
+    chunks within the array in its stored bytes, as the chunks the inventory lists."""
+    z = zarr.create_array(
+        str(tmp_path / "a.zarr"), shape=(5, 3), dtype="uint8", fill_value=0,
+        serializer=ShardingCodec(chunk_shape=(1, 1), codecs=[BytesCodec()],
+                                 index_location=location), compressors=None)
+    assert z.shards == (5, 3)  # one shard of 5x3 inner chunks
+    z.resize((3, 2))  # rows 3, 4 and column 2 now beyond the edge; the shard stays
+    n = 15
+    start = shard_bytes.index_size(n) if location == "start" else 0
+    placed = {flat: (start + 2 * flat, bytes([flat, flat])[: 1 + flat % 2])
+              for flat in range(n)}
+    (tmp_path / "a.zarr" / "c" / "0").mkdir(parents=True)
+    (tmp_path / "a.zarr" / "c" / "0" / "0").write_bytes(
+        shard_bytes.shard_file(n, placed, location, start + 2 * n))
+    inside = {flat: len(data) for flat, (_, data) in placed.items() if flat // 3 < 3
+              and flat % 3 < 2}
+    totals = inventory(str(tmp_path / "a.zarr"), read_masks=False, list_chunks=False)
+    listed = inventory(str(tmp_path / "a.zarr"), read_masks=False)
+    assert totals.stored_sizes == {"c/0/0": sum(inside.values())}
+    assert sorted(c.nbytes for c in listed.chunks) == sorted(inside.values())
