@@ -54,8 +54,9 @@ def scatter_into(transform: ChunkTransform, out: NDBuffer) -> Callable[..., GetR
     ):
         return functools.partial(decode_split_into, codecs[0])
     scatter = functools.partial(decode_and_scatter_chunk, decode=transform.decode_chunk)
-    if in_place_decoder(codecs) is not None and type(out) is cpu.NDBuffer:
-        return DirectDecoder(out, codecs, scatter)
+    decode = in_place_decoder(codecs)
+    if decode is not None and type(out) is cpu.NDBuffer:
+        return DirectDecoder(out, codecs, decode, scatter)
     return scatter
 
 

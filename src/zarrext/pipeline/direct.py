@@ -160,8 +160,8 @@ def _place(
 
 
 class DirectDecoder:
-    """One read's decoder of ``[bytes, compressor]`` chunks
-    (:func:`decodes_zstd_in_place`) into ``out``, called as zarr's
+    """One read's decoder of ``[bytes, compressor]`` chunks into ``out`` with
+    ``decode`` (:func:`in_place_decoder` of ``codecs``), called as zarr's
     ``decode_and_scatter_chunk`` is (with ``decode`` bound): for a chunk it cannot
     decode itself (see the module docstring), ``otherwise(...)`` with the same
     arguments.
@@ -174,16 +174,19 @@ class DirectDecoder:
 
     __slots__ = ("_layout", "array", "decode", "format_2", "header", "otherwise", "out")
 
-    def __init__(self, out: NDBuffer, codecs: Sequence[Any], otherwise: Callable[..., GetResult]):
+    def __init__(
+        self,
+        out: NDBuffer,
+        codecs: Sequence[Any],
+        decode: DecodeInto,
+        otherwise: Callable[..., GetResult],
+    ):
         self.out = out
         array = out.as_ndarray_like()
         self.array: np.ndarray | None = (
             array if isinstance(array, np.ndarray) and array.flags.writeable else None
         )
-        decode = in_place_decoder(codecs)
-        if decode is None:
-            raise ValueError(f"{codecs} are not decoded here (see in_place_decoder)")
-        self.decode = decode
+        self.decode = decode  # in_place_decoder(codecs), which the caller has asked
         # a format 2 chunk is laid out in the array's order, C or F
         self.format_2 = isinstance(codecs[0], V2Codec)
         compressor = codecs[-1]
