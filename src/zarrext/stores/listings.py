@@ -106,7 +106,7 @@ def _local_sizes(root: Path, prefix: str) -> dict[str, int]:
             continue
         # A file's key is its directory's key and its name: the directory's path is
         # made a key once (as pathlib writes it: "/" between parts, none doubled),
-        # not each file's (a Path per file was two thirds of a listing's time).
+        # not each file's: a Path per file cost more than the walk and the stats.
         relative = Path(directory).as_posix()[strip:]
         within = f"{relative}/" if relative else ""
         for entry in entries:
