@@ -317,3 +317,68 @@ def test_a_refused_publication_leaves_the_groups_consolidated_metadata_as_it_was
                         progress=_at_last_unit(lambda: _array(group / "q")))
     assert (group / "zarr.json").read_bytes() == document
     np.testing.assert_array_equal(zarr.open_array(str(group / "q"), mode="r")[:], [7, 8, 9])
+
+
+def test_two_claims_that_both_succeed_leave_one_job_writing(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A server whose conditional create checks, then writes (the loopback S3 server
+    does: two creates at once can both succeed) tells two jobs starting together
+    that each made the output's marker. The job that reads back another's marker
+    is refused at its start, in one line, writing nothing; the other's marker stays."""
+    from zarrext.stores import objects
+
+    real = objects._create
+    theirs = json.dumps({"zarrext": "a job is writing here", "pid": 1, "host": "x",
+                         "id": "theirs"}).encode()
+    raced: list[str] = []
+
+    async def racing(store: Any, key: str, value: bytes) -> bool:
+        written = await real(store, key, value)
+        if key == UNFINISHED and written and not raced:  # the other job's create lands now
+            raced.append(key)
+            await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
+                theirs))
+        return written
+
+    monkeypatch.setattr(objects, "_create", racing)
+    where = Where("s3", s3["url"], s3["options"])
+    _source(where.location("src.zarr"), 0, s3["options"])
+    with pytest.raises(OutputConflictError, match="is writing") as refused:
+        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                        storage_options=s3["options"])
+    assert raced == [UNFINISHED]
+    assert "\n" not in str(refused.value)
+    assert where.stored("out.zarr") == {UNFINISHED: theirs}
+
+
+def test_two_take_overs_that_both_succeed_leave_one_job_writing(
+    s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Two jobs finding a killed run's marker both replace it, conditional on its
+    ETag, and both are told it worked (a server that checks, then writes): the job
+    that reads back another's marker is refused, deleting none of the killed run's
+    objects (they are the other job's to clear now)."""
+    from zarrext.stores import objects
+
+    real = objects._replace
+    theirs = json.dumps({"zarrext": "a job is writing here", "pid": 1, "host": "x",
+                         "id": "theirs"}).encode()
+
+    async def racing(store: Any, key: str, value: bytes, e_tag: str) -> bool:
+        replaced = await real(store, key, value, e_tag)
+        # the other job's replacement, checked against the same ETag, lands now
+        await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
+            theirs))
+        return replaced
+
+    monkeypatch.setattr(objects, "_replace", racing)
+    where = Where("s3", s3["url"], s3["options"])
+    _source(where.location("src.zarr"), 0, s3["options"])
+    where.put("out.zarr", UNFINISHED, b"a killed run's marker")
+    where.put("out.zarr", "c/0/0", b"a killed run's chunk")
+    with pytest.raises(OutputConflictError, match="is writing") as refused:
+        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                        storage_options=s3["options"])
+    assert "\n" not in str(refused.value)
+    assert where.stored("out.zarr") == {UNFINISHED: theirs, "c/0/0": b"a killed run's chunk"}

@@ -135,6 +135,12 @@ def _claim(output: Store, marker: bytes, *, overwrite: bool) -> bytes:
     leftovers, one takes them over); that job's objects are then removed.
     Returns the marker.
 
+    The marker is read back once written (:func:`_refuse_unless_held`): where a
+    server's conditional writes are not atomic (two at once can both succeed, as on
+    the loopback S3 test server), the job whose marker is no longer there is
+    refused. That narrows the race to a write landing after the other job's read;
+    S3, GCS and Azure make the condition and the write one step.
+
     A store without conditional writes (an fsspec store; an S3-compatible server
     that ignores ``If-None-Match``, found by writing the marker twice) is read
     just before it is written: a writer in between is not detected.
@@ -159,6 +165,7 @@ def _claim(output: Store, marker: bytes, *, overwrite: bool) -> bytes:
                 )
                 return _claim_unconditionally(output, marker, overwrite=overwrite,
                                               ours=True)
+            _refuse_unless_held(output, marker)
             keys = set(sync(listed_keys(output))) - {UNFINISHED}
             if keys:
                 sync(output.delete(UNFINISHED))
@@ -173,9 +180,23 @@ def _claim(output: Store, marker: bytes, *, overwrite: bool) -> bytes:
                 f"another zarrext job took over {_where(output)} as this one started: "
                 "wait for it to finish, or write to another prefix"
             )
+        _refuse_unless_held(output, marker)
         _take_over(output, overwrite=overwrite)
         return marker
     raise OutputConflictError(f"{_where(output)} is being written by other jobs")
+
+
+def _refuse_unless_held(output: Store, marker: bytes) -> None:
+    """Refuse unless ``output``'s :data:`UNFINISHED` object is ``marker``, just
+    written by a conditional request that said it was. Two such requests at once
+    can both say so on a server that checks, then writes (the loopback S3 test
+    server does): the marker there is then the other job's, and that job goes on."""
+    held = stores.read_object(output, UNFINISHED)
+    if held is None or held[0] != marker:
+        raise OutputConflictError(
+            f"another zarrext job is writing {_where(output)} (it claimed it as this one "
+            "started): wait for it to finish, or write to another prefix"
+        )
 
 
 def _take_over(output: Store, *, overwrite: bool) -> None:
