@@ -467,10 +467,20 @@ class _ObjectReader:
             self.result.stored_sizes[key] = size
         return size
 
-    def inside(self, origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...] | None:
-        """An inner chunk's index in the array-wide grid; None beyond the array's edge."""
-        index = tuple(o * k + i for o, k, i in zip(origin, self.per_shard, local, strict=True))
-        return None if any(i >= g for i, g in zip(index, self.grid_shape, strict=True)) else index
+    def array_index(self, origin: tuple[int, ...], local: tuple[int, ...]) -> tuple[int, ...]:
+        """An inner chunk's index in the array-wide grid (``origin``: its shard's
+        first inner chunk there, ``local``: its place in the shard)."""
+        return tuple(o * k + i for o, k, i in zip(origin, self.per_shard, local, strict=True))
+
+    def inside_mask(self, origin: tuple[int, ...]) -> np.ndarray:
+        """Which inner chunks of the shard at ``origin`` lie within the array's grid
+        (the others are beyond its edge)."""
+        mask = np.ones(self.per_shard, dtype=bool)
+        for axis, (o, k, g) in enumerate(zip(origin, self.per_shard, self.grid_shape,
+                                             strict=True)):
+            along = o * k + np.arange(k) < g
+            mask &= along.reshape([k if a == axis else 1 for a in range(len(self.per_shard))])
+        return mask
 
     def mask_of(self, data: Buffer, index: tuple[int, ...], key: str,
                 inner: tuple[int, ...] | None) -> int | None:
@@ -511,16 +521,6 @@ class _ShardIndexTotals(_ObjectReader):
         within = extents.present & self.inside_mask(self.axes(coords))
         self.result.stored_sizes[key] = int((extents.stops - extents.starts)[within].sum())
 
-    def inside_mask(self, origin: tuple[int, ...]) -> np.ndarray:
-        """Which inner chunks of the shard at ``origin`` lie within the array (as
-        :meth:`inside`, of every inner chunk at once)."""
-        mask = np.ones(self.per_shard, dtype=bool)
-        for axis, (o, k, g) in enumerate(zip(origin, self.per_shard, self.grid_shape,
-                                             strict=True)):
-            along = o * k + np.arange(k) < g
-            mask &= along.reshape([k if a == axis else 1 for a in range(len(self.per_shard))])
-        return mask
-
 
 class _ChunkList(_ObjectReader):
     """The chunks of an unsharded array, each with its mask when asked for (``got``:
@@ -553,11 +553,12 @@ class _ShardChunkList(_ObjectReader):
                 shard = self.prototype.buffer.from_bytes(self.chain.decode_stored(
                     shard.to_bytes(), _spec(self.outer_shape, self.metadata)
                 ))
-        chunks = []
-        for local, (start, stop) in shard_entries(self.sharding, shard, self.per_shard, key):
-            index = self.inside(origin, local)
-            if index is not None:
-                chunks.append((local, index, start, stop))
+        within = self.inside_mask(origin)
+        chunks = [
+            (local, self.array_index(origin, local), start, stop)
+            for local, (start, stop) in shard_entries(self.sharding, shard, self.per_shard, key)
+            if within[local]
+        ]
         if self.bare_shards:
             self.result.stored_sizes[key] = sum(stop - start for _, _, start, stop in chunks)
         reads_masks = (self.placement is not None and self.placement.sharding is self.sharding
