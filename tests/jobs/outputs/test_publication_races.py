@@ -319,6 +319,25 @@ def test_a_refused_publication_leaves_the_groups_consolidated_metadata_as_it_was
     np.testing.assert_array_equal(zarr.open_array(str(group / "q"), mode="r")[:], [7, 8, 9])
 
 
+# The marker of a job that started together with the one under test.
+_THEIR_MARKER = json.dumps({"zarrext": "a job is writing here", "pid": 1, "host": "x",
+                            "id": "theirs"}).encode()
+
+
+async def _their_marker_lands(store: Any, key: str) -> None:
+    """The other job's conditional write, told it may write as this one was, lands."""
+    await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
+        _THEIR_MARKER))
+
+
+def _refused_at_start(where: Where, s3: dict[str, Any]) -> None:
+    """``convert`` into ``out.zarr`` is refused in one line: another job is writing."""
+    with pytest.raises(OutputConflictError, match="is writing") as refused:
+        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
+                        storage_options=s3["options"])
+    assert "\n" not in str(refused.value)
+
+
 def test_two_claims_that_both_succeed_leave_one_job_writing(
     s3: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -329,27 +348,21 @@ def test_two_claims_that_both_succeed_leave_one_job_writing(
     from zarrext.stores import objects
 
     real = objects._create
-    theirs = json.dumps({"zarrext": "a job is writing here", "pid": 1, "host": "x",
-                         "id": "theirs"}).encode()
     raced: list[str] = []
 
     async def racing(store: Any, key: str, value: bytes) -> bool:
         written = await real(store, key, value)
-        if key == UNFINISHED and written and not raced:  # the other job's create lands now
+        if key == UNFINISHED and written and not raced:
             raced.append(key)
-            await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
-                theirs))
+            await _their_marker_lands(store, key)
         return written
 
     monkeypatch.setattr(objects, "_create", racing)
     where = Where("s3", s3["url"], s3["options"])
     _source(where.location("src.zarr"), 0, s3["options"])
-    with pytest.raises(OutputConflictError, match="is writing") as refused:
-        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
-                        storage_options=s3["options"])
+    _refused_at_start(where, s3)
     assert raced == [UNFINISHED]
-    assert "\n" not in str(refused.value)
-    assert where.stored("out.zarr") == {UNFINISHED: theirs}
+    assert where.stored("out.zarr") == {UNFINISHED: _THEIR_MARKER}
 
 
 def test_two_take_overs_that_both_succeed_leave_one_job_writing(
@@ -362,14 +375,10 @@ def test_two_take_overs_that_both_succeed_leave_one_job_writing(
     from zarrext.stores import objects
 
     real = objects._replace
-    theirs = json.dumps({"zarrext": "a job is writing here", "pid": 1, "host": "x",
-                         "id": "theirs"}).encode()
 
     async def racing(store: Any, key: str, value: bytes, e_tag: str) -> bool:
         replaced = await real(store, key, value, e_tag)
-        # the other job's replacement, checked against the same ETag, lands now
-        await store.set(key, zarr.core.buffer.default_buffer_prototype().buffer.from_bytes(
-            theirs))
+        await _their_marker_lands(store, key)  # checked against the same ETag
         return replaced
 
     monkeypatch.setattr(objects, "_replace", racing)
@@ -377,8 +386,6 @@ def test_two_take_overs_that_both_succeed_leave_one_job_writing(
     _source(where.location("src.zarr"), 0, s3["options"])
     where.put("out.zarr", UNFINISHED, b"a killed run's marker")
     where.put("out.zarr", "c/0/0", b"a killed run's chunk")
-    with pytest.raises(OutputConflictError, match="is writing") as refused:
-        zarrext.convert(where.location("src.zarr"), where.location("out.zarr"),
-                        storage_options=s3["options"])
-    assert "\n" not in str(refused.value)
-    assert where.stored("out.zarr") == {UNFINISHED: theirs, "c/0/0": b"a killed run's chunk"}
+    _refused_at_start(where, s3)
+    assert where.stored("out.zarr") == {UNFINISHED: _THEIR_MARKER,
+                                        "c/0/0": b"a killed run's chunk"}
