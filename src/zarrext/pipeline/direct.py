@@ -47,6 +47,7 @@ from zarrext.pipeline.scratch import (
     blosc_decode_into,
     decode_scratch,
     numcodecs_decoder,
+    plain_numbers,
     zstd_decode_into,
 )
 
@@ -275,8 +276,7 @@ class DirectDecoder:
             self.array is not None
             and not (self.format_2 and chunk_spec.order != "C")
             and self.array.dtype == dtype
-            and not dtype.hasobject
-            and dtype.kind in "biufcmM"
+            and plain_numbers(dtype)
             and dtype.isnative
         ):
             shape = tuple(chunk_spec.shape)

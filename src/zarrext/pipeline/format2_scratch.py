@@ -27,6 +27,7 @@ from zarrext.pipeline.scratch import (
     DecodeInto,
     decode_scratch,
     numcodecs_decoder,
+    plain_numbers,
 )
 
 if TYPE_CHECKING:
@@ -60,7 +61,7 @@ class Format2IntoScratch:
         if decode_into is None:
             return None
         dtype = spec.dtype.to_native_dtype()
-        if dtype.hasobject or dtype.kind not in "biufcmM":
+        if not plain_numbers(dtype):
             return None
         nbytes = math.prod(spec.shape) * dtype.itemsize
         if nbytes > SCRATCH_MAX_BYTES:

@@ -75,6 +75,7 @@ __all__ = [
     "decode_in_scratch",
     "encode_arena",
     "numcodecs_decoder",
+    "plain_numbers",
     "keeps_no_chunk_bytes",
     "scratch_codecs",
     "staged_encoding",
@@ -236,6 +237,13 @@ def zstd_compressor(level: int, checksum: bool) -> zstandard.ZstdCompressor:
         compressor = kept[level, checksum] = zstandard.ZstdCompressor(
             level=level, write_checksum=checksum, write_content_size=True)
     return compressor
+
+
+def plain_numbers(dtype: np.dtype[Any]) -> bool:
+    """Whether values of ``dtype`` are fixed-size numbers (integers, floats, complex,
+    booleans, dates and times) whose decoded bytes can be viewed as they are: no
+    objects, strings or structured records."""
+    return not dtype.hasobject and dtype.kind in "biufcmM"
 
 
 DecodeInto = Callable[[np.ndarray, np.ndarray], int | None]

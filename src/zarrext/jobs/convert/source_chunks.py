@@ -61,6 +61,7 @@ class ChunkObjectReader:
         from zarr.storage import LocalStore
 
         from zarrext.pipeline.format2_scratch import Format2IntoScratch
+        from zarrext.pipeline.scratch import plain_numbers
 
         metadata = src.metadata
         if metadata.zarr_format == 3 and (
@@ -76,8 +77,7 @@ class ChunkObjectReader:
         native = metadata.dtype.to_native_dtype()
         if (
             not type(metadata.dtype).__module__.startswith("zarr.")  # zarrext's own (optional)
-            or native.hasobject
-            or native.kind not in "biufcmM"
+            or not plain_numbers(native)
         ):
             return None
         config = src.async_array.config
