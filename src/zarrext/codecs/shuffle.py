@@ -34,24 +34,38 @@ _PLANE_SHIFTS: dict[int, np.ndarray] = {
     size: (np.arange(size, dtype=dtype) * 8)[:, None] for size, dtype in _AS_INTEGERS.items()}
 
 
+def shuffle_rows(
+    rows: np.ndarray, element_size: int, out: np.ndarray | None = None
+) -> np.ndarray:
+    """Each row of ``rows`` shuffled: byte ``j`` of every element into plane ``j``.
+
+    ``rows`` is a C-contiguous two-dimensional ``uint8`` array whose rows are
+    whole elements; the result has its shape, each row the row's planes in turn,
+    in ``out`` (contiguous ``uint8`` of ``rows.size`` bytes) if given. One numpy
+    call for all the rows (a batch of chunks, or one chunk).
+    """
+    count, size = rows.shape[0], rows.shape[1] // element_size
+    planes = (np.empty((count, element_size, size), np.uint8) if out is None
+              else out.reshape(count, element_size, size))
+    as_integer = _AS_INTEGERS.get(element_size)
+    if as_integer is None or size == 0:
+        planes[...] = rows.reshape(count, size, element_size).transpose(0, 2, 1)
+    else:  # plane j: the low byte of each little-endian element shifted right by 8*j
+        np.right_shift(rows.view(as_integer)[:, None, :], _PLANE_SHIFTS[element_size],
+                       out=planes, casting="unsafe")
+    return planes.reshape(rows.shape)
+
+
 def shuffle_bytes(data: np.ndarray, element_size: int) -> np.ndarray:
     """Gather byte ``j`` of every element into plane ``j``; a partial element stays last."""
     size = data.size
-    count = size // element_size
-    whole = count * element_size
+    whole = size // element_size * element_size
+    if whole == size and data.flags.c_contiguous:  # sliced only when it must be: per chunk
+        return shuffle_rows(data.reshape(1, size), element_size).reshape(size)
     out = np.empty(size, np.uint8)
-    # the whole elements' bytes and their planes (sliced only when a partial element
-    # follows: a slice is a numpy call, and this runs for every chunk)
-    elements, planes = (data, out) if whole == size else (data[:whole], out[:whole])
-    planes = planes.reshape(element_size, count)
-    as_integer = _AS_INTEGERS.get(element_size)
-    if as_integer is None or count == 0 or not data.flags.c_contiguous:
-        planes[...] = elements.reshape(count, element_size).T
-    else:  # plane j: the low byte of each little-endian element shifted right by 8*j
-        np.right_shift(elements.view(as_integer), _PLANE_SHIFTS[element_size], out=planes,
-                       casting="unsafe")
-    if whole < size:
-        out[whole:] = data[whole:]
+    elements = np.ascontiguousarray(data[:whole]).reshape(1, whole)
+    out[:whole] = shuffle_rows(elements, element_size).reshape(whole)
+    out[whole:] = data[whole:]
     return out
 
 

@@ -41,7 +41,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import numcodecs
 import numpy as np
@@ -79,6 +79,7 @@ __all__ = [
     "keeps_no_chunk_bytes",
     "scratch_codecs",
     "staged_encoding",
+    "written_as_they_are",
     "zstd_compressor",
     "zstd_decode_into",
 ]
@@ -246,6 +247,12 @@ def plain_numbers(dtype: np.dtype[Any]) -> bool:
     return not dtype.hasobject and dtype.kind in "biufcmM"
 
 
+def written_as_they_are(dtype: np.dtype[Any], endian: Literal["little", "big"] | None) -> bool:
+    """Whether zarr's ``bytes`` codec configured with ``endian`` writes values of
+    ``dtype`` in their own byte order (it converts them to ``endian`` otherwise)."""
+    return dtype.itemsize == 1 or endian is None or dtype.newbyteorder(endian) == dtype
+
+
 DecodeInto = Callable[[np.ndarray, np.ndarray], int | None]
 """Decodes a stored chunk's bytes (its first argument) into the second; the bytes
 it decoded to, or None (:func:`zstd_decode_into`, :func:`blosc_decode_into`)."""
@@ -394,11 +401,7 @@ class ScratchBytesCodec(BytesCodec):
             isinstance(array, np.ndarray)
             and not array.flags.c_contiguous
             and not array.dtype.hasobject
-            and (
-                array.dtype.itemsize == 1
-                or self.endian is None
-                or array.dtype.newbyteorder(self.endian) == array.dtype
-            )
+            and written_as_they_are(array.dtype, self.endian)
         ):
             out = arena_buffer(array.nbytes)
             if out is not None:
