@@ -17,7 +17,9 @@ whose frames may differ from numcodecs' for the same input):
   time (:meth:`ShardEncoder.encode_from_chunks`), so that a source whose chunks are
   the inner chunks is never assembled into a shard and cut up again.
 
-Large inner chunks are encoded in the codec thread's arena and their encoded bytes
+Where the inner chain allows it, inner chunks are encoded in batches instead, into
+the same bytes (:mod:`zarrext.pipeline.batch_encoding`). Large inner chunks are
+encoded in the codec thread's arena and their encoded bytes
 kept in staging segments until the shard is laid out
 (:class:`zarrext.pipeline.scratch.Staging`), when no decision keeps chunk bytes.
 """
@@ -41,6 +43,7 @@ from zarrext._zarr_compat import (
     encode_shard_parts_sync,
     inner_chunk_spec,
 )
+from zarrext.pipeline.batch_encoding import BatchEncoder
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import Staging, staged_encoding
@@ -86,6 +89,7 @@ class ShardEncoder:
         # most chunks differ from the fill value at their first element: zarr's
         # emptiness check (a tenth of a chunk's CPU) only runs for the others
         self._first_value = FirstValue.of(self.chunk_spec)
+        self._batch = BatchEncoder.of(tuple(transform.codecs), self.chunk_spec)
 
     @classmethod
     def of(cls, codec: ShardWriting, shard_spec: ArraySpec) -> ShardEncoder:
@@ -128,6 +132,44 @@ class ShardEncoder:
                 return self.chunk_spec.prototype.buffer.from_array_like(stored.copy())
         return cast("Buffer", chunk)
 
+    def encode_chunks(
+        self,
+        every: list[Coords],
+        chunk_values: Callable[[Coords], NDBuffer],
+        staging: Staging | None,
+        *,
+        reused: bool,
+    ) -> dict[Coords, Buffer | None]:
+        """The stored bytes of the inner chunks at ``every`` (as :meth:`encode_chunk`
+        gives them), their values asked for one at a time (``chunk_values``, the
+        same rules as :meth:`encode_chunk`'s ``values`` and ``reused``): in batches
+        where the chain allows it (:class:`~zarrext.pipeline.batch_encoding.BatchEncoder`),
+        else each alone."""
+        batch = self._batch
+        if batch is None:
+            return {c: self.encode_chunk(c, chunk_values(c), staging, reused=reused) for c in every}
+        encoded: dict[Coords, Buffer | None] = {}
+        nd_buffer = self.chunk_spec.prototype.nd_buffer
+        buffer = self.chunk_spec.prototype.buffer
+        for start in range(0, len(every), batch.per_batch):
+            run = every[start:start + batch.per_batch]
+            values = batch.values(len(run))
+            taken: list[Coords] = []
+            for coords in run:
+                chunk = chunk_values(coords)
+                if batch.takes(chunk):
+                    values[len(taken)] = chunk.as_ndarray_like()
+                    taken.append(coords)
+                else:
+                    encoded[coords] = self.encode_chunk(coords, chunk, staging, reused=reused)
+            for k, stored in enumerate(batch.encode(values[:len(taken)])):
+                encoded[taken[k]] = (
+                    self.encode_chunk(taken[k], nd_buffer.from_ndarray_like(values[k]), staging,
+                                      reused=True)
+                    if stored is None else buffer.from_array_like(stored)
+                )
+        return {c: encoded[c] for c in every}
+
     def jobs(
         self, shard_array: NDBuffer, *, groups: int
     ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]:
@@ -146,14 +188,13 @@ class ShardEncoder:
         stagings = [self._staging() for _ in parts]
         inner_shape = tuple(self.codec.chunk_shape)
 
+        def inner_chunk(coords: Coords) -> NDBuffer:
+            return shard_array[tuple(
+                slice(c * n, (c + 1) * n) for c, n in zip(coords, inner_shape, strict=True)
+            )]
+
         def run(part: list[Coords], staging: Staging | None) -> None:
-            for coords in part:
-                where = tuple(
-                    slice(c * n, (c + 1) * n) for c, n in zip(coords, inner_shape, strict=True)
-                )
-                encoded[coords] = self.encode_chunk(
-                    coords, shard_array[where], staging, reused=False
-                )
+            encoded.update(self.encode_chunks(part, inner_chunk, staging, reused=False))
 
         def assemble() -> Buffer | None:
             in_order = {coords: encoded[coords] for coords in every}  # zarr's order
@@ -194,10 +235,8 @@ class ShardEncoder:
         """
         staging = self._staging()
         try:
-            encoded = {
-                coords: self.encode_chunk(coords, chunk_values(coords), staging, reused=True)
-                for coords in np.ndindex(*self.per_shard)
-            }
+            encoded = self.encode_chunks(list(np.ndindex(*self.per_shard)), chunk_values,
+                                         staging, reused=True)
             store(encode_shard_parts_sync(self.codec, encoded, self.per_shard))
         finally:
             if staging is not None:
