@@ -43,6 +43,7 @@ from zarrext.pipeline.scratch import (
     ScratchBytesCodec,
     ScratchConditionalCodec,
     ScratchZstdCodec,
+    Staging,
     plain_numbers,
     written_as_they_are,
     zstd_compressor,
@@ -132,13 +133,16 @@ class BatchEncoder:
     def takes(self, values: NDBuffer) -> bool:
         """Whether a chunk of ``values`` goes into the batch: it is stored, whatever
         its other values (else it is encoded alone, which may leave it unstored)."""
-        if values.dtype != self.dtype:
-            return False  # the bytes codec writes a chunk's own data type
+        if values.dtype != self.dtype or values.shape != self.chunk_shape:
+            return False  # the bytes codec writes a chunk's own data type and shape
         return self.first_value is None or self.first_value.differs(values)
 
-    def encode(self, values: np.ndarray) -> list[np.ndarray | None]:
+    def encode(self, values: np.ndarray, staging: Staging | None = None
+               ) -> list[np.ndarray | None]:
         """Each chunk's stored bytes, for the chunks in ``values`` (from :meth:`values`,
-        all taken); None for a chunk to encode alone."""
+        all taken); None for a chunk to encode alone. With ``staging``, the bytes
+        that a header goes before are laid out in its segments (valid until it is
+        released), as the chunk-by-chunk path lays them out."""
         count = values.shape[0]
         if not count:
             return []
@@ -153,15 +157,14 @@ class BatchEncoder:
             return [np.frombuffer(frames[k], np.uint8) for k in range(count)]
         header = np.frombuffer(self.header, np.uint8)
         limit = chunks.shape[1] if self.only_if_smaller else math.inf
-        kept = [k for k in range(count) if sizes[k] < limit]
-        out = np.empty(sum(sizes[k] for k in kept) + header.size * len(kept), np.uint8)
         stored: list[np.ndarray | None] = [None] * count
-        start = 0
-        for k in kept:
-            chunk = stored[k] = out[start:start + header.size + sizes[k]]
-            chunk[:header.size] = header
-            chunk[header.size:] = np.frombuffer(frames[k], np.uint8)
-            start += chunk.size
+        for k in range(count):
+            if sizes[k] < limit:
+                nbytes = header.size + sizes[k]
+                chunk = None if staging is None else staging.reserve(nbytes)
+                chunk = stored[k] = np.empty(nbytes, np.uint8) if chunk is None else chunk
+                chunk[:header.size] = header
+                chunk[header.size:] = np.frombuffer(frames[k], np.uint8)
         return stored
 
 

@@ -162,7 +162,7 @@ class ShardEncoder:
                     taken.append(coords)
                 else:
                     encoded[coords] = self.encode_chunk(coords, chunk, staging, reused=reused)
-            for k, stored in enumerate(batch.encode(values[:len(taken)])):
+            for k, stored in enumerate(batch.encode(values[:len(taken)], staging)):
                 encoded[taken[k]] = (
                     self.encode_chunk(taken[k], nd_buffer.from_ndarray_like(values[k]), staging,
                                       reused=True)
