@@ -27,9 +27,12 @@ last round's output deleted untimed before each run):
   ``ConditionalCodec([ZstdCodec()], decision="compress_if_smaller")``, writing its
   bytes; ``v2``: ``ZstdCodec(level=3)``, tensorstore's);
 * the limit: reading the source plus encoding alone. Every source chunk's object
-  is read from the store (``zarrext.stores.open_store``, as convert opens it),
-  decoded and encoded as the output's inner chunk (``v3``: zstd, then the
-  conditional's header byte with the raw chunk kept if zstd is not smaller;
+  is read from the store (``zarrext.stores.open_store``, as convert opens it; a
+  local store's chunk files in the pool's threads, a shard's at a time, as
+  convert reads them; an object store's objects ``async.concurrency`` at once),
+  decoded (imagecodecs' blosc, as convert; python-zstandard) and encoded as the
+  output's inner chunk with a zstd compressor kept per thread (``v3``: zstd, then
+  the conditional's header byte with the raw chunk kept if zstd is not smaller;
   ``v2``: zstd 3), on every core, in memory: no shard assembled, nothing written.
   The source's chunks are the output's inner chunks here, so each source chunk is
   one inner chunk.
@@ -62,6 +65,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -69,11 +73,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import imagecodecs
 import numpy as np
 import s3fs
 import tensorstore as ts
 import zarr
-from numcodecs import Blosc, Zstd
+import zstandard
+from numcodecs import Blosc
 from zarr.codecs import BytesCodec, ZstdCodec
 from zarr.core.buffer import default_buffer_prototype
 from zarr.core.sync import sync
@@ -163,9 +169,6 @@ class Case:
             return [(f"{i}.{j}", i, j) for i, j in every]
         return [(f"c/{i}/{j}", i, j) for i, j in every]
 
-    def decoder(self) -> Any:
-        return Blosc() if self.zarr_format == 2 else Zstd()
-
     def ts_source_driver(self) -> str:
         return "zarr" if self.zarr_format == 2 else "zarr3"
 
@@ -218,26 +221,37 @@ def check_copy(source: Any, copy: Any, label: str, inner: int, expected: str) ->
             raise AssertionError(f"{label}: the copy differs from the source in rows {region[0]}")
 
 
-def transcode(blob: bytes, decoder: Any, encoder: Zstd, conditional: bool) -> bytes:
-    """A source chunk decoded and encoded as the output's inner chunk: zstd, or
-    (``conditional``) conditional([zstd]) deciding compress_if_smaller (zstd's bytes
+_kept = threading.local()
+
+
+def transcode(blob: bytes, zarr_format: int, level: int) -> bytes:
+    """A source chunk decoded and encoded as the output's inner chunk, with the
+    fastest decoders zarrext has (format 2: imagecodecs' blosc, as convert reads
+    it; format 3: python-zstandard) and a zstd compressor kept per thread: zstd
+    (format 2), or conditional([zstd]) deciding compress_if_smaller (zstd's bytes
     when smaller, else the raw chunk, after a one-byte header)."""
-    raw = decoder.decode(blob)
-    compressed = encoder.encode(raw)
-    if not conditional:
-        return bytes(compressed)
+    raw = (imagecodecs.blosc_decode(blob) if zarr_format == 2
+           else zstandard.ZstdDecompressor().decompress(blob))
+    compressor = getattr(_kept, "compressor", None)
+    if compressor is None:
+        compressor = _kept.compressor = zstandard.ZstdCompressor(
+            level=level, write_content_size=True)
+    compressed = compressor.compress(raw)
+    if zarr_format == 2:
+        return compressed
     return b"\x01" + compressed if len(compressed) < len(raw) else b"\x00" + bytes(raw)
 
 
 def read_and_encode(case: Case, store: Any, keys: list[tuple[str, int, int]],
                     pool: ThreadPoolExecutor, into: Any = None) -> int:
-    """The limit: every source chunk object read from ``store`` (zarr's
-    ``async.concurrency`` at once) and transcoded on ``pool``; the encoded bytes.
-    With ``into``, each shard's encoded chunks are also stored there as one object
-    (the output's bytes but its index: the storing the limit leaves out)."""
+    """The limit: every source chunk object read from ``store`` and transcoded on
+    ``pool``; the encoded bytes. A local store's chunk files are read in the pool's
+    threads, a shard's at a time per thread; an object store's objects are fetched
+    ``async.concurrency`` at once. With ``into``, each shard's encoded chunks are
+    also stored there as one object (the output's bytes but its index: the storing
+    the limit leaves out)."""
     prototype = default_buffer_prototype()
-    decoder, encoder = case.decoder(), Zstd(level=case.level)
-    conditional = case.zarr_format == 3
+    root = store.root if isinstance(store, zarr.storage.LocalStore) else None
     per = SHARD // case.inner
     shards: dict[str, list[str]] = {}
     for key, i, j in keys:
@@ -247,18 +261,29 @@ def read_and_encode(case: Case, store: Any, keys: list[tuple[str, int, int]],
         loop = asyncio.get_running_loop()
         concurrency = int(zarr.config.get("async.concurrency") or 10)
         slots = asyncio.Semaphore(concurrency)
-        shard_slots = asyncio.Semaphore(max(1, concurrency // per))  # shards held at once
+        # shards held at once: a shard's chunk files per thread; else its objects'
+        # requests
+        shard_slots = asyncio.Semaphore(
+            2 * CORES if root is not None else max(1, concurrency // per))
+
+        def read_shard(members: list[str]) -> list[bytes]:
+            assert root is not None
+            return [transcode((root / key).read_bytes(), case.zarr_format, case.level)
+                    for key in members]
 
         async def one(key: str) -> bytes:
             async with slots:
                 buffer = await store.get(key, prototype)
                 assert buffer is not None, key
                 return await loop.run_in_executor(
-                    pool, transcode, buffer.to_bytes(), decoder, encoder, conditional)
+                    pool, transcode, buffer.to_bytes(), case.zarr_format, case.level)
 
         async def shard(name: str, members: list[str]) -> int:
             async with shard_slots:
-                encoded = await asyncio.gather(*(one(k) for k in members))
+                if root is not None:
+                    encoded = await loop.run_in_executor(pool, read_shard, members)
+                else:
+                    encoded = await asyncio.gather(*(one(k) for k in members))
                 if into is not None:
                     await into.set(name, prototype.buffer.from_bytes(b"".join(encoded)))
                 return sum(len(e) for e in encoded)
