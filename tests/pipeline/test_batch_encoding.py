@@ -99,6 +99,7 @@ def test_each_chunk_as_its_chain_writes_it_alone(
     with pytest.MonkeyPatch.context() as patch:
         if per_batch is not None:
             patch.setattr(zarrext.pipeline.batch_encoding, "BATCH_BYTES", chunk_bytes * per_batch)
+            patch.setattr(zarrext.pipeline.batch_encoding, "MIN_CHUNKS_PER_BATCH", 2)
         encoder = _encoder(tmp_path_factory.mktemp("batch"), _chain(
             kind, level, checksum, element_size, decision, header_bits), dtype, fill,
             write_empty_chunks)
@@ -147,3 +148,17 @@ def test_default_chunks_follow_the_specs_layout(tmp_path: Path) -> None:
         planes = values[coords].reshape(-1).view(np.uint8).reshape(-1, 4).T.tobytes()
         assert raw[0] == 0b11
         assert zstandard.ZstdDecompressor().decompress(raw[1:]) == planes
+
+
+@pytest.mark.parametrize(("inner", "batched"), [((256, 256), True), ((512, 512), False)],
+                         ids=["256 KiB chunks", "1 MiB chunks"])
+def test_only_chunks_that_gain_are_batched(tmp_path: Path, inner: tuple[int, int],
+                                           batched: bool) -> None:
+    """Chunks of 1 MiB keep the chunk-by-chunk path (a batch of them gains nothing);
+    256 KiB ones are batched, 16 to a batch."""
+    encoder = _encoder(tmp_path, _chain("conditional(shuffle, zstd)", 1, False, 4,
+                                        "compress_if_smaller", 8), "<f4", 0.0, False, inner)
+    batch = BatchEncoder.of(tuple(encoder.inner.transform.codecs), encoder.chunk_spec)
+    assert (batch is not None) is batched
+    if batch is not None:
+        assert batch.per_batch == 16

@@ -53,13 +53,19 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import NDBuffer
 
-__all__ = ["BATCH_BYTES", "BatchEncoder"]
+__all__ = ["BATCH_BYTES", "MIN_CHUNKS_PER_BATCH", "BatchEncoder"]
 
 # Values of one batch, at most. Its values and their shuffled planes each take this
 # much of every thread that encodes shards, kept; larger batches were slower (the
 # 400 MiB conversion of benchmarks/bench_convert.py: 16 MiB no faster than chunk by
 # chunk, 8 MiB between).
 BATCH_BYTES = 4 << 20
+# Chunks a batch holds at least: a batch gains where a chunk's Python and GIL
+# hand-offs weigh against its compression (256 KiB float32 chunks: convert 0.74x
+# the chunk-by-chunk time), not for chunks of 1 MiB (0.99x; python-zstandard's batch
+# call compresses them no faster than a kept context one at a time), which keep
+# the chunk-by-chunk path.
+MIN_CHUNKS_PER_BATCH = 8
 # zstd's batch call is python-zstandard's C backend's (its CFFI backend lacks it)
 _ZSTD_BATCHES = zstandard.backend == "cext"
 _thread = threading.local()
@@ -95,7 +101,7 @@ class BatchEncoder:
         if not written_as_they_are(dtype, codecs[0].endian):
             return None
         nbytes = math.prod(chunk_spec.shape) * dtype.itemsize
-        if not 0 < nbytes <= BATCH_BYTES // 2:
+        if not 0 < nbytes <= BATCH_BYTES // MIN_CHUNKS_PER_BATCH:
             return None
         first_value = FirstValue.of(chunk_spec)
         if first_value is None and not chunk_spec.config.write_empty_chunks:
