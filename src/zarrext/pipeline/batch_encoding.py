@@ -38,6 +38,7 @@ import zstandard
 from zarrext.codecs.decisions.builtins import AlwaysApply, CompressIfSmaller
 from zarrext.codecs.decisions.masks import all_bits
 from zarrext.codecs.shuffle import ShuffleCodec, shuffle_rows
+from zarrext.codecs.specs import chunk_nbytes
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import (
     ScratchBytesCodec,
@@ -77,6 +78,7 @@ class BatchEncoder:
 
     dtype: np.dtype[Any]
     chunk_shape: tuple[int, ...]
+    chunk_nbytes: int
     element_size: int | None
     """The shuffle's element size; None: no shuffle."""
     level: int
@@ -100,7 +102,7 @@ class BatchEncoder:
             return None
         if not written_as_they_are(dtype, codecs[0].endian):
             return None
-        nbytes = math.prod(chunk_spec.shape) * dtype.itemsize
+        nbytes = chunk_nbytes(chunk_spec)
         if not 0 < nbytes <= BATCH_BYTES // MIN_CHUNKS_PER_BATCH:
             return None
         first_value = FirstValue.of(chunk_spec)
@@ -121,19 +123,18 @@ class BatchEncoder:
                 return None  # a partial element: shuffle_bytes' own case
         else:
             element_size = None
-        return cls(dtype, tuple(chunk_spec.shape), element_size, chain.level, chain.checksum,
-                   header, only_if_smaller, first_value)
+        return cls(dtype, tuple(chunk_spec.shape), nbytes, element_size, chain.level,
+                   chain.checksum, header, only_if_smaller, first_value)
 
     @property
     def per_batch(self) -> int:
         """Chunks in one batch."""
-        return max(1, BATCH_BYTES // (math.prod(self.chunk_shape) * self.dtype.itemsize))
+        return max(1, BATCH_BYTES // self.chunk_nbytes)
 
     def values(self, count: int) -> np.ndarray:
         """Memory for ``count`` chunks' values, one chunk per first index: the calling
         thread's, reused by its next batch."""
-        nbytes = count * math.prod(self.chunk_shape) * self.dtype.itemsize
-        return _thread_memory("values", nbytes).view(self.dtype).reshape(
+        return _thread_memory("values", count * self.chunk_nbytes).view(self.dtype).reshape(
             count, *self.chunk_shape)
 
     def takes(self, values: NDBuffer) -> bool:
@@ -158,15 +159,15 @@ class BatchEncoder:
                                   _thread_memory("planes", chunks.size))
         frames: Any = zstd_compressor(self.level, self.checksum).multi_compress_to_buffer(
             [memoryview(row) for row in chunks])
-        sizes = [len(frames[k]) for k in range(count)]
         if self.header is None:
             return [np.frombuffer(frames[k], np.uint8) for k in range(count)]
         header = np.frombuffer(self.header, np.uint8)
-        limit = chunks.shape[1] if self.only_if_smaller else math.inf
+        limit = self.chunk_nbytes if self.only_if_smaller else math.inf
         stored: list[np.ndarray | None] = [None] * count
         for k in range(count):
-            if sizes[k] < limit:
-                nbytes = header.size + sizes[k]
+            size = len(frames[k])
+            if size < limit:
+                nbytes = header.size + size
                 chunk = None if staging is None else staging.reserve(nbytes)
                 chunk = stored[k] = np.empty(nbytes, np.uint8) if chunk is None else chunk
                 chunk[:header.size] = header
