@@ -227,15 +227,16 @@ _kept = threading.local()
 def transcode(blob: bytes, zarr_format: int, level: int) -> bytes:
     """A source chunk decoded and encoded as the output's inner chunk, with the
     fastest decoders zarrext has (format 2: imagecodecs' blosc, as convert reads
-    it; format 3: python-zstandard) and a zstd compressor kept per thread: zstd
+    it; format 3: python-zstandard) and zstd contexts kept per thread: zstd
     (format 2), or conditional([zstd]) deciding compress_if_smaller (zstd's bytes
     when smaller, else the raw chunk, after a one-byte header)."""
-    raw = (imagecodecs.blosc_decode(blob) if zarr_format == 2
-           else zstandard.ZstdDecompressor().decompress(blob))
     compressor = getattr(_kept, "compressor", None)
     if compressor is None:
         compressor = _kept.compressor = zstandard.ZstdCompressor(
             level=level, write_content_size=True)
+        _kept.decompressor = zstandard.ZstdDecompressor()
+    raw = (imagecodecs.blosc_decode(blob) if zarr_format == 2
+           else _kept.decompressor.decompress(blob))
     compressed = compressor.compress(raw)
     if zarr_format == 2:
         return compressed
