@@ -50,7 +50,6 @@ __all__ = [
     "core_array",
     "decode_shard_index",
     "decode_shard_index_sync",
-    "encode_shard_dict_sync",
     "encode_shard_index_sync",
     "encode_shard_parts_sync",
     "inner_chunk_spec",
@@ -183,8 +182,6 @@ REQUIREMENTS: tuple[tuple[object, Requirement], ...] = (
         "_decode_shard_index": ("self", "index_bytes", "chunks_per_shard"),
         "_decode_shard_index_sync": ("self", "index_bytes", "chunks_per_shard"),
         "_encode_shard_index_sync": ("self", "index"),
-        "_encode_shard_dict_sync": ("self", "shard_dict", "chunks_per_shard",
-                                    "buffer_prototype"),
         "_build_shard_layout": ("self", "shard_dict", "chunks_per_shard"),
         # overridden by zarrext (sharding/layout.py, pipeline.py): if zarr stopped
         # calling them, fixed-slot writes would fall back to whole-shard rewrites
@@ -309,28 +306,12 @@ def encode_shard_index_sync(codec: zarr_sharding.ShardingCodec, index: Any) -> A
     return codec._encode_shard_index_sync(index)
 
 
-def encode_shard_dict_sync(
-    codec: zarr_sharding.ShardingCodec, shard_dict: Any, chunks_per_shard: tuple[int, ...]
-) -> Any:
-    """A shard's stored bytes (a ``Buffer``; None when no inner chunk is present)
-    from its inner chunks' encoded bytes by coordinates, laid out (order, index at
-    the start or end) as zarr-python's sharding codec writes them."""
-    from zarr.core.buffer import default_buffer_prototype
-
-    return codec._encode_shard_dict_sync(
-        shard_dict, chunks_per_shard=chunks_per_shard,
-        buffer_prototype=default_buffer_prototype(),
-    )
-
-
 def encode_shard_parts_sync(
     codec: zarr_sharding.ShardingCodec, shard_dict: Any, chunks_per_shard: tuple[int, ...]
 ) -> list[Any] | None:
     """A shard's stored bytes as the buffers that make it, in order (None when no
-    inner chunk is present): what :func:`encode_shard_dict_sync` joins into one
-    buffer, laid out by zarr-python's own steps (``_build_shard_layout``, the index
-    encoded, put at the start or the end), for a writer that stores them without
-    joining them first."""
+    inner chunk is present), laid out by zarr-python's own steps
+    (``_build_shard_layout``, the index encoded, put at the start or the end)."""
     layout = codec._build_shard_layout(shard_dict, chunks_per_shard)
     if layout is None:
         return None

@@ -20,6 +20,7 @@ from zarr.storage import FsspecStore, WrapperStore
 
 import zarrext
 import zarrext.pipeline.codec_pipeline
+import zarrext.pipeline.whole_shards
 from zarrext import quantize
 from zarrext.errors import ChunkDecodeError
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
@@ -205,14 +206,15 @@ def test_remote_writes_store_the_local_bytes(
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(ZarrextCodecPipeline, "_encode_merged", encode_merged)
-    real_shard = zarrext.pipeline.codec_pipeline.plan_shard
+    real_shard = zarrext.pipeline.whole_shards.plan_shard
 
     def plan_shard(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.current_thread().name)
         return real_shard(*args, **kwargs)
 
-    # patched where the pipeline looks it up (its own import of the name)
-    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "plan_shard", plan_shard)
+    monkeypatch.setattr(zarrext.pipeline.whole_shards, "plan_shard", plan_shard)
+    # shards of any size encoded by all the codec threads
+    monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
     shard_threads = _spy_encode_jobs(monkeypatch)
     url = f"{s3['url']}/{name}.zarr"
     workers = 2
@@ -227,7 +229,7 @@ def test_remote_writes_store_the_local_bytes(
               if not p.endswith("zarr.json")}
     local = {str(p.relative_to(tmp_path / "a.zarr")): p.read_bytes()
              for p in (tmp_path / "a.zarr").rglob("*") if p.is_file() and p.name != "zarr.json"}
-    # the S3 writes (and only they) encoded in the codec threads
+    # the S3 writes' chunks, and every whole shard, encoded in the codec threads
     assert len(threads) >= len(local)
     assert all(t.startswith("zarrext-codec") for t in threads)
     assert remote.keys() == local.keys()
@@ -255,7 +257,7 @@ def _spy_encode_jobs(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
     real = RuntimeShardingCodec.encode_jobs
 
     def encode_jobs(self: Any, *args: Any, **kwargs: Any) -> Any:
-        jobs, assemble = real(self, *args, **kwargs)
+        jobs, lay_out = real(self, *args, **kwargs)
         names: set[str] = set()
         shards.append(names)
         together = threading.Barrier(len(jobs), timeout=120)
@@ -267,7 +269,7 @@ def _spy_encode_jobs(monkeypatch: pytest.MonkeyPatch) -> list[set[str]]:
                 job()
             return run
 
-        return [named(job) for job in jobs], assemble
+        return [named(job) for job in jobs], lay_out
 
     monkeypatch.setattr(RuntimeShardingCodec, "encode_jobs", encode_jobs)
     return shards
@@ -377,12 +379,12 @@ def test_remote_writes_upload_each_object_as_its_encoding_ends(path: str) -> Non
                     shards["now"] += 1
                     shards["most"] = max(shards["most"], shards["now"])
 
-                def assemble() -> Buffer:  # ... to here
+                def lay_out(keep: Any) -> Buffer:  # ... to here
                     with lock:
                         shards["now"] -= 1
-                    return default_buffer_prototype().buffer.from_bytes(b"s")
+                    return keep([default_buffer_prototype().buffer.from_bytes(b"s")])
 
-                return [lambda: encoding(name)] * 2, assemble
+                return [lambda: encoding(name)] * 2, lay_out
 
             await remote.write_shards(batch, contexts, plan, pool)
         else:

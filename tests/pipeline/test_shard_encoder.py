@@ -77,11 +77,11 @@ def test_jobs_and_chunks_one_at_a_time_give_zarrs_bytes(
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(zarrext.pipeline.codec_pipeline, "ARENA_MIN_BYTES", arena)
         assert encoder.inner.encodes_into_arena_for(encoder.chunk_spec) is staged
-        jobs, assemble = encoder.jobs(nd.from_ndarray_like(values.copy()), groups=groups)
+        jobs, lay_out = encoder.jobs(nd.from_ndarray_like(values.copy()), groups=groups)
         assert 1 <= len(jobs) <= min(groups, 4)
         for job in reversed(jobs):  # in any order
             job()
-        shard = assemble()
+        shard = lay_out(lambda parts: None if parts is None else joined(parts))
         stored: list[Any] = []
         reused = np.empty(INNER, "f4")  # the caller's memory, reused for every chunk
 

@@ -132,6 +132,15 @@ def set_parts_sync(byte_setter: Any, parts: list[Buffer]) -> None:
                 view = view[file.write(view):]
 
 
+def store_parts_sync(byte_setter: Any, parts: list[Buffer] | None) -> None:
+    """Store a shard given in ``parts`` (:func:`set_parts_sync`); None (no inner chunk
+    stored): delete it, as zarr-python's sharding codec does."""
+    if parts is None:
+        byte_setter.delete_sync()
+    else:
+        set_parts_sync(byte_setter, parts)
+
+
 def joined(parts: list[Buffer]) -> Buffer:
     """``parts`` as one buffer (as zarr's sharding codec joins a shard's)."""
     return parts[0].combine(parts[1:])

@@ -86,12 +86,12 @@ from zarrext.pipeline.scratch import (
     scratch_codecs,
 )
 from zarrext.pipeline.whole_shards import (
-    plan_shard,
     read_local_shard,
     read_remote_shards,
     reads_local_shards,
     remote_shards,
-    writes_remote_shards,
+    whole_shard_writes,
+    write_whole_shards,
 )
 from zarrext.pipeline.write_encoding import merged_and_encoded, through_filters
 
@@ -512,16 +512,16 @@ class ZarrextCodecPipeline(BatchedCodecPipeline):
         if self._writes_through_filters(batch):
             await self._per_chunk(batch, functools.partial(self._write_filtered, value=value))
             return
-        if writes_remote_shards(self, batch):
-            from zarrext.pipeline.remote import write_shards
-
-            workers = codec_workers()
-            await write_shards(
-                batch, [self.context_of(item) for item in batch],
-                functools.partial(plan_shard, self, value=value, drop_axes=drop_axes,
-                                  groups=workers),
-                codec_pool(workers),
+        split = whole_shard_writes(self, batch)
+        if split is not None and split[0]:
+            whole, rest = split
+            shards = write_whole_shards(
+                self, whole, value, drop_axes, min_parallel_bytes=PARALLEL_WRITE_MIN_BYTES
             )
+            if rest:
+                await asyncio.gather(shards, super().write(rest, value, drop_axes))
+            else:
+                await shards
             return
         if self._writes_remote(batch):
             from zarrext.pipeline.remote import write_chunks

@@ -1,5 +1,6 @@
 """The codec pipeline's paths for stores without synchronous IO (object stores,
-fsspec, icechunk): requests on the event loop, codec work in the codec threads.
+fsspec, icechunk): requests on the event loop, codec work in the codec threads;
+and whole-shard writes to any store.
 
 :class:`zarrext.pipeline.ZarrextCodecPipeline` runs a chunk's whole job in a codec
 thread when the store serves synchronous IO. An object store does not: its
@@ -19,7 +20,9 @@ as soon as one ends:
   uploaded with one request (:func:`upload`);
 - :func:`write_shards`: each whole shard's inner chunks encoded in up to one job per
   codec thread, the shard laid out once they are done, then uploaded with one
-  request.
+  request. Whole shards of a store with synchronous IO (local disk, memory) take
+  this path too, written in a codec thread: zarr-python's sharding codec would
+  encode their inner chunks as tasks of the event loop, a shard at a time.
 
 This module knows the pipeline only through the callables it is given, so the
 runtime layers go one way (pipeline -> remote).
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
+import functools
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -36,11 +40,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from zarr.core.config import config
 
 from zarrext.errors import DECODE_ERRORS
+from zarrext.pipeline.chunk_io import joined, store_parts_sync, sync_io
 from zarrext.stores import ONE_REQUEST_MAX_BYTES
 
 if TYPE_CHECKING:
     from zarr.abc.codec import GetResult
     from zarr.core.buffer import Buffer, NDBuffer
+
+    from zarrext.pipeline.shard_protocols import KeepShard, ShardJobs
 
 
 async def upload(byte_setter: Any, value: Buffer) -> None:
@@ -230,17 +237,32 @@ async def _store(byte_setter: Any, encoded: Buffer | None) -> None:
         await upload(byte_setter, encoded)
 
 
+def _joined(parts: list[Buffer] | None) -> Buffer | None:
+    """A shard's parts as one new buffer, to upload once its staging is released."""
+    return None if parts is None else joined(parts)
+
+
+def _encoded_and_laid_out(
+    job: Callable[[], None], lay_out: Callable[[KeepShard], Buffer | None], keep: KeepShard
+) -> Buffer | None:
+    job()
+    return lay_out(keep)
+
+
 async def write_shards(
     batch: Sequence[Any],
     contexts: Sequence[contextvars.Context],
-    plan: Callable[[Any], tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None],
+    plan: Callable[[Any], ShardJobs | None],
     pool: Executor,
 ) -> None:
     """Write whole shards: for each, ``plan(item)`` in a codec thread (in the shard's
-    context) gives the shard's encoding as ``(jobs, assemble)`` (None: only fill
+    context) gives the shard's encoding as ``(jobs, lay_out)`` (None: only fill
     values, the object is deleted); its jobs (its inner chunks, in groups) run at
-    once in the codec threads, then ``assemble()`` lays the shard out in one, and
-    the result is uploaded with one request (:func:`upload`).
+    once in the codec threads, then ``lay_out`` lays the shard out in one, and
+    the result is uploaded with one request (:func:`upload`). In a store with
+    synchronous IO the shard is written there instead, in the codec thread, from
+    its parts (:func:`zarrext.pipeline.chunk_io.store_parts_sync`: on local disk, a
+    temporary file renamed over the shard's, as ``LocalStore.set`` writes it).
 
     A shard's inner chunks are encoded by all the codec threads, not by one: with
     fewer shards in flight than threads, or shards of uneven cost, no thread
@@ -264,6 +286,7 @@ async def write_shards(
     loop = asyncio.get_running_loop()
     in_flight = asyncio.Semaphore(in_flight_limit())
     encoding = asyncio.Semaphore(2)
+    here = bool(batch) and sync_io(batch[0][0], write=True)
 
     async def one(item: Any, context: contextvars.Context) -> None:
         byte_setter = item[0]
@@ -271,12 +294,19 @@ async def write_shards(
             async with encoding:
                 planned = await loop.run_in_executor(pool, context.run, plan, item)
                 if planned is not None:
-                    jobs, assemble = planned
-                    await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
-                    encoded = await loop.run_in_executor(pool, assemble)
+                    jobs, lay_out = planned
+                    keep: KeepShard = (
+                        functools.partial(store_parts_sync, byte_setter) if here else _joined
+                    )
+                    if len(jobs) == 1:  # encoded and laid out in one hand-off
+                        encoded = await loop.run_in_executor(
+                            pool, _encoded_and_laid_out, jobs[0], lay_out, keep)
+                    else:
+                        await asyncio.gather(*(loop.run_in_executor(pool, job) for job in jobs))
+                        encoded = await loop.run_in_executor(pool, lay_out, keep)
             if planned is None:
                 await byte_setter.delete()
-            else:
+            elif not here:
                 await _store(byte_setter, encoded)
 
     await _all_or_cancel(

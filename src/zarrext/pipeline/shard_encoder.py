@@ -39,11 +39,11 @@ from zarr.core.chunk_utils import encode_or_elide_chunk
 
 from zarrext._zarr_compat import (
     chunks_per_shard,
-    encode_shard_dict_sync,
     encode_shard_parts_sync,
     inner_chunk_spec,
 )
 from zarrext.pipeline.batch_encoding import BatchEncoder
+from zarrext.pipeline.chunk_io import joined, store_parts_sync
 from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import Staging, staged_encoding
@@ -53,6 +53,8 @@ from zarrext.pipeline.whole_shards import plan_shard, shard_writer
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
+
+    from zarrext.pipeline.shard_protocols import KeepShard, ShardJobs
 
 __all__ = ["ChunkInShard", "ShardEncoder", "WholeShards"]
 
@@ -171,22 +173,32 @@ class ShardEncoder:
         return {c: encoded[c] for c in every}
 
     def jobs(
-        self, shard_array: NDBuffer, *, groups: int
-    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]:
-        """A whole shard's encoding as ``(jobs, assemble)``: the jobs encode its inner
+        self, shard_array: NDBuffer, *, groups: int, within: Coords | None = None
+    ) -> ShardJobs:
+        """A whole shard's encoding as ``(jobs, lay_out)``: the jobs encode its inner
         chunks in up to ``groups`` runs of neighbouring inner chunks, each to run in
         a codec thread (with a copy of this caller's context: it carries the
-        shard's origin), in any order or at once; ``assemble()``, once all have
-        run, returns the shard's stored bytes (None: no inner chunk stored), the
-        same however the inner chunks were split among the jobs.
+        shard's origin), in any order or at once; ``lay_out(keep)``, once all have
+        run, hands the shard's stored bytes to ``keep`` as the buffers that, joined,
+        make them (:data:`~zarrext.pipeline.shard_protocols.KeepShard`; the same
+        however the inner chunks were split among the jobs) and returns what
+        ``keep`` returns.
+
+        ``within``: the shard's extent inside the array on each axis (an edge
+        shard's is less than its shape). Inner chunks that start beyond it are not
+        stored, even with ``write_empty_chunks``, as zarr-python writes an edge shard.
         """
         every = list(np.ndindex(*self.per_shard))
+        inner_shape = tuple(self.codec.chunk_shape)
+        inside = every if within is None else list(np.ndindex(*(
+            min(per, math.ceil(extent / n))
+            for per, extent, n in zip(self.per_shard, within, inner_shape, strict=True)
+        )))
         # Each job writes its own inner chunks' entries: no two jobs share a key.
         encoded: dict[Coords, Buffer | None] = {}
-        size = max(1, math.ceil(len(every) / max(1, groups)))
-        parts = [every[k : k + size] for k in range(0, len(every), size)]
+        size = max(1, math.ceil(len(inside) / max(1, groups)))
+        parts = [inside[k : k + size] for k in range(0, len(inside), size)]
         stagings = [self._staging() for _ in parts]
-        inner_shape = tuple(self.codec.chunk_shape)
 
         def inner_chunk(coords: Coords) -> NDBuffer:
             return shard_array[tuple(
@@ -196,26 +208,21 @@ class ShardEncoder:
         def run(part: list[Coords], staging: Staging | None) -> None:
             encoded.update(self.encode_chunks(part, inner_chunk, staging, reused=False))
 
-        def assemble() -> Buffer | None:
-            in_order = {coords: encoded[coords] for coords in every}  # zarr's order
-            shard = cast("Buffer | None",
-                         encode_shard_dict_sync(self.codec, in_order, self.per_shard))
+        def lay_out(keep: KeepShard) -> Buffer | None:
+            in_order = {coords: encoded.get(coords) for coords in every}  # zarr's order
             encoded.clear()
-            kept = [staging for staging in stagings if staging is not None]
-            if shard is not None and any(s.holds(shard.as_numpy_array()) for s in kept):
-                # zarr's layout handed back a staged buffer itself: keep a copy
-                shard = self.shard_spec.prototype.buffer.from_array_like(
-                    shard.as_numpy_array().copy()
-                )
-            for staging in kept:
-                staging.release()
-            return shard
+            try:
+                return keep(encode_shard_parts_sync(self.codec, in_order, self.per_shard))
+            finally:
+                for staging in stagings:
+                    if staging is not None:
+                        staging.release()
 
         jobs: list[Callable[[], None]] = [
             functools.partial(contextvars.copy_context().run, run, part, staging)
             for part, staging in zip(parts, stagings, strict=True)
         ]
-        return jobs, assemble
+        return jobs, lay_out
 
     def encode_from_chunks(
         self,
@@ -313,16 +320,13 @@ class WholeShards:
         def write() -> None:
             # the shard's values taken and checked for emptiness as zarr's write does
             planned = plan_shard(pipeline, item, value=value, drop_axes=(), groups=1)
-            shard = None
-            if planned is not None:
-                jobs, assemble = planned
-                for job in jobs:
-                    job()
-                shard = assemble()
-            if shard is None:
+            if planned is None:
                 byte_setter.delete_sync()
-            else:
-                byte_setter.set_sync(shard)
+                return
+            jobs, lay_out = planned
+            for job in jobs:
+                job()
+            lay_out(functools.partial(store_parts_sync, byte_setter))
 
         pipeline.context_of(item).run(write)
         return True
@@ -346,8 +350,6 @@ class WholeShards:
         them): the same bytes as :meth:`write` of a shard of those values."""
         from zarr.core.sync import sync
 
-        from zarrext.pipeline.chunk_io import joined, set_parts_sync
-
         item = self._item(region)
         encoder = self._encoder()
         assert item is not None
@@ -356,10 +358,7 @@ class WholeShards:
 
         def store(parts: list[Buffer] | None) -> None:
             if self.local:
-                if parts is None:
-                    byte_setter.delete_sync()
-                else:
-                    set_parts_sync(byte_setter, parts)
+                store_parts_sync(byte_setter, parts)
             elif parts is None:
                 sync(byte_setter.delete())
             else:

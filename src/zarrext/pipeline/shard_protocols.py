@@ -29,6 +29,15 @@ if TYPE_CHECKING:
     """A batch of chunks as zarr's codec pipeline hands it over: (byte getter or
     setter, chunk spec, chunk selection, output selection, whether the chunk is whole)."""
 
+    KeepShard = Callable[[list[Buffer] | None], Buffer | None]
+    """What a shard's layout hands its stored bytes to: the buffers that, joined, are
+    the shard's bytes (None: no inner chunk stored), valid only during the call.
+    It stores them or returns a copy of them to store later."""
+
+    ShardJobs = tuple[list[Callable[[], None]], Callable[[KeepShard], Buffer | None]]
+    """A whole shard's encoding: jobs for the codec threads, then ``lay_out(keep)``
+    (once all have run), which returns what ``keep`` returns."""
+
 
 @runtime_checkable
 class ShardReading(Protocol):
@@ -77,8 +86,13 @@ class ShardWriting(Protocol):
     def writes_sync(self, shard_spec: ArraySpec) -> bool: ...
 
     def encode_jobs(
-        self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
-    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]: ...
+        self,
+        shard_array: NDBuffer,
+        shard_spec: ArraySpec,
+        *,
+        groups: int,
+        within: tuple[int, ...] | None = None,
+    ) -> ShardJobs: ...
 
     @property
     def codec_pipeline(self) -> Any: ...

@@ -9,8 +9,10 @@ it) and its inner codecs have a synchronous path:
 - whole shards of a store without synchronous IO are fetched with one request each and
   decoded in the codec threads (:func:`remote_shards`, :func:`read_remote_shards`,
   through :func:`zarrext.pipeline.remote.read_shards`);
-- whole shards written to such a store are encoded in the codec threads and uploaded
-  with one request each (:func:`writes_remote_shards`, :func:`plan_shard`, through
+- whole shards written to any store are encoded in the codec threads, each shard's
+  inner chunks spread over them, and stored with one ``set`` each: one request to an
+  object store, a temporary file renamed over the shard's on local disk
+  (:func:`whole_shard_writes`, :func:`write_whole_shards`, :func:`plan_shard`, through
   :func:`zarrext.pipeline.remote.write_shards`).
 
 Each function takes the pipeline (:class:`zarrext.pipeline.ZarrextCodecPipeline`),
@@ -22,7 +24,9 @@ not the reverse.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+import numbers
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any
 
 from zarr.core.chunk_utils import merge_and_encode_chunk
@@ -44,7 +48,7 @@ if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
     from zarr.core.buffer import Buffer, NDBuffer
 
-    from zarrext.pipeline.shard_protocols import Batch
+    from zarrext.pipeline.shard_protocols import Batch, ShardJobs
 
 __all__ = [
     "plan_shard",
@@ -54,7 +58,8 @@ __all__ = [
     "remote_shards",
     "shard_reader",
     "shard_writer",
-    "writes_remote_shards",
+    "whole_shard_writes",
+    "write_whole_shards",
 ]
 
 
@@ -170,18 +175,53 @@ def shard_writer(pipeline: ShardPipeline, shard_spec: ArraySpec) -> ShardWriting
     return codec
 
 
-def writes_remote_shards(pipeline: ShardPipeline, batch: Batch) -> bool:
-    """Whether ``batch`` writes whole shards only (of the runtime sharding codec,
-    zarr-python's layout) to a store without synchronous IO: each shard encoded
-    in the codec threads and uploaded with one request
-    (:func:`zarrext.pipeline.remote.write_shards`). A write of part of a shard keeps
-    zarr-python's path (the stored shard read, merged, written)."""
-    return (
-        bool(batch)
-        and all(item[4] for item in batch)
-        and shard_writer(pipeline, batch[0][1]) is not None
-        and not sync_io(batch[0][0], write=True)
+def whole_shard_writes(pipeline: ShardPipeline, batch: Batch) -> tuple[Batch, Batch] | None:
+    """``batch`` split into whole shards and the rest, when it writes shards of the
+    runtime sharding codec with zarr-python's layout, to any store (else None).
+
+    Whole shards take :func:`write_whole_shards`; writes of part of a shard keep
+    zarr-python's path (the stored shard read, merged, written).
+    """
+    if not batch or shard_writer(pipeline, batch[0][1]) is None:
+        return None
+    whole = [item for item in batch if item[4]]
+    return whole, [item for item in batch if not item[4]]
+
+
+def write_whole_shards(
+    pipeline: ShardPipeline,
+    whole: Batch,
+    value: NDBuffer,
+    drop_axes: tuple[int, ...],
+    *,
+    min_parallel_bytes: int,
+) -> Awaitable[None]:
+    """The writes of the whole shards ``whole`` from ``value``: each shard encoded in
+    the codec threads and stored with one ``set``
+    (:func:`zarrext.pipeline.remote.write_shards`), as zarr-python's sharding codec
+    stores it (which encodes the inner chunks as tasks of the event loop, a shard
+    at a time). A shard smaller than ``min_parallel_bytes`` (decoded) is encoded
+    in one job, a larger one by all the codec threads."""
+    from zarrext.pipeline.remote import write_shards
+
+    workers = codec_workers()
+    small = bool(whole) and chunk_nbytes(whole[0][1]) < min_parallel_bytes
+    return write_shards(
+        whole, [pipeline.context_of(item) for item in whole],
+        functools.partial(plan_shard, pipeline, value=value, drop_axes=drop_axes,
+                          groups=1 if small else workers),
+        codec_pool(workers),
     )
+
+
+def _reach(selector: Any, length: int) -> int:
+    """How far along an axis of ``length`` a whole shard's selection reaches: an
+    edge shard's selection ends at the array's edge."""
+    if isinstance(selector, numbers.Integral):
+        return int(selector) + 1
+    if isinstance(selector, slice) and selector.stop is not None:
+        return min(int(selector.stop), length)
+    return length
 
 
 def plan_shard(
@@ -191,7 +231,7 @@ def plan_shard(
     value: NDBuffer,
     drop_axes: tuple[int, ...],
     groups: int,
-) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]] | None:
+) -> ShardJobs | None:
     """A whole shard's encoding as jobs for the codec threads and the step that
     lays it out (:meth:`~zarrext.pipeline.shard_protocols.ShardWriting.encode_jobs`), or
     None when the shard is only fill values (not stored), in a codec thread.
@@ -201,10 +241,12 @@ def plan_shard(
     _, shard_spec, chunk_selection, out_selection, is_complete = item
     codec = pipeline.array_bytes_codec
     assert isinstance(codec, ShardWriting)
-    planned: list[tuple[list[Callable[[], None]], Callable[[], Buffer | None]]] = []
+    planned: list[ShardJobs] = []
+
+    within = tuple(_reach(s, n) for s, n in zip(chunk_selection, shard_spec.shape, strict=True))
 
     def plan(shard_array: NDBuffer, spec: ArraySpec) -> Buffer | None:
-        planned.append(codec.encode_jobs(shard_array, spec, groups=groups))
+        planned.append(codec.encode_jobs(shard_array, spec, groups=groups, within=within))
         return spec.prototype.buffer.create_zero_length()  # "not empty"
 
     stored = merge_and_encode_chunk(

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
     from zarr.core.buffer import Buffer, NDBuffer
     from zarr.core.indexing import SelectorTuple
 
+    from zarrext.pipeline.shard_protocols import ShardJobs
+
 # A whole shard is read as its referenced bytes in pieces of up to this size, each
 # decoded while it is still in cache (an inner chunk larger than this is a piece of
 # its own). One read of all of a 64 MiB shard's bytes left them in memory to be
@@ -121,20 +123,28 @@ class RuntimeShardingCodec(ShardingCodec):
         )
 
     def encode_jobs(
-        self, shard_array: NDBuffer, shard_spec: ArraySpec, *, groups: int
-    ) -> tuple[list[Callable[[], None]], Callable[[], Buffer | None]]:
-        """A whole shard's encoding as ``(jobs, assemble)``: the jobs encode its inner
+        self,
+        shard_array: NDBuffer,
+        shard_spec: ArraySpec,
+        *,
+        groups: int,
+        within: tuple[int, ...] | None = None,
+    ) -> ShardJobs:
+        """A whole shard's encoding as ``(jobs, lay_out)``: the jobs encode its inner
         chunks in up to ``groups`` runs of neighbouring inner chunks, each to run in
         a codec thread (with a copy of this caller's context: it carries the
-        shard's origin), in any order or at once; ``assemble()``, once all have
-        run, returns the shard's stored bytes (None: no inner chunk stored).
+        shard's origin), in any order or at once; ``lay_out(keep)``, once all have
+        run, hands the shard's stored bytes to ``keep``
+        (:data:`~zarrext.pipeline.shard_protocols.KeepShard`). Inner chunks that
+        start beyond ``within`` (an edge shard's extent inside the array) are not
+        stored.
 
         Encoded by :class:`zarrext.pipeline.shard_encoder.ShardEncoder`: each inner
         chunk by the inner pipeline's chain with its array-wide chunk index set, as
         the inner pipeline's own writes do, the shard laid out by zarr-python's
         sharding codec: the same bytes as its path.
         """
-        return ShardEncoder.of(self, shard_spec).jobs(shard_array, groups=groups)
+        return ShardEncoder.of(self, shard_spec).jobs(shard_array, groups=groups, within=within)
 
     def reads_sync(self, shard_spec: ArraySpec) -> bool:
         """Whether :meth:`read_local_sync` can read shards of ``shard_spec``."""
