@@ -18,7 +18,9 @@ In one run, on the same data (a float32 field, zstd level 3, best of ``--repeat`
   the fastest decoder here (python-zstandard's, a context kept per thread).
   Goal: zarrext's ``conditional(zstd)`` read >= 0.9 of it.
 * Write. ``compress_if_smaller`` through zarrext against the stock zstd write of
-  each contender. Goal: >= 1.0x tensorstore.
+  each contender. Goal: >= 1.0x tensorstore. Then the same array in shards of 4x4
+  chunks, each of 2x2 inner chunks, written whole (``arr[:] = data``): goal >= 1.0x
+  tensorstore in the median round.
 
 Throughput is MiB of float32 values per second. Contenders alternate within each
 repeat, so load on the (shared) machine hits all alike; the best of 8 repeats is
@@ -75,7 +77,21 @@ def field(shape: tuple[int, int], seed: int = 0) -> np.ndarray:
     return out
 
 
-def ts_spec(path: Path, data: np.ndarray, chunk: int) -> dict[str, Any]:
+def ts_spec(
+    path: Path, data: np.ndarray, chunk: int, inner: int | None = None
+) -> dict[str, Any]:
+    """tensorstore's spec of the stock array: chunks of ``chunk`` (shards of ``inner``
+    inner chunks, when given) of ``[bytes, zstd]``."""
+    codecs: list[dict[str, Any]] = [
+        {"name": "bytes", "configuration": {"endian": "little"}},
+        {"name": "zstd", "configuration": {"level": LEVEL, "checksum": False}},
+    ]
+    if inner is not None:
+        codecs = [{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [inner, inner], "codecs": codecs,
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}],
+        }}]
     return {
         "driver": "zarr3",
         "kvstore": {"driver": "file", "path": str(path)},
@@ -83,10 +99,7 @@ def ts_spec(path: Path, data: np.ndarray, chunk: int) -> dict[str, Any]:
             "shape": list(data.shape),
             "data_type": "float32",
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [chunk, chunk]}},
-            "codecs": [
-                {"name": "bytes", "configuration": {"endian": "little"}},
-                {"name": "zstd", "configuration": {"level": LEVEL, "checksum": False}},
-            ],
+            "codecs": codecs,
             "fill_value": 0,
         },
     }
@@ -292,6 +305,40 @@ def main() -> None:
                      mib=mib)
         t_write = write_runs.bests()
         assert np.array_equal(zarr.open_array(target(OURS_WRITE))[:], data)
+
+        # -- sharded write: whole shards of the array, at once ------------------------------
+        shard, inner = min(side, 4 * chunk), chunk // 2
+        sharded: dict[str, Any] = dict(chunks=(inner, inner), shards=(shard, shard),
+                                       compressors=zstd, **common)
+
+        def sharded_writes() -> dict[str, Callable[[], None]]:
+            def ts_sharded() -> None:
+                spec = ts_spec(Path(target("tensorstore")), data, shard, inner)
+                ts.open(spec, create=True).result().write(data).result()
+
+            def zarr_sharded() -> None:
+                zarr.create_array(target("zarr-python"), **sharded)[:] = data
+
+            def zarrs_sharded() -> None:
+                with zarr.config.set(ZARRS):
+                    z = zarr.create_array(target("zarrs-python"), **sharded)
+                z[:] = data
+
+            def zarrext_sharded() -> None:
+                zarrext.create_array(
+                    target(OURS_WRITE), **{**sharded, "compressors": [
+                        zarrext.ConditionalCodec(zstd)]},
+                    serializer=BytesCodec(), decision="compress_if_smaller",
+                )[:] = data
+
+            return {"tensorstore": ts_sharded, "zarr-python": zarr_sharded,
+                    "zarrs-python": zarrs_sharded, OURS_WRITE: zarrext_sharded}
+
+        sharded_runs = interleave(sharded_writes(), repeat, before=clear)
+        save_results(sharded_runs, "peers-write-sharded",
+                     f"Local writes of whole shards: {mib:.0f} MiB, {shard}x{shard} shards of "
+                     f"{inner}x{inner} inner chunks", "zarrs-python", mib=mib)
+        assert np.array_equal(zarr.open_array(target(OURS_WRITE))[:], data)
     finally:
         shutil.rmtree(root, ignore_errors=True)
         if args.no_write and read_runs is not None:
@@ -306,6 +353,7 @@ def main() -> None:
 
     table("read (stock [bytes, zstd] unless zarrext)", t_read, "zarrs-python")
     table("write (stock [bytes, zstd] unless zarrext)", t_write, "zarrs-python")
+    table("write, sharded (as above)", sharded_runs.bests(), "zarrs-python")
     print("goals:")
     for name in [*ours, OPTIONAL_MASKED]:
         t = t_read[f"zarrext, {name}"]
@@ -325,6 +373,9 @@ def main() -> None:
     w = t_write["tensorstore"] / t_write[OURS_WRITE]
     print(f"  [{'OK ' if w >= 1.0 else 'MISS'}] write compress_if_smaller: {w:.2f}x "
           "tensorstore's stock zstd write (goal >= 1.0x)")
+    w = 1 / sharded_runs.paired_ratio(OURS_WRITE, "tensorstore")
+    print(f"  [{'OK ' if w >= 1.0 else 'MISS'}] sharded write compress_if_smaller: {w:.2f}x "
+          "tensorstore's stock sharded zstd write, median round (goal >= 1.0x)")
 
 
 def _load() -> str:
