@@ -240,6 +240,24 @@ def parallel_small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(zarrext.pipeline.codec_pipeline, "PARALLEL_WRITE_MIN_BYTES", 0)
 
 
+@pytest.fixture(scope="module")
+def gzip_without_a_clock() -> Iterator[None]:
+    """numcodecs' gzip writes the time of the call into each stream's header (RFC
+    1952's MTIME), so two encodings of the same bytes a second apart differ. For a
+    module whose tests compare encodings made at different moments
+    (``pytestmark = pytest.mark.usefixtures("gzip_without_a_clock")``): numcodecs'
+    gzip (only it) writes 0 there, as ``gzip.compress(data, mtime=0)`` does."""
+    import gzip
+    from types import SimpleNamespace
+
+    import numcodecs.gzip
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(numcodecs.gzip, "_gzip",
+                      SimpleNamespace(GzipFile=functools.partial(gzip.GzipFile, mtime=0)))
+        yield
+
+
 def conditional(*codecs: Any) -> Any:
     """A ``conditional`` codec of ``codecs`` (zstd level 1 when none are given)."""
     from zarr.codecs import ZstdCodec

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import copy
-import functools
-import gzip
 import itertools
 import json
 import zlib
-from collections.abc import Iterator
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 import crc32c
@@ -45,6 +41,9 @@ from zarrext.codecs.decisions import (
     zarrext_record,
 )
 from zarrext.pipeline.scratch import ScratchZstdCodec
+
+# encodings of gzip made at different moments are compared
+pytestmark = pytest.mark.usefixtures("gzip_without_a_clock")
 
 PROTO = default_buffer_prototype()
 SPEC = ArraySpec(
@@ -370,18 +369,6 @@ def test_compress_if_smaller_skips_trailing_filter_and_checksum() -> None:
     out = encode(codec, ZEROS)
     assert out[0] == 0b001
     assert bytes(numcodecs.Zstd().decode(out[1:])) == ZEROS
-
-
-@pytest.fixture(autouse=True, scope="module")
-def gzip_without_a_clock() -> Iterator[None]:
-    """numcodecs' gzip writes the time of the call into each stream's header (RFC
-    1952's MTIME), so two encodings of the same bytes a second apart differ. The
-    tests here compare encodings made at different moments: numcodecs' gzip (only
-    it) writes 0 there, as ``gzip.compress(data, mtime=0)`` does."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(numcodecs.gzip, "_gzip",
-                      SimpleNamespace(GzipFile=functools.partial(gzip.GzipFile, mtime=0)))
-        yield
 
 
 NESTED = {

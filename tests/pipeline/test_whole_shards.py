@@ -20,6 +20,9 @@ import zarrext.pipeline.codec_pipeline
 import zarrext.pipeline.whole_shards
 from tests.configurations import Configuration, configurations
 
+# the two paths' gzip streams are made at different moments
+pytestmark = pytest.mark.usefixtures("gzip_without_a_clock")
+
 
 def _stored(store: Any) -> dict[str, bytes]:
     """Every chunk object of ``store`` (the metadata aside), by key."""
