@@ -86,7 +86,8 @@ def test_whole_shards_store_what_zarrs_sharding_path_stores(
                     event("whole shards in the codec threads")
                 if config.route == "shards" and config.dtype != "optional-int16":
                     assert planned  # the plainest case takes the path
-                assert all(name.startswith("zarrext-codec") for name in planned)
+                # in the codec threads (one small shard: in asyncio's, as a small chunk)
+                assert all(name.startswith(("zarrext-codec", "asyncio_")) for name in planned)
                 planned.clear()
         assert not planned  # zarr's path planned no shard
     assert stored[0] == stored[1]

@@ -48,7 +48,7 @@ from zarrext.pipeline.codec_pipeline import ZarrextCodecPipeline
 from zarrext.pipeline.fill_check import FirstValue
 from zarrext.pipeline.scratch import Staging, staged_encoding
 from zarrext.pipeline.shard_protocols import ShardWriting
-from zarrext.pipeline.whole_shards import plan_shard, shard_writer
+from zarrext.pipeline.whole_shards import shard_writer, write_shard_sync
 
 if TYPE_CHECKING:
     from zarr.core.array_spec import ArraySpec
@@ -315,20 +315,7 @@ class WholeShards:
         value = self.spec.prototype.nd_buffer.from_ndarray_like(values)
         if pipeline.storable is not None:
             pipeline.storable.refuse(value.as_numpy_array(), pipeline.written_array([item]))
-        byte_setter = item[0]
-
-        def write() -> None:
-            # the shard's values taken and checked for emptiness as zarr's write does
-            planned = plan_shard(pipeline, item, value=value, drop_axes=(), groups=1)
-            if planned is None:
-                byte_setter.delete_sync()
-                return
-            jobs, lay_out = planned
-            for job in jobs:
-                job()
-            lay_out(functools.partial(store_parts_sync, byte_setter))
-
-        pipeline.context_of(item).run(write)
+        pipeline.context_of(item).run(write_shard_sync, pipeline, item, value, ())
         return True
 
     def takes_chunks(self, region: tuple[slice, ...]) -> bool:

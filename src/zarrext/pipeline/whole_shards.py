@@ -34,8 +34,8 @@ from zarr.core.chunk_utils import merge_and_encode_chunk
 from zarrext._zarr_compat import inner_chunk_spec
 from zarrext.codecs.specs import chunk_nbytes
 from zarrext.errors import DECODE_ERRORS
-from zarrext.pipeline.chunk_io import local_file, sync_io
-from zarrext.pipeline.codec_threads import codec_pool, codec_workers
+from zarrext.pipeline.chunk_io import local_file, store_parts_sync, sync_io
+from zarrext.pipeline.codec_threads import codec_pool, codec_workers, run_chunk_jobs
 from zarrext.pipeline.shard_protocols import (
     ShardPipeline,
     ShardReading,
@@ -59,6 +59,7 @@ __all__ = [
     "shard_reader",
     "shard_writer",
     "whole_shard_writes",
+    "write_shard_sync",
     "write_whole_shards",
 ]
 
@@ -195,23 +196,48 @@ def write_whole_shards(
     drop_axes: tuple[int, ...],
     *,
     min_parallel_bytes: int,
-) -> Awaitable[None]:
+) -> Awaitable[Any]:
     """The writes of the whole shards ``whole`` from ``value``: each shard encoded in
     the codec threads and stored with one ``set``
     (:func:`zarrext.pipeline.remote.write_shards`), as zarr-python's sharding codec
     stores it (which encodes the inner chunks as tasks of the event loop, a shard
     at a time). A shard smaller than ``min_parallel_bytes`` (decoded) is encoded
-    in one job, a larger one by all the codec threads."""
+    in one job, a larger one by all the codec threads; small shards of a store
+    with synchronous IO are each written whole by one job
+    (:func:`write_shard_sync`), the threads taking the next shard when done."""
     from zarrext.pipeline.remote import write_shards
 
     workers = codec_workers()
     small = bool(whole) and chunk_nbytes(whole[0][1]) < min_parallel_bytes
+    if small and sync_io(whole[0][0], write=True):
+        return run_chunk_jobs(
+            functools.partial(write_shard_sync, pipeline), whole, value, drop_axes,
+            contexts=[pipeline.context_of(item) for item in whole],
+        )
     return write_shards(
         whole, [pipeline.context_of(item) for item in whole],
         functools.partial(plan_shard, pipeline, value=value, drop_axes=drop_axes,
                           groups=1 if small else workers),
         codec_pool(workers),
     )
+
+
+def write_shard_sync(
+    pipeline: ShardPipeline, item: Any, value: NDBuffer, drop_axes: tuple[int, ...]
+) -> None:
+    """Write the whole shard of ``item`` from ``value`` in the calling thread (in the
+    shard's context), with its store's synchronous IO: its inner chunks encoded in
+    turn, its parts written (:func:`~zarrext.pipeline.chunk_io.store_parts_sync`),
+    or the shard deleted when only fill values are left."""
+    byte_setter = item[0]
+    planned = plan_shard(pipeline, item, value=value, drop_axes=drop_axes, groups=1)
+    if planned is None:
+        byte_setter.delete_sync()
+        return
+    jobs, lay_out = planned
+    for job in jobs:
+        job()
+    lay_out(functools.partial(store_parts_sync, byte_setter))
 
 
 def _reach(selector: Any, length: int) -> int:
