@@ -132,8 +132,7 @@ def remote_shards(pipeline: ShardPipeline, batch: Batch) -> tuple[Batch, Batch] 
         or not codec.reads_sync(batch[0][1])
     ):
         return None
-    whole = [item for item in batch if item[4]]
-    return whole, [item for item in batch if not item[4]]
+    return _whole_and_rest(batch)
 
 
 def read_remote_shards(
@@ -185,8 +184,12 @@ def whole_shard_writes(pipeline: ShardPipeline, batch: Batch) -> tuple[Batch, Ba
     """
     if not batch or shard_writer(pipeline, batch[0][1]) is None:
         return None
-    whole = [item for item in batch if item[4]]
-    return whole, [item for item in batch if not item[4]]
+    return _whole_and_rest(batch)
+
+
+def _whole_and_rest(batch: Batch) -> tuple[Batch, Batch]:
+    """``batch``'s whole shards (zarr's "complete chunk" flag), and the others."""
+    return [item for item in batch if item[4]], [item for item in batch if not item[4]]
 
 
 def write_whole_shards(
