@@ -28,7 +28,6 @@ not make smaller (the decision then tries less).
 from __future__ import annotations
 
 import math
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -45,6 +44,7 @@ from zarrext.pipeline.scratch import (
     ScratchConditionalCodec,
     ScratchZstdCodec,
     Staging,
+    kept_memory,
     plain_numbers,
     written_as_they_are,
     zstd_compressor,
@@ -69,7 +69,6 @@ BATCH_BYTES = 4 << 20
 MIN_CHUNKS_PER_BATCH = 8
 # zstd's batch call is python-zstandard's C backend's (its CFFI backend lacks it)
 _ZSTD_BATCHES = zstandard.backend == "cext"
-_thread = threading.local()
 
 
 @dataclass(frozen=True)
@@ -134,8 +133,8 @@ class BatchEncoder:
     def values(self, count: int) -> np.ndarray:
         """Memory for ``count`` chunks' values, one chunk per first index: the calling
         thread's, reused by its next batch."""
-        return _thread_memory("values", count * self.chunk_nbytes).view(self.dtype).reshape(
-            count, *self.chunk_shape)
+        return kept_memory("batch values", count * self.chunk_nbytes,
+                           at_least=BATCH_BYTES).view(self.dtype).reshape(count, *self.chunk_shape)
 
     def takes(self, values: NDBuffer) -> bool:
         """Whether a chunk of ``values`` goes into the batch: it is stored, whatever
@@ -156,7 +155,7 @@ class BatchEncoder:
         chunks = values.reshape(count, -1).view(np.uint8)
         if self.element_size is not None:
             chunks = shuffle_rows(chunks, self.element_size,
-                                  _thread_memory("planes", chunks.size))
+                                  kept_memory("batch planes", chunks.size, at_least=BATCH_BYTES))
         frames: Any = zstd_compressor(self.level, self.checksum).multi_compress_to_buffer(
             [memoryview(row) for row in chunks])
         if self.header is None:
@@ -173,17 +172,6 @@ class BatchEncoder:
                 chunk[:header.size] = header
                 chunk[header.size:] = np.frombuffer(frames[k], np.uint8)
         return stored
-
-
-def _thread_memory(use: str, nbytes: int) -> np.ndarray:
-    """``nbytes`` of the calling thread's memory for ``use`` (a batch's values, or
-    their planes), kept from batch to batch: fresh memory would cost its pages'
-    faults every batch."""
-    memory: np.ndarray | None = getattr(_thread, use, None)
-    if memory is None or memory.size < nbytes:
-        memory = np.empty(max(nbytes, BATCH_BYTES), np.uint8)
-        setattr(_thread, use, memory)
-    return memory[:nbytes]
 
 
 def _conditional_nesting(codec: Any) -> tuple[Any, ...] | None:

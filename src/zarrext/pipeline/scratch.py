@@ -77,6 +77,7 @@ __all__ = [
     "numcodecs_decoder",
     "plain_numbers",
     "keeps_no_chunk_bytes",
+    "kept_memory",
     "scratch_codecs",
     "staged_encoding",
     "written_as_they_are",
@@ -115,10 +116,19 @@ def decode_scratch(nbytes: int, source: np.ndarray) -> np.ndarray:
 def read_scratch(nbytes: int) -> np.ndarray:
     """``nbytes`` of this thread's memory for a chunk file's bytes, apart from the
     decode buffers: valid until the thread reads its next chunk file."""
-    buffer: np.ndarray | None = getattr(_thread, "read_buffer", None)
-    if buffer is None or buffer.nbytes < nbytes:
-        buffer = _thread.read_buffer = np.empty(nbytes, np.uint8)
-    return buffer[:nbytes]
+    return kept_memory("read_buffer", nbytes)
+
+
+def kept_memory(use: str, nbytes: int, *, at_least: int = 0) -> np.ndarray:
+    """``nbytes`` of the calling thread's memory for ``use``, kept from call to call
+    (grown when too small, to ``at_least`` bytes or more): valid until the thread's
+    next call for the same ``use``. Fresh memory would cost its pages' faults every
+    time."""
+    memory: np.ndarray | None = getattr(_thread, use, None)
+    if memory is None or memory.nbytes < nbytes:
+        memory = np.empty(max(nbytes, at_least), np.uint8)
+        setattr(_thread, use, memory)
+    return memory[:nbytes]
 
 
 def decoded_bound(chunk_spec: ArraySpec) -> int | None:
