@@ -87,6 +87,7 @@ from zarr.core.sync import sync
 import zarrext
 from bench_scale import KEY, SECRET, SHARD, Bucket, field_block
 from timing import ProcessTreeCpu, Runs, interleave, save_results
+from zarrext.pipeline.scratch import zstd_compressor
 from zarrext.stores import open_store
 
 HERE = Path(__file__).resolve().parent
@@ -227,17 +228,18 @@ _kept = threading.local()
 def transcode(blob: bytes, zarr_format: int, level: int) -> bytes:
     """A source chunk decoded and encoded as the output's inner chunk, with the
     fastest decoders zarrext has (format 2: imagecodecs' blosc, as convert reads
-    it; format 3: python-zstandard) and zstd contexts kept per thread: zstd
-    (format 2), or conditional([zstd]) deciding compress_if_smaller (zstd's bytes
-    when smaller, else the raw chunk, after a one-byte header)."""
-    compressor = getattr(_kept, "compressor", None)
-    if compressor is None:
-        compressor = _kept.compressor = zstandard.ZstdCompressor(
-            level=level, write_content_size=True)
-        _kept.decompressor = zstandard.ZstdDecompressor()
-    raw = (imagecodecs.blosc_decode(blob) if zarr_format == 2
-           else _kept.decompressor.decompress(blob))
-    compressed = compressor.compress(raw)
+    it; format 3: python-zstandard) and zstd contexts kept per thread (the
+    compressor convert's own, :func:`zarrext.pipeline.scratch.zstd_compressor`):
+    zstd (format 2), or conditional([zstd]) deciding compress_if_smaller (zstd's
+    bytes when smaller, else the raw chunk, after a one-byte header)."""
+    if zarr_format == 2:
+        raw = imagecodecs.blosc_decode(blob)
+    else:
+        decompressor = getattr(_kept, "decompressor", None)
+        if decompressor is None:
+            decompressor = _kept.decompressor = zstandard.ZstdDecompressor()
+        raw = decompressor.decompress(blob)
+    compressed = zstd_compressor(level, False).compress(raw)
     if zarr_format == 2:
         return compressed
     return b"\x01" + compressed if len(compressed) < len(raw) else b"\x00" + bytes(raw)
