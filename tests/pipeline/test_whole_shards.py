@@ -144,3 +144,69 @@ def test_small_shards_are_encoded_in_one_job_and_large_ones_by_every_thread(
                                          chunks=(shard // 4, shard // 4), shards=(shard, shard))
             array[:] = np.random.default_rng(0).random((shard, shard), dtype="f4")
     assert jobs == [1, 2]
+
+
+# A writer that rewrites every whole shard of the array at ``path``, again and again,
+# with values of round k (all k), writing the round's number to ``log`` after each.
+_WRITER = """
+import sys
+import numpy as np
+import zarrext
+path, log = sys.argv[1], sys.argv[2]
+array = zarrext.open_array(path, mode="r+", decision="compress_if_smaller")
+base = np.arange(array.size, dtype="i4").reshape(array.shape)
+k = 0
+while True:
+    k += 1
+    array[...] = base + k
+    with open(log, "w") as f:
+        f.write(str(k))
+"""
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_killed_whole_shard_write_leaves_each_shard_old_or_new(
+    tmp_path: Path, seed: int
+) -> None:
+    """A process killed (SIGKILL) while it writes whole local shards: every shard
+    reads back, through zarr-python and zarrext, as one round's values, the round
+    before the kill or the one it was writing."""
+    import os
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.paths import ROOT
+
+    shape, shard = (64, 96), (32, 32)
+    zarrext.create_array(tmp_path / "a.zarr", shape=shape, chunks=(8, 8), shards=shard,
+                         dtype="i4", fill_value=-1,
+                         compressors=[zarrext.ConditionalCodec([zarr.codecs.ZstdCodec()])],
+                         decision="compress_if_smaller")
+    log = tmp_path / "log"
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path / "a.zarr"),
+                               str(log)], env=env)
+    try:
+        rounds = random.Random(seed).randrange(1, 6)
+        guard = time.monotonic() + 120  # a hang guard, not a bound on the writes
+        while not (log.exists() and log.read_text() and int(log.read_text()) >= rounds):
+            assert writer.poll() is None, "the writer died"
+            assert time.monotonic() < guard, "the writer hung"
+            time.sleep(0.001)
+        time.sleep(random.Random(seed).random() * 0.01)  # somewhere in the next round
+    finally:
+        writer.send_signal(signal.SIGKILL)
+        writer.wait()
+    assert writer.returncode == -signal.SIGKILL
+    done = int(log.read_text())
+    base = np.arange(shape[0] * shape[1], dtype="i4").reshape(shape)
+    for read in (zarr.open_array, zarrext.open_array):
+        values = read(tmp_path / "a.zarr", mode="r")[...]
+        for i in range(0, shape[0], shard[0]):
+            for j in range(0, shape[1], shard[1]):
+                block = values[i:i + shard[0], j:j + shard[1]] - base[i:i + shard[0],
+                                                                      j:j + shard[1]]
+                assert np.unique(block).tolist() in ([done], [done + 1]), (i, j)
