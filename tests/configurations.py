@@ -162,8 +162,14 @@ def configurations(draw: st.DrawFn, *, sharded_only: bool = False) -> Configurat
         draw(st.integers(max(1, s - s // 2), 3 * s)) for s in shard
     )
     seed = draw(st.integers(0, 2**16))
-    config = Configuration(route, (shape[0], shape[1]), shard, inner, dtype, filters,
-                           inner_codecs, outer_codecs, seed)
+    return configuration(route, (shape[0], shape[1]), shard, inner, dtype, filters,
+                         inner_codecs, outer_codecs, seed)
+
+
+def configuration(*fields: Any) -> Configuration:
+    """The :class:`Configuration` of these fields, with the keyword arguments of
+    ``zarr.create_array`` that make it (to pin an example)."""
+    config = Configuration(*fields)
     return Configuration(**{**config.__dict__, "kwargs": _kwargs(config)})
 
 
