@@ -1320,6 +1320,28 @@ def test_create_array_refuses_data_before_creating_anything(where: Where) -> Non
     assert (zarrext_record(z.attrs) or {})["quantize"] == p.planned.to_json()
 
 
+def test_an_encode_map_key_is_a_scaled_value_not_a_written_one() -> None:
+    """cast_value's encode map sees scale_offset's output: a written value equal to a
+    key is not mapped by it (and is refused when its code is reserved), a value
+    whose scaled value is the key is."""
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    # by hand: 3.0 scales to 6.0, whose code 6 reads back as NaN; 1.5 scales to the
+    # key 3.0, stored as code 7 (read back as 7 / 2)
+    store_dict: dict[str, Any] = {}
+    filters = [ScaleOffset(offset=0.0, scale=2.0),
+               CastValue(data_type="uint8",
+                         scalar_map={"encode": [[3.0, 7]], "decode": [[6, "NaN"]]})]
+    z = zarrext.create_array(zarr.storage.MemoryStore(store_dict), shape=(4,), chunks=(4,),
+                             dtype="float32", fill_value=0.0, filters=filters)
+    with pytest.raises(UnstorableValueError, match=r"cannot store 3\.0: .*code 6.*NaN"):
+        z[:] = np.array([1.0, 3.0, 4.0, 5.0], dtype="float32")
+    assert not [k for k in store_dict if k.startswith("c")]
+    z[:] = np.array([1.0, 1.5, 4.0, 5.0], dtype="float32")  # mapped on purpose
+    assert z[:].tolist() == [1.0, 3.5, 4.0, 5.0]
+
+
 @pytest.mark.parametrize("lazy", [False, True], ids=["numpy", "dask"])
 def test_xarray_appends_refuse_a_value_at_a_reserved_code(where: Where, lazy: bool) -> None:
     import xarray as xr

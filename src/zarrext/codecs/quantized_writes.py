@@ -179,6 +179,17 @@ def _quantizing(codecs: Iterable[Any]) -> tuple[ScaleOffset | None, CastValue] |
     return None
 
 
+def _read_back_as(value: Any, offset: Any, scale: Any) -> str:
+    """What a reserved code whose decode map gives ``value`` reads back as: NaN or an
+    infinity as it is, a finite value through ``scale_offset``'s decode."""
+    if np.isnan(value):
+        return "NaN"
+    if np.isinf(value):
+        return "+Infinity" if value > 0 else "-Infinity"
+    with np.errstate(all="ignore"):
+        return str(value / scale + offset)
+
+
 def _round(scaled: npt.NDArray[Any], rounding: str) -> npt.NDArray[np.float64]:
     """``cast_value``'s rounding of scaled values to integers, as float64."""
     s = scaled.astype(np.float64)
@@ -213,8 +224,11 @@ class StorableValues:
     A finite value is refused when its code (``(value - offset) * scale`` in the
     array's float type, rounded as ``cast_value`` rounds) would be
 
-    - a key of ``cast_value``'s decode map (reserved, e.g. for NaN), unless the
-      value itself is a key of the encode map (mapped on purpose);
+    - a key of ``cast_value``'s decode map (reserved, e.g. for NaN, or for a finite
+      fill value far from the planned range), unless the value's scaled value is a
+      key of the encode map (mapped on purpose: with a recorded plan, such a value
+      is stored when the map gives it back within ``max_abs_error``, as it gives a
+      fill value back exactly);
     - outside the integer type when ``cast_value``'s ``out_of_range`` is unset (it
       would refuse it), or not finite (``scale_offset`` overflows); an array whose
       metadata asks to ``clamp`` or ``wrap`` gets what the spec prescribes (its
@@ -230,8 +244,8 @@ class StorableValues:
     stored: np.dtype[Any]
     rounding: str
     out_of_range: str | None
-    reserved: Mapping[int, str]
-    mapped: frozenset[float]
+    reserved: Mapping[int, str]  # code -> what it reads back as
+    mapped: frozenset[float]  # the encode map's finite keys (scaled values)
     filters: tuple[ArrayArrayCodec, ...]
     fill_value: Any
     planned: PlannedRange | None = None
@@ -263,9 +277,11 @@ class StorableValues:
         stored = cast_value.dtype.to_native_dtype()
         scalar_map: Mapping[str, Any] = dict(cast_value.scalar_map or {})
         reserved = {
-            int(cast_value.dtype.from_json_scalar(code, zarr_format=3)): str(value)
+            int(cast_value.dtype.from_json_scalar(code, zarr_format=3)):
+                _read_back_as(zdtype.from_json_scalar(value, zarr_format=3), offset, scale)
             for code, value in (scalar_map.get("decode") or {}).items()
         }
+        # the encode map's keys are what cast_value is given: values after scale_offset
         mapped = frozenset(
             v for v in (
                 float(zdtype.from_json_scalar(k, zarr_format=3))
@@ -348,6 +364,8 @@ class StorableValues:
         rc = self._reserved_codes
         if np.any((rc >= cmin) & (rc <= cmax)):
             return False
+        if any(min(scaled) <= k <= max(scaled) for k in self.mapped):
+            return False  # a value between them may be mapped: look at each
         if self.planned is not None:
             vlo, vhi = self.planned.verified
             return bool(lo >= vlo and hi <= vhi)
@@ -395,16 +413,12 @@ class StorableValues:
             bad |= (codes < low) | (codes >= end)
         if self.reserved:
             bad |= np.isin(self._effective(codes), self._reserved_codes)
-        mapped = None
-        if self.mapped:
-            mapped = np.isin(x, np.array(sorted(self.mapped), dtype=self.dtype))
-            bad &= ~mapped
+        mapped = np.isin(scaled, np.array(sorted(self.mapped), dtype=self.dtype))
+        bad &= ~mapped
         if self.planned is not None:
             vlo, vhi = self.planned.verified
-            outside = ((x < vlo) | (x > vhi)) & ~bad
-            if mapped is not None:
-                outside &= ~mapped
-            where = np.flatnonzero(outside)
+            # beyond the verified range, and mapped values: each read back and measured
+            where = np.flatnonzero(((x < vlo) | (x > vhi) | mapped) & ~bad)
             if where.size:
                 decoded = self._decoded(x[where])
                 error = np.abs(decoded.astype(np.float64) - x[where].astype(np.float64))
