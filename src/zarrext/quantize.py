@@ -17,8 +17,11 @@ them (an eighth of the range, at least 8 codes), and the codes reserved for NaN,
 and -Inf at the far end of the integer type, mapped in both directions through
 ``cast_value``'s ``scalar_map``. The offset is the array's fill value when that is
 finite (so that it round-trips exactly, as code 0); else it places the codes in the
-type. Values a little beyond the range are thus stored within the bound by any
-writer; zarrext's writers refuse any value that would not come back within it
+type. A finite fill far from the values (netCDF's ``-9999``), which as the offset
+would take a wider integer type, gets a reserved code of its own instead, mapped to
+and from its scaled value so that it still round-trips exactly. Values a little
+beyond the range are thus stored within the bound by any writer; zarrext's writers
+refuse any value that would not come back within it
 (:mod:`zarrext.codecs.quantized_writes`, :class:`UnstorableValueError`).
 
 This module is the public face of what lives below it:

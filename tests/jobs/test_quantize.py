@@ -152,6 +152,67 @@ def test_plan_finite_fill_value_round_trips_exactly() -> None:
     _check_bound(arr_data, back, 0.01)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_plan_gives_a_far_fill_value_a_code_of_its_own(dtype: Any) -> None:
+    """netCDF's -9999 beside pressures: as the offset it would take 4-byte codes; with
+    a reserved code of its own 2 bytes do, and it still round-trips bit for bit."""
+    import zarrext
+    from zarrext.errors import UnstorableValueError
+
+    rng = np.random.default_rng(3)
+    values = rng.normal(1000.0, 20.0, (40, 40)).astype(dtype)
+    values[rng.random(values.shape) < 0.2] = -9999.0
+    fill = dtype(-9999.0)
+    p = quantize.plan_quantization(values, max_abs_error=0.01, fill_value=-9999.0)
+    at_offset = quantize.plan_quantization(
+        value_range=(-9999.0, float(values.max())), max_abs_error=0.01, dtype=dtype,
+        fill_value=-9999.0)
+    assert (p.stored_dtype.itemsize, at_offset.stored_dtype.itemsize) == (2, 4)
+    kept = values[values != fill]
+    assert p.value_range == (float(kept.min()), float(kept.max()))  # the fill left out
+    code = p.reserved["-9999.0"]
+    assert code in (65534, 1)  # beside NaN's, at the far end of the type
+    # the map by hand: scale_offset's value of the fill -> its code -> a value that
+    # scale_offset decodes to the fill, in the array's own arithmetic
+    so, cv = p.filters
+    o, sc = dtype(so.offset), dtype(so.scale)
+    (key,) = [k for k, c in cv.scalar_map["encode"].items() if c == code]
+    assert dtype(key) == (fill - o) * sc
+    back = dtype(cv.scalar_map["decode"][code])
+    assert (back / sc + o).tobytes() == fill.tobytes()
+    # through a real array: plain zarr reads the fill where it was written and where
+    # no chunk is; every other value within the bound
+    store = zarr.storage.MemoryStore()
+    z = zarrext.create_array(store, shape=(40, 50), chunks=(10, 10), dtype=dtype,
+                             fill_value=-9999.0, filters=quantize.plan(
+                                 values, max_abs_error=0.01, fill_value=-9999.0))
+    z[:, :40] = values
+    read = zarr.open_array(store)[:]
+    assert (read[:, 40:] == fill).all()
+    assert (read[:, :40][values == fill] == fill).all()
+    _check_bound(kept, read[:, :40][values != fill], 0.01)
+    encoded, _ = quantize.roundtrip(p.filters, values, fill_value=-9999.0)
+    assert (encoded[values == fill] == code).all()
+    # a value near the fill, beyond the bound, is not stored as the fill: refused
+    with pytest.raises(UnstorableValueError, match="outside uint16"):
+        z[0, 0] = fill + dtype(0.5)
+    assert z[0, 0] == read[0, 0]
+
+
+def test_a_fill_value_scale_offset_takes_beyond_float32_is_refused_with_why() -> None:
+    """netCDF's default fill (9.96921e36) has a code of its own in float64; in float32
+    scale_offset takes it to infinity, and the refusal says so."""
+    p = quantize.plan_quantization(value_range=(0.0, 100.0), max_abs_error=0.01,
+                                   dtype="float64", fill_value=9.96921e36)
+    assert p.stored_dtype == np.uint16
+    back, _ = _through_array(np.array([9.96921e36, 50.0]), list(p.filters),
+                             fill_value=9.96921e36)
+    assert back[0] == 9.96921e36
+    with pytest.raises(QuantizationError, match="code of its own for the fill value"):
+        quantize.plan_quantization(value_range=(0.0, 100.0), max_abs_error=0.01,
+                                   dtype="float32", fill_value=9.96921e36)
+
+
 def test_plan_constant_and_all_nan_data() -> None:
     const = np.full(10, 4.25)
     back, _ = _through_array(const, quantize.plan(const, max_abs_error=1e-3))
@@ -1027,15 +1088,17 @@ def test_a_quantized_copy_records_no_decision_it_does_not_have(
 ZARREXT_PIPELINE = {"codec_pipeline.path": "zarrext.pipeline.ZarrextCodecPipeline"}
 
 
-_FILLS = ("nan", "lo", "inside", "below")
+_FILLS = ("nan", "lo", "inside", "below", "far")
 
 
 def _plan_for(dtype: Any, lo: float, width: float, n_codes: float, fill_kind: str,
               nan: bool = True, posinf: bool = False, neginf: bool = False
               ) -> quantize.QuantizationPlan:
     """A plan for ``[lo, lo + width]`` in about ``n_codes`` steps; a finite fill at or
-    inside the range forces a signed type (its code is 0)."""
-    fill = {"nan": None, "lo": lo, "inside": lo + width / 3, "below": lo - width / 4}[fill_kind]
+    inside the range forces a signed type (its code is 0); one far below it has a
+    code of its own."""
+    fill = {"nan": None, "lo": lo, "inside": lo + width / 3, "below": lo - width / 4,
+            "far": lo - 1000 * width}[fill_kind]
     return quantize.plan_quantization(
         value_range=(lo, lo + width), max_abs_error=width / (2 * n_codes), dtype=dtype,
         fill_value=fill, nan=nan or fill is None, posinf=posinf, neginf=neginf,
@@ -1198,10 +1261,16 @@ def _check_no_value_changed(p: quantize.QuantizationPlan) -> None:
     info = np.iinfo(p.stored_dtype)
     codes_of_ends, _ = quantize.roundtrip(p.filters, np.array([lo_ok, hi_ok], dtype=p.dtype),
                                           fill_value=_fill(p))
+    ends = [int(info.min) + i for i in range(len(p.reserved))]
+    ends += [int(info.max) - i for i in range(len(p.reserved))]
     for code in p.reserved.values():
-        assert code in (int(info.min), int(info.min) + 1, int(info.min) + 2,
-                        int(info.max), int(info.max) - 1, int(info.max) - 2)
+        assert code in ends
         assert not codes_of_ends.min() <= code <= codes_of_ends.max()
+    if math.isfinite(p.fill_value):  # the fill reads back as itself, whatever its code
+        written, back = quantize.roundtrip(
+            p.filters, np.array([p.fill_value], dtype=p.dtype), fill_value=_fill(p))
+        assert back.tobytes() == np.array([p.fill_value], dtype=p.dtype).tobytes()
+        assert (str(p.dtype.type(p.fill_value)) in p.reserved) == (int(written[0]) != 0)
 
 
 @settings(max_examples=20)

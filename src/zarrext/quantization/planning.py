@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +42,10 @@ _FLOAT_TYPES = frozenset({np.dtype("float16"), np.dtype("float32"), np.dtype("fl
 # JSON names of the special values, as zarr v3 encodes float fill values.
 _SPECIAL_JSON = {"nan": "NaN", "posinf": "+Infinity", "neginf": "-Infinity"}
 _MAX_ATTEMPTS = 60
+# In the list of special values: a finite fill value with a code of its own.
+_FILL = "fill"
+# How far from its scaled value a fill's decode-map value is looked for (in ulps).
+_FILL_NEIGHBOURS = 16
 _PROBE_LEVELS = 4096
 
 HEADROOM_FRACTION = 0.125
@@ -77,7 +81,9 @@ class QuantizationPlan:
     fill_value : float
         The array fill value the plan was made for (NaN unless one was given).
     reserved : dict of str to int
-        Integer codes reserved for ``"NaN"``, ``"+Infinity"``, ``"-Infinity"``.
+        Integer codes reserved for ``"NaN"``, ``"+Infinity"``, ``"-Infinity"``, and
+        for a finite fill value with a code of its own (named as its type prints it,
+        ``"-9999.0"``).
     max_abs_error : float
         The requested bound.
     worst_error : float
@@ -150,6 +156,17 @@ def _shift(lowest: int, highest: int, data: tuple[int, int], cover: tuple[int, i
     return least if least > 0 else most
 
 
+class _Placement(NamedTuple):
+    """Where :func:`_place` puts the codes."""
+
+    stored: np.dtype[Any]
+    reserved: list[int]  # the reserved codes, in the order of the special values
+    offset: float
+    data: tuple[int, int]  # the data's codes
+    headroom: int
+    fill_map: tuple[float, float] | None  # a fill with its own code: _fill_mapping's
+
+
 def _place(
     ftype: np.dtype[Any],
     scale: float,
@@ -158,38 +175,51 @@ def _place(
     n_reserved: int,
     free_offset: bool,
     min_index: int,
-) -> tuple[np.dtype[Any], list[int], float, tuple[int, int], int] | None:
+    own_fill: float | None = None,
+) -> _Placement | None:
     """The smallest integer type holding the data's codes, headroom on each side, the
     fill's code and ``n_reserved`` reserved codes.
 
     ``ranges`` is ``((lo, hi), (lo_cov, hi_cov))``: the data's range and the range
     covering the data, a finite fill and (``cover_zero``) 0. Reserved codes go at the
-    far end of the type, after the headroom. With ``free_offset`` (a NaN fill) the
-    offset moves the codes where they fit, as little as it can (a moved offset adds
-    float rounding). Returns ``(type, reserved codes, offset, data codes, headroom)``.
+    far end of the type, after the headroom. With ``free_offset`` (a NaN fill, or a
+    fill with a code of its own) the offset moves the codes where they fit, as little
+    as it can (a moved offset adds float rounding). ``own_fill``: the finite fill
+    given one of the reserved codes; the offset moves by a few ulps, if it must, for
+    ``scale_offset`` to give the fill back exactly (:func:`_fill_mapping`).
     """
     (lo, hi), (lo_cov, hi_cov) = ranges
     data = _code_bounds(ftype, lo, hi, offset, scale)
     cover = _code_bounds(ftype, lo_cov, hi_cov, offset, scale)
     headroom = headroom_codes(data[1] - data[0])
+
+    def at(o: float) -> tuple[float, tuple[int, int], tuple[int, int],
+                              tuple[float, float] | None] | None:
+        fill_map = None
+        if own_fill is not None:
+            found = _fill_mapping(ftype, own_fill, o, scale)
+            if found is None:
+                return None
+            o, fill_map = found
+        try:
+            return (o, _code_bounds(ftype, lo, hi, o, scale),
+                    _code_bounds(ftype, lo_cov, hi_cov, o, scale), fill_map)
+        except OverflowError:
+            return None
+
     for int_type in _INT_TYPES[min_index:]:
         for top in (True, False):
             lowest, highest, reserved = _safe_codes(int_type, n_reserved, top)
-            if _fits(lowest, highest, data, cover, headroom):
-                return int_type, reserved, offset, data, headroom
-            if not free_offset:
-                continue
-            shift = _shift(lowest, highest, data, cover, headroom)
-            if shift is None:
-                continue
-            moved = float(ftype.type(offset - shift / scale))
-            try:
-                moved_data = _code_bounds(ftype, lo, hi, moved, scale)
-                moved_cover = _code_bounds(ftype, lo_cov, hi_cov, moved, scale)
-            except OverflowError:
-                continue
-            if _fits(lowest, highest, moved_data, moved_cover, headroom):
-                return int_type, reserved, moved, moved_data, headroom
+            candidates = [offset]
+            if free_offset:
+                shift = _shift(lowest, highest, data, cover, headroom)
+                if shift is not None and shift != 0:
+                    candidates.append(float(ftype.type(offset - shift / scale)))
+            for candidate in candidates:
+                placed = at(candidate)
+                if placed is not None and _fits(lowest, highest, *placed[1:3], headroom):
+                    o, placed_data, _, fill_map = placed
+                    return _Placement(int_type, reserved, o, placed_data, headroom, fill_map)
     return None
 
 
@@ -207,19 +237,56 @@ def _headroom_ends(
     return float(ends[0]), float(ends[1])
 
 
+def _fill_mapping(
+    ftype: np.dtype[Any], fill: float, offset: float, scale: float
+) -> tuple[float, tuple[float, float]] | None:
+    """``(offset, (key, back))`` for a fill with a code of its own: ``key`` is what
+    ``scale_offset`` makes of the fill (``cast_value``'s encode map sees that), ``back``
+    what the decode map gives for its code so that ``scale_offset`` decodes it to the
+    fill bit for bit: ``key`` or a neighbour of it, with ``offset`` or a neighbour of
+    it (the decode's rounding reaches some floats only from some offsets). None if
+    none near them does, or ``key`` is not finite."""
+    f, s = ftype.type(fill), ftype.type(scale)
+    lower = higher = ftype.type(offset)
+    for _ in range(_FILL_NEIGHBOURS):
+        for o in (lower, higher):
+            with np.errstate(all="ignore"):
+                key = (f - o) * s
+            if not np.isfinite(key):
+                return None
+            below = above = key
+            for _ in range(_FILL_NEIGHBOURS):
+                for back in (below, above):
+                    with np.errstate(all="ignore"):
+                        if back / s + o == f:
+                            return float(o), (float(key), float(back))
+                below = np.nextafter(below, ftype.type(-np.inf))
+                above = np.nextafter(above, ftype.type(np.inf))
+        lower = np.nextafter(lower, ftype.type(-np.inf))
+        higher = np.nextafter(higher, ftype.type(np.inf))
+    return None
+
+
 def _build_filters(
     dtype: np.dtype[Any],
     offset: float,
     scale: float,
     stored: np.dtype[Any],
     reserved: dict[str, int],
+    fill_map: tuple[float, float] | None = None,
 ) -> tuple[ArrayArrayCodec, ...]:
+    """``(scale_offset, cast_value)``; ``reserved``: the special values' codes (and the
+    fill's, mapped as ``fill_map`` says, when it has a code of its own)."""
     scalar_map: Any = None
     if reserved:
-        scalar_map = {
-            "encode": [(name, code) for name, code in reserved.items()],
-            "decode": [(code, name) for name, code in reserved.items()],
-        }
+        specials = {n: c for n, c in reserved.items() if n in _SPECIAL_JSON.values()}
+        encode: list[Any] = list(specials.items())
+        decode: list[Any] = [(code, name) for name, code in specials.items()]
+        if fill_map is not None:
+            (code,) = set(reserved.values()) - set(specials.values())
+            encode.append((fill_map[0], code))
+            decode.append((code, fill_map[1]))
+        scalar_map = {"encode": encode, "decode": decode}
     return (
         ScaleOffset(offset=offset, scale=scale),
         CastValue(data_type=stored.name, rounding="nearest-even", scalar_map=scalar_map),
@@ -323,8 +390,15 @@ def plan_quantization(
     fill_value : float, optional
         The array's fill value. NaN (the default) uses the reserved NaN code; a
         finite fill becomes the offset, so it is stored as code 0 and round-trips
-        exactly, as the spec requires. A fill value the planned filters would not
-        give back bit for bit (``-0.0``, which reads back as ``0.0``) is refused.
+        exactly, as the spec requires. A finite fill outside the values' range that
+        would thus take a wider integer type (netCDF's ``-9999`` beside values in
+        ``[900, 1100]``) gets a reserved code of its own instead, beside NaN's:
+        ``cast_value``'s ``scalar_map`` maps its scaled value to that code and back
+        to a value ``scale_offset`` decodes to the fill bit for bit (the offset
+        moved by a few ulps where the division's rounding needs it). ``data``'s
+        elements equal to a finite fill are not part of its range: they are stored
+        as the fill. A fill value the planned filters would not give back bit for
+        bit (``-0.0``, which reads back as ``0.0``) is refused.
     nan : bool
         Reserve a code for NaN (default True; needed for a NaN fill value).
     posinf, neginf : bool, optional
@@ -367,10 +441,12 @@ def plan_quantization(
         ftype = float_dtype(dtype if dtype is not None else arr.dtype)
         arr = arr.astype(ftype, copy=False)
         finite = arr[np.isfinite(arr)]
+        if math.isfinite(fill):  # the fill is planned for on its own (below)
+            finite = finite[finite != ftype.type(fill)]
         if finite.size:
             lo, hi = float(finite.min()), float(finite.max())
         else:
-            lo = hi = 0.0
+            lo = hi = float(ftype.type(fill)) if math.isfinite(fill) else 0.0
         if posinf is None:
             posinf = bool(np.any(arr == np.inf))
         if neginf is None:
@@ -392,19 +468,10 @@ def plan_quantization(
         if wanted
     ]
 
-    if math.isfinite(fill):
-        offset = float(ftype.type(fill))
-        lo_cov, hi_cov = min(lo, offset), max(hi, offset)
-    else:
-        offset = lo
-        lo_cov, hi_cov = lo, hi
-    if cover_zero:
-        lo_cov, hi_cov = min(lo_cov, 0.0), max(hi_cov, 0.0)
-
     probe_fill: Any = fill if not math.isnan(fill) else np.nan
     extra = np.array(
         [v for v, k in ((np.nan, "nan"), (np.inf, "posinf"), (-np.inf, "neginf"))
-         if k in special],
+         if k in special] + ([fill] if math.isfinite(fill) else []),
         dtype=ftype,
     )
 
@@ -436,14 +503,44 @@ def plan_quantization(
         except ValueError:
             return math.inf
 
-    # cover_zero adds about max|value| / (2 * bound) codes at most: for a bound above
-    # the float rounding of the largest value, fewer than 2**53, within 64 bits
-    planned = _search(
-        ftype, (lo_cov, hi_cov), (lo, hi), offset, math.isnan(fill), float(max_abs_error),
-        special, fill, measure,
-    )
+    def search(fill_code: bool) -> QuantizationPlan:
+        """The plan with a finite fill as the offset (code 0), or (``fill_code``, or a
+        special fill) with a reserved code of its own and the offset free."""
+        at_offset = math.isfinite(fill) and not fill_code
+        offset = float(ftype.type(fill)) if at_offset else lo
+        lo_cov, hi_cov = (min(lo, offset), max(hi, offset)) if at_offset else (lo, hi)
+        if cover_zero:
+            lo_cov, hi_cov = min(lo_cov, 0.0), max(hi_cov, 0.0)
+        # cover_zero adds about max|value| / (2 * bound) codes at most: for a bound
+        # above the float rounding of the largest value, fewer than 2**53, in 64 bits
+        return _search(
+            ftype, (lo_cov, hi_cov), (lo, hi), offset, not at_offset, float(max_abs_error),
+            special + ([_FILL] if fill_code else []), fill, measure,
+        )
+
+    try:
+        planned: QuantizationPlan | None = search(fill_code=False)
+        refusal = None
+    except QuantizationError as e:
+        planned, refusal = None, e
+    if math.isfinite(fill) and not lo <= fill <= hi:
+        # a fill far from the values: a code of its own may take a narrower type
+        try:
+            own = search(fill_code=True)
+        except QuantizationError as e:
+            own = None
+            if refusal is not None:
+                refusal = QuantizationError(
+                    f"{refusal}; nor with a code of its own for the fill value: {e}")
+        if own is not None and (
+            planned is None or own.stored_dtype.itemsize < planned.stored_dtype.itemsize
+        ):
+            planned = own
+    if planned is None:
+        assert refusal is not None
+        raise refusal
     # Spec 002: the fill value must survive the filters. A finite fill is the offset
-    # (code 0) and a special one has a reserved code: -0.0 is what gets lost (to 0.0).
+    # (code 0) or has a reserved code, as a special one: -0.0 is what gets lost (to 0.0).
     problem = fill_value_change(planned.filters, ftype, fill)
     if problem is None and cover_zero:
         problem = _zero_problem(planned.filters, ftype)
@@ -492,16 +589,24 @@ def _search(
     best = math.inf
     for _ in range(_MAX_ATTEMPTS):
         scale = float(ftype.type(min(max(scale_f, float(finfo.tiny)), float(finfo.max))))
+        own_fill = fill if _FILL in special else None
         try:
             placed = _place(ftype, scale, offset, (value_range, cover), len(special),
-                            free_offset, min_index)
+                            free_offset, min_index, own_fill)
         except OverflowError:
             break
         if placed is None:
+            if own_fill is not None and _fill_mapping(ftype, fill, offset, scale) is None:
+                raise QuantizationError(
+                    f"scale_offset (scale {scale!r}) takes the fill value {fill!r} where "
+                    f"{ftype} cannot give it back exactly")
             break
-        stored, codes, moved, data_codes, headroom = placed
-        reserved = dict(zip([_SPECIAL_JSON[k] for k in special], codes, strict=True))
-        filters = _build_filters(ftype, moved, scale, stored, reserved)
+        stored, codes, moved, data_codes, headroom, fill_map = placed
+        reserved = dict(zip([_SPECIAL_JSON[k] for k in special if k != _FILL],
+                            codes, strict=False))
+        if fill_map is not None:
+            reserved[str(ftype.type(fill))] = codes[special.index(_FILL)]
+        filters = _build_filters(ftype, moved, scale, stored, reserved, fill_map)
         ends = _headroom_ends(ftype, data_codes, headroom, moved, scale)
         worst = measure(filters, scale, moved, ends, data_codes, headroom)
         if worst <= bound:

@@ -35,7 +35,8 @@ Progress = Callable[[str, int, int], None]
 
 @dataclass(frozen=True)
 class ValueRange:
-    """The finite range of some blocks, and which infinities occur in them."""
+    """The finite range of some blocks (the array's fill value left out: it is
+    planned for on its own), and which infinities occur in them."""
 
     lo: float = math.inf
     hi: float = -math.inf
@@ -48,15 +49,20 @@ class ValueRange:
             self.posinf or other.posinf, self.neginf or other.neginf,
         )
 
-    def plan_arguments(self) -> dict[str, Any]:
-        """:func:`~zarrext.quantization.planning.plan_quantization`'s range arguments."""
-        lo, hi = (self.lo, self.hi) if self.lo <= self.hi else (0.0, 0.0)
+    def plan_arguments(self, fill: float) -> dict[str, Any]:
+        """:func:`~zarrext.quantization.planning.plan_quantization`'s range arguments
+        (with no finite value found: the finite ``fill``, else 0)."""
+        empty = (fill, fill) if math.isfinite(fill) else (0.0, 0.0)
+        lo, hi = (self.lo, self.hi) if self.lo <= self.hi else empty
         return {"value_range": (lo, hi), "posinf": self.posinf, "neginf": self.neginf}
 
 
 def _scan_block(src: Any, sl: tuple[slice, ...]) -> ValueRange:
     data = np.asarray(src[sl])
     finite = data[np.isfinite(data)]
+    fill = read_fill_value(src)
+    if math.isfinite(fill):
+        finite = finite[finite != data.dtype.type(fill)]
     return ValueRange(
         float(finite.min()) if finite.size else math.inf,
         float(finite.max()) if finite.size else -math.inf,
@@ -117,11 +123,12 @@ def quantized(
 
     The fill value is planned for first, alone, so that a fill value the filters
     would not give back is refused before any value is read (a finite fill is the
-    offset, a special one has its own code). ``cover_zero``: the filters go inside a
-    sharding codec, where zarr-python 3.4.2 checks them with 0.0 as the fill value
+    offset, or far from the values has its own code, as a special one does).
+    ``cover_zero``: the filters go inside a sharding codec, where zarr-python 3.4.2
+    checks them with 0.0 as the fill value
     (:func:`~zarrext.quantization.planning.plan_quantization`). ``regions``: scan these
-    only (a dry run's sample; the plan then covers their range). The attributes returned
-    are the source's (:func:`zarrext.jobs.convert.sources.source_parts`: no conditional's
+    only (a dry run's sample; the plan then covers their range). The attributes
+    returned are the source's (:func:`zarrext.jobs.convert.sources.source_parts`: no conditional's
     decision record, no format 2 ``_ARRAY_DIMENSIONS``) with the plan recorded, for
     later writers to check (:mod:`zarrext.codecs.quantized_writes`).
 
@@ -139,7 +146,7 @@ def quantized(
         found = scan(src, progress, client, job_name=job_name, regions=regions)
         planned = plan_quantization(
             max_abs_error=max_abs_error, dtype=ftype, fill_value=planned_fill,
-            cover_zero=cover_zero, **found.plan_arguments(),
+            cover_zero=cover_zero, **found.plan_arguments(fill),
         )
     except QuantizationError as e:
         raise QuantizationError(f"cannot {job_name} {label}: {e}") from None
