@@ -258,7 +258,7 @@ def _fill_mapping(
             for _ in range(_FILL_NEIGHBOURS):
                 for back in (below, above):
                     with np.errstate(all="ignore"):
-                        if back / s + o == f:
+                        if (back / s + o).tobytes() == f.tobytes():  # -0.0 is not 0.0
                             return float(o), (float(key), float(back))
                 below = np.nextafter(below, ftype.type(-np.inf))
                 above = np.nextafter(above, ftype.type(np.inf))
