@@ -2,8 +2,9 @@
 
 A quantized array stores floats through ``scale_offset`` + ``cast_value``: a value
 becomes the integer code its scaled value rounds to. Codes listed in
-``cast_value``'s ``scalar_map`` decode to what the map says (NaN, +Inf, -Inf), so a
-finite value that lands on one of them reads back as NaN with no error; a code
+``cast_value``'s ``scalar_map`` decode to what the map says (NaN, +Inf, -Inf, or a
+fill value far from the planned range), so a finite value that lands on one of them
+reads back as that with no error; a code
 outside the integer type is an error for ``cast_value`` (clamped or wrapped with
 ``out_of_range``). :class:`StorableValues` says, from the filters alone, which
 values of a write would not come back as themselves; with the plan the array's
