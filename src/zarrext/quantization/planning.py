@@ -279,13 +279,18 @@ def _build_filters(
     fill's, mapped as ``fill_map`` says, when it has a code of its own)."""
     scalar_map: Any = None
     if reserved:
-        specials = {n: c for n, c in reserved.items() if n in _SPECIAL_JSON.values()}
-        encode: list[Any] = list(specials.items())
-        decode: list[Any] = [(code, name) for name, code in specials.items()]
-        if fill_map is not None:
-            (code,) = set(reserved.values()) - set(specials.values())
-            encode.append((fill_map[0], code))
-            decode.append((code, fill_map[1]))
+        encode: list[Any] = []
+        decode: list[Any] = []
+        for name, code in reserved.items():
+            key: str | float
+            back: str | float
+            if name in _SPECIAL_JSON.values():
+                key = back = name
+            else:  # the fill's own code
+                assert fill_map is not None
+                key, back = fill_map
+            encode.append((key, code))
+            decode.append((code, back))
         scalar_map = {"encode": encode, "decode": decode}
     return (
         ScaleOffset(offset=offset, scale=scale),
@@ -602,10 +607,8 @@ def _search(
                     f"{ftype} cannot give it back exactly")
             break
         stored, codes, moved, data_codes, headroom, fill_map = placed
-        reserved = dict(zip([_SPECIAL_JSON[k] for k in special if k != _FILL],
-                            codes, strict=False))
-        if fill_map is not None:
-            reserved[str(ftype.type(fill))] = codes[special.index(_FILL)]
+        names = [str(ftype.type(fill)) if k == _FILL else _SPECIAL_JSON[k] for k in special]
+        reserved = dict(zip(names, codes, strict=True))
         filters = _build_filters(ftype, moved, scale, stored, reserved, fill_map)
         ends = _headroom_ends(ftype, data_codes, headroom, moved, scale)
         worst = measure(filters, scale, moved, ends, data_codes, headroom)
