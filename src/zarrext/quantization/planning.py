@@ -207,16 +207,16 @@ def _place(
         except OverflowError:
             return None
 
+    unmoved = at(offset)  # whatever the type
     for int_type in _INT_TYPES[min_index:]:
         for top in (True, False):
             lowest, highest, reserved = _safe_codes(int_type, n_reserved, top)
-            candidates = [offset]
+            candidates = [unmoved]
             if free_offset:
                 shift = _shift(lowest, highest, data, cover, headroom)
                 if shift is not None and shift != 0:
-                    candidates.append(float(ftype.type(offset - shift / scale)))
-            for candidate in candidates:
-                placed = at(candidate)
+                    candidates.append(at(float(ftype.type(offset - shift / scale))))
+            for placed in candidates:
                 if placed is not None and _fits(lowest, highest, *placed[1:3], headroom):
                     o, placed_data, _, fill_map = placed
                     return _Placement(int_type, reserved, o, placed_data, headroom, fill_map)
@@ -592,9 +592,9 @@ def _search(
     scale_f = 1.0 / (2.0 * margin)
     min_index = 0
     best = math.inf
+    own_fill = fill if _FILL in special else None
     for _ in range(_MAX_ATTEMPTS):
         scale = float(ftype.type(min(max(scale_f, float(finfo.tiny)), float(finfo.max))))
-        own_fill = fill if _FILL in special else None
         try:
             placed = _place(ftype, scale, offset, (value_range, cover), len(special),
                             free_offset, min_index, own_fill)
