@@ -29,6 +29,7 @@ __all__ = [
     "headroom_codes",
     "plan",
     "plan_quantization",
+    "range_values",
 ]
 
 
@@ -113,6 +114,16 @@ class QuantizationPlan:
         """The range, bound and headroom, as an array's attributes record them
         (``PlannedRange.recorded_in(attributes)``)."""
         return PlannedRange(self.value_range, self.max_abs_error, self.headroom)
+
+
+def range_values(values: npt.NDArray[Any], fill: float) -> npt.NDArray[Any]:
+    """The elements of ``values`` a plan's range covers: the finite ones, less those
+    equal to a finite ``fill`` (planned for on their own: the offset, or a code of
+    their own)."""
+    finite = values[np.isfinite(values)]
+    if math.isfinite(fill):
+        finite = finite[finite != values.dtype.type(fill)]
+    return finite
 
 
 def float_dtype(dtype: npt.DTypeLike) -> np.dtype[Any]:
@@ -445,9 +456,7 @@ def plan_quantization(
         arr = np.asarray(data)
         ftype = float_dtype(dtype if dtype is not None else arr.dtype)
         arr = arr.astype(ftype, copy=False)
-        finite = arr[np.isfinite(arr)]
-        if math.isfinite(fill):  # the fill is planned for on its own (below)
-            finite = finite[finite != ftype.type(fill)]
+        finite = range_values(arr, fill)
         if finite.size:
             lo, hi = float(finite.min()), float(finite.max())
         else:

@@ -22,7 +22,12 @@ from zarrext.jobs import cluster
 from zarrext.jobs.convert.plans import Quantized
 from zarrext.jobs.convert.sources import source_parts
 from zarrext.jobs.convert.units import source_ref, unit_slices
-from zarrext.quantization.planning import QuantizationError, float_dtype, plan_quantization
+from zarrext.quantization.planning import (
+    QuantizationError,
+    float_dtype,
+    plan_quantization,
+    range_values,
+)
 
 if TYPE_CHECKING:
     from zarrext.jobs.store_refs import ArrayRef
@@ -59,10 +64,7 @@ class ValueRange:
 
 def _scan_block(src: Any, sl: tuple[slice, ...]) -> ValueRange:
     data = np.asarray(src[sl])
-    finite = data[np.isfinite(data)]
-    fill = read_fill_value(src)
-    if math.isfinite(fill):
-        finite = finite[finite != data.dtype.type(fill)]
+    finite = range_values(data, read_fill_value(src))
     return ValueRange(
         float(finite.min()) if finite.size else math.inf,
         float(finite.max()) if finite.size else -math.inf,
