@@ -325,6 +325,10 @@ class StorableValues:
     def _reserved_codes(self) -> npt.NDArray[np.float64]:
         return np.array(sorted(self.reserved), dtype=np.float64)
 
+    @cached_property
+    def _mapped_keys(self) -> npt.NDArray[Any]:
+        return np.array(sorted(self.mapped), dtype=self.dtype)
+
     @property
     def _keeps_out_of_range(self) -> bool:
         """Whether ``cast_value`` stores codes beyond the integer type (clamped or
@@ -414,7 +418,7 @@ class StorableValues:
             bad |= (codes < low) | (codes >= end)
         if self.reserved:
             bad |= np.isin(self._effective(codes), self._reserved_codes)
-        mapped = np.isin(scaled, np.array(sorted(self.mapped), dtype=self.dtype))
+        mapped = np.isin(scaled, self._mapped_keys)
         bad &= ~mapped
         if self.planned is not None:
             vlo, vhi = self.planned.verified
